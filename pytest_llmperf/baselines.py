@@ -1,0 +1,363 @@
+"""Baseline files: read one test's table, rewrite one test's table atomically, save A/B runs.
+
+One file per hardware class and suite file, `baselines/<hardware class>/<suite file stem>.toml`,
+one table per test id (the pytest node id relative to the suite file, parametrization included).
+Each gated metric is a table of five fields; provenance says what the numbers were measured on:
+
+    ["test_fixed[64]".metrics."ttft_s.p50"]
+    value = 0.21
+    spread = 0.0041
+    n = 3
+    direction = "lower"
+    tolerance = 0.1
+
+    ["test_fixed[64]".metrics.output_throughput_tok_s]
+    value = 4310.0
+    spread = 52.3
+    n = 3
+    direction = "higher"
+    tolerance = 0.1
+
+    ["test_fixed[64]".provenance]
+    commit = "3f2c1e0"
+    date = "2026-11-22T10:04:31+00:00"
+
+    ["test_fixed[64]".provenance.engine]
+    enforce_eager = true
+    max_num_seqs = 256
+    model = "suites/models/tiny-llama"
+
+    ["test_fixed[64]".provenance.fingerprint]
+    count = 1
+    device = "cpu"
+    python = "3.11.7"
+    torch = "2.13.0+cpu"
+    vllm = "0.32.0"
+
+    ["test_fixed[64]".provenance.workload]
+    input_len = 128
+    num_prompts = 64
+    output_len = 64
+
+`value` is the median of the repeats and `spread` their robust scale (stats.py), in the unit the
+metric name carries; `tolerance` is a fraction (0.1 = 10%) and may be edited by hand: a rewrite
+keeps it (gate.make_entries). Test ids, metric names and provenance keys are written sorted and
+floats rounded to 6 significant digits, so a rewrite of one test is a small diff. TOML has no
+null, so None values in provenance are left out, and anything that is not a TOML type is
+written as its str().
+
+Several pytest-xdist workers may update the same file at once: each update holds a FileLock on
+`<file>.lock` (keep `*.toml.lock` out of git; the lock file is left in place on purpose, since
+deleting a lock file races with the next holder) and replaces the file with os.replace, so a
+reader sees the old file or the new one, never half of one. No pytest imports here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Any, NoReturn
+
+import tomli_w
+from filelock import FileLock
+
+__all__ = [
+    "DIRECTIONS",
+    "LOCK_TIMEOUT_S",
+    "Baseline",
+    "BaselineEntry",
+    "BaselineError",
+    "engine_mismatch",
+    "load_baseline",
+    "load_run",
+    "make_provenance",
+    "save_run",
+    "update_baseline",
+]
+
+DIRECTIONS = ("lower", "higher")
+# A write holds the lock for milliseconds; a minute means a stuck process, not contention.
+LOCK_TIMEOUT_S = 60.0
+REGENERATE = "fix the entry or regenerate it with --llmperf-update-baselines"
+_ENTRY_FIELDS = ("value", "spread", "n", "direction", "tolerance")
+_SIGNIFICANT_DIGITS = 6
+
+
+class BaselineError(Exception):
+    """A baseline or saved-run file that cannot be used; the message is one line with the fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineEntry:
+    """The stored form of one gated metric; see the module docstring for the file layout."""
+
+    value: float
+    spread: float
+    direction: str
+    tolerance: float
+    n: int
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """One test's table. `path` and `test_id` say where it came from, for messages."""
+
+    metrics: dict[str, BaselineEntry]
+    provenance: dict[str, Any] = field(default_factory=dict)
+    path: str = ""
+    test_id: str = ""
+
+    @property
+    def where(self) -> str:
+        return f'{self.path} :: "{self.test_id}"'
+
+
+def _key(*parts: str) -> str:
+    # The TOML spelling of a key path, as a user would search for it in the file.
+    head, *rest = parts
+    out = f'["{head}"]'
+    for part in rest:
+        bare = part.replace("_", "").replace("-", "").isalnum() and part.isascii()
+        out += f".{part}" if bare else f'."{part}"'
+    return out
+
+
+def _fail(path: str | os.PathLike[str], key: str, problem: str, fix: str = REGENERATE) -> NoReturn:
+    raise BaselineError(f"{os.fspath(path)}: {key}: {problem}; {fix}")
+
+
+def _number(path: Path, key: str, table: Mapping[str, Any], name: str) -> float:
+    value = table[name]
+    # bool is an int in Python but `value = true` is never a measurement.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        _fail(path, key, f'"{name}" must be a number, got {type(value).__name__} {value!r}')
+    if not math.isfinite(value) or (name != "value" and value < 0):
+        kind = "finite" if name == "value" else "finite and >= 0"
+        _fail(path, key, f'"{name}" must be {kind}, got {value!r}')
+    return float(value)
+
+
+def _entry(path: Path, key: str, table: Any) -> BaselineEntry:
+    if not isinstance(table, dict):
+        _fail(path, key, f"expected a table of {', '.join(_ENTRY_FIELDS)}, got {table!r}")
+    missing = [name for name in _ENTRY_FIELDS if name not in table]
+    if missing:
+        _fail(path, key, "missing " + ", ".join(f'"{name}"' for name in missing))
+    unknown = sorted(set(table) - set(_ENTRY_FIELDS))
+    if unknown:
+        _fail(path, key, f'unknown field "{unknown[0]}" (fields: {", ".join(_ENTRY_FIELDS)})')
+    direction = table["direction"]
+    if direction not in DIRECTIONS:
+        _fail(path, key, f'"direction" must be "lower" or "higher", got {direction!r}')
+    n = table["n"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        _fail(path, key, f'"n" must be an integer >= 1, got {n!r}')
+    tolerance = _number(path, key, table, "tolerance")
+    if tolerance > 1:
+        _fail(path, key, f'"tolerance" is a fraction (0.1 means 10%), got {tolerance!r}')
+    return BaselineEntry(
+        value=_number(path, key, table, "value"),
+        spread=_number(path, key, table, "spread"),
+        direction=direction,
+        tolerance=tolerance,
+        n=n,
+    )
+
+
+def _parse_test(path: Path, test_id: str, table: Any) -> Baseline:
+    if not isinstance(table, dict):
+        _fail(path, _key(test_id), f"expected a table, got {table!r}")
+    unknown = sorted(set(table) - {"metrics", "provenance"})
+    if unknown:
+        _fail(path, _key(test_id), f'unknown key "{unknown[0]}" (keys: metrics, provenance)')
+    if "metrics" not in table:
+        _fail(path, _key(test_id), 'missing "metrics"')
+    metrics, provenance = table["metrics"], table.get("provenance", {})
+    for name, value in (("metrics", metrics), ("provenance", provenance)):
+        if not isinstance(value, dict):
+            _fail(path, _key(test_id, name), f"expected a table, got {value!r}")
+    entries = {
+        name: _entry(path, _key(test_id, "metrics", name), entry)
+        for name, entry in sorted(metrics.items())
+    }
+    return Baseline(entries, provenance, os.fspath(path), test_id)
+
+
+def _read_toml(path: Path, fix: str) -> dict[str, Any] | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise BaselineError(f"{os.fspath(path)}: not valid TOML ({exc}); {fix}") from None
+
+
+def load_baseline(path: str | os.PathLike[str], test_id: str) -> Baseline | None:
+    """One test's baseline, or None when the file or the test's table does not exist.
+
+    Only that test's table is validated, so a broken entry fails the test it belongs to and no
+    other. Raises BaselineError (one line: file, key, problem, fix) for a malformed table.
+    """
+    path = Path(path)
+    fix = "fix the file, or delete it and regenerate it with --llmperf-update-baselines"
+    document = _read_toml(path, fix)
+    if document is None or test_id not in document:
+        return None
+    return _parse_test(path, test_id, document[test_id])
+
+
+def _toml_safe(value: Any) -> Any:
+    """Provenance as TOML can hold it: None dropped, tuples as arrays, unknown types as str."""
+    if isinstance(value, Mapping):
+        return {str(k): _toml_safe(v) for k, v in sorted(value.items()) if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [_toml_safe(v) for v in value if v is not None]
+    if isinstance(value, (bool, int, str, datetime, date)):
+        return value
+    if isinstance(value, float):
+        return float(f"{value:.{_SIGNIFICANT_DIGITS}g}") if math.isfinite(value) else value
+    return str(value)
+
+
+def _entry_table(path: Path, key: str, entry: BaselineEntry) -> dict[str, Any]:
+    if not math.isfinite(entry.value):
+        # A metric the run could not measure (NaN: no requests completed) has nothing to store.
+        _fail(path, key, f"refusing to write value {entry.value!r}", "leave it out of the baseline")
+    table = _toml_safe({name: getattr(entry, name) for name in _ENTRY_FIELDS})
+    _entry(path, key, table)  # refuse to write what load_baseline would reject
+    # Fixed field order, not sorted: the value first is what a reader looks for.
+    return {name: table[name] for name in _ENTRY_FIELDS}
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    # The temp file must be in the same directory: os.replace is atomic only within a filesystem.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # mkstemp makes the file 0600; keep the mode of the file being replaced (or 0644).
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fchmod(handle.fileno(), mode)
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def update_baseline(
+    path: str | os.PathLike[str],
+    test_id: str,
+    metrics: Mapping[str, BaselineEntry],
+    provenance: Mapping[str, Any],
+) -> None:
+    """Replace one test's table (metrics and provenance) and keep every other table as it is.
+
+    Read-modify-write under a FileLock, then an atomic replace: safe with several xdist workers
+    writing the same file. Entries are checked first, so a NaN or an unknown direction raises
+    BaselineError instead of writing a file that would not load.
+    """
+    path = Path(path)
+    table = {
+        "metrics": {
+            name: _entry_table(path, _key(test_id, "metrics", name), metrics[name])
+            for name in sorted(metrics)
+        },
+        "provenance": _toml_safe(provenance),
+    }
+    fix = "fix the file, or delete it to start it afresh"
+    with FileLock(os.fspath(path) + ".lock", timeout=LOCK_TIMEOUT_S):
+        document = _read_toml(path, fix) or {}
+        document[test_id] = table
+        _atomic_write(path, tomli_w.dumps({key: document[key] for key in sorted(document)}))
+
+
+def make_provenance(
+    fingerprint: Mapping[str, Any],
+    engine: Mapping[str, Any],
+    workload: Mapping[str, Any],
+    commit: str | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """The provenance table: what was measured, on what, when, at which commit."""
+    when = (now or datetime.now(timezone.utc)).isoformat(timespec="seconds")
+    return {
+        "commit": commit or "unknown",
+        "date": when,
+        "engine": dict(engine),
+        "fingerprint": dict(fingerprint),
+        "workload": dict(workload),
+    }
+
+
+def _show(value: Any) -> str:
+    return "(absent)" if value is None else json.dumps(value, default=str)
+
+
+def engine_mismatch(baseline: Baseline, engine: Mapping[str, Any]) -> str | None:
+    """One line naming the file, the test and each engine field that differs; None if equal.
+
+    Both sides are compared as TOML stores them (None dropped, tuples as lists), so a field set
+    to None matches a field that is absent. A baseline without a recorded engine cannot be
+    checked and gives None.
+    """
+    recorded = baseline.provenance.get("engine")
+    if not isinstance(recorded, dict):
+        return None
+    stored, current = _toml_safe(recorded), _toml_safe(engine)
+    changed = [
+        f"{name} {_show(stored.get(name))} -> {_show(current.get(name))}"
+        for name in sorted(set(stored) | set(current))
+        if stored.get(name) != current.get(name)
+    ]
+    if not changed:
+        return None
+    return (
+        f"{baseline.path}: {_key(baseline.test_id)}: baseline was measured with another engine "
+        f"configuration ({', '.join(changed)}); if the change is intended, regenerate it with "
+        "--llmperf-update-baselines"
+    )
+
+
+def save_run(path: str | os.PathLike[str], run: Mapping[str, Any]) -> None:
+    """Write a run (for --llmperf-save / --llmperf-compare) as JSON, atomically, keys sorted.
+
+    NaN is kept as JSON's non-standard NaN token so an empty distribution survives the round
+    trip; json.loads reads it back.
+    """
+    _atomic_write(Path(path), json.dumps(run, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def load_run(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a saved run; BaselineError (one line with the fix) when absent or malformed."""
+    path = Path(path)
+    name = os.fspath(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BaselineError(
+            f"{name}: no saved run here; save one first with --llmperf-save NAME"
+        ) from None
+    try:
+        run = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BaselineError(
+            f"{name}: not valid JSON ({exc}); save the run again with --llmperf-save NAME"
+        ) from None
+    if not isinstance(run, dict):
+        raise BaselineError(
+            f"{name}: expected a JSON object, got {type(run).__name__}; "
+            "save the run again with --llmperf-save NAME"
+        )
+    return run

@@ -1,0 +1,70 @@
+"""The session's engines: one running server per Engine spec, started on first use.
+
+Tests are ordered by spec (see plugin.py), so with `capacity=1` (the default, right for a GPU,
+where two engines rarely fit) each spec starts once. A spec that failed to start is not retried:
+every later test that asks for it fails at once with the same one-line error.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from pathlib import Path
+from typing import Callable, Protocol
+
+from pytest_llmperf.engines.server import EngineStartError, VllmServer
+from pytest_llmperf.engines.spec import Engine
+
+
+class Server(Protocol):
+    """What the pool needs of a server; VllmServer is one, tests may pass a fake."""
+
+    base_url: str
+    start_time_s: float | None
+
+    def start(self) -> "Server": ...
+
+    def stop(self) -> None: ...
+
+
+ServerFactory = Callable[[Engine], Server]
+
+
+class EnginePool:
+    def __init__(self, factory: ServerFactory, capacity: int = 1) -> None:
+        self._factory = factory
+        self._capacity = capacity
+        self._running: OrderedDict[Engine, Server] = OrderedDict()
+        self._failed: dict[Engine, EngineStartError] = {}
+        self.starts: list[tuple[Engine, float]] = []  # (spec, seconds to healthy), for the report
+
+    def get(self, engine: Engine) -> Server:
+        if engine in self._running:
+            self._running.move_to_end(engine)
+            return self._running[engine]
+        if engine in self._failed:
+            raise self._failed[engine]
+        while len(self._running) >= self._capacity:  # free memory before the next start
+            _, oldest = self._running.popitem(last=False)
+            oldest.stop()
+        server = self._factory(engine)
+        try:
+            server.start()
+        except EngineStartError as exc:
+            self._failed[engine] = exc
+            raise
+        self._running[engine] = server
+        self.starts.append((engine, server.start_time_s or 0.0))
+        return server
+
+    def stop_all(self) -> None:
+        while self._running:
+            _, server = self._running.popitem(last=False)
+            server.stop()
+
+
+def vllm_factory(log_dir: Path, startup_timeout_s: float,
+                 extra_env: dict[str, str] | None = None) -> ServerFactory:
+    def make(engine: Engine) -> VllmServer:
+        return VllmServer(engine, log_dir, extra_env=extra_env, startup_timeout_s=startup_timeout_s)
+
+    return make

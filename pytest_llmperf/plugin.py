@@ -1,0 +1,170 @@
+"""pytest hooks: options, markers, collection (hardware skips, engine ordering), fixture, summary.
+
+Loaded through the `pytest11` entry point. Importing this module must stay cheap and must work
+where vLLM is not installed: vLLM only ever runs in the server subprocess.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from pytest_llmperf import hardware as hardware_mod
+from pytest_llmperf import hookspecs, markers, report
+from pytest_llmperf import settings as settings_mod
+from pytest_llmperf.engines.pool import EnginePool, vllm_factory
+from pytest_llmperf.engines.spec import Engine
+from pytest_llmperf.fixture import Llmperf, engine_of
+from pytest_llmperf.session import LlmperfSession
+
+SESSION_KEY = pytest.StashKey[LlmperfSession]()
+HARDWARE_KEY = pytest.StashKey[object]()
+
+ENGINE_MARKER = "engine(spec): the pytest_llmperf.Engine this test measures (tests sharing a " \
+                "spec run together, so each engine starts once)"
+LLMPERF_MARKER = "llmperf(*, repeat=None, slo=None, max_error_rate=0.0, tolerance=None): " \
+                 "per-test measurement and gate settings"
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("llmperf", "LLM inference performance (pytest-llmperf)")
+    for option in settings_mod.OPTIONS:
+        where = f"env ${option.env}" if option.flag_only else f"ini {option.ini}, env ${option.env}"
+        if option.parse is settings_mod.parse_bool:
+            group.addoption(option.flag, action="store_true", default=None, dest=_dest(option),
+                            help=f"{option.help}; {where} (default: off)")
+        else:
+            default = "not set" if option.default is None else option.default
+            group.addoption(option.flag, default=None, dest=_dest(option), type=option.parse,
+                            metavar=option.metavar, help=f"{option.help}; {where} "
+                                                         f"(default: {default})")
+        if not option.flag_only:
+            parser.addini(option.ini, help=f"{option.help} (default: {option.default})")
+
+
+def _dest(option: settings_mod.Option) -> str:
+    return "llmperf_" + option.name
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, doc in markers.MARKER_DOCS.items():
+        config.addinivalue_line("markers", doc)
+    config.addinivalue_line("markers", ENGINE_MARKER)
+    config.addinivalue_line("markers", LLMPERF_MARKER)
+    try:
+        resolved = settings_mod.resolve(
+            lambda name: config.getoption("llmperf_" + name),
+            lambda ini: config.getini(ini), rootdir=Path(str(config.rootpath)),
+        )
+    except ValueError as exc:
+        raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
+    log_dir = resolved.path(resolved.log_dir)
+    pool = EnginePool(vllm_factory(log_dir, resolved.startup_timeout, _engine_env(config)),
+                      capacity=resolved.keep_engines)
+    session = LlmperfSession(settings=resolved, pool=pool)
+    config.stash[SESSION_KEY] = session
+    if resolved.endpoint and not resolved.hardware:
+        raise pytest.UsageError(
+            "pytest-llmperf: --llmperf-endpoint needs --llmperf-hardware too (the hardware of "
+            "that server, e.g. h100:8), so results are compared with the right baselines")
+    try:
+        hardware = config.hook.pytest_llmperf_detect_hardware(config=config)
+    except ValueError as exc:
+        raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
+    config.stash[HARDWARE_KEY] = hardware
+    session.fingerprint = hardware_mod.current_fingerprint(hardware).to_dict()
+    _stop_engines_on_sigterm(config)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_llmperf_detect_hardware(config: pytest.Config):
+    return hardware_mod.detect_hardware(override=config.stash[SESSION_KEY].settings.hardware)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_llmperf_engine_env(config: pytest.Config):
+    return {}
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    hardware = config.stash.get(HARDWARE_KEY, None)
+    return hardware_mod.current_fingerprint(hardware).header_line() if hardware else None
+
+
+def _engine_env(config: pytest.Config) -> dict[str, str]:
+    """Environment for engines this process starts (per-xdist-worker devices, see hooks)."""
+    return config.hook.pytest_llmperf_engine_env(config=config) or {}
+
+
+def _stop_engines_on_sigterm(config: pytest.Config) -> None:
+    """CI runners stop jobs with SIGTERM; turn it into KeyboardInterrupt so pytest's teardown
+    (and with it the engine shutdown) runs instead of the process vanishing mid-test."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"pytest-llmperf: received signal {signum}")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (e.g. embedded pytest.main in a thread)
+        return
+    config.add_cleanup(lambda: signal.signal(signal.SIGTERM, previous))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None:
+        session.pool.stop_all()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    llmperf = session.config.stash.get(SESSION_KEY, None)
+    if llmperf is not None:
+        llmperf.pool.stop_all()
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:
+    """Skip tests whose hardware is absent; then group tests by engine so each starts once."""
+    hardware = config.stash.get(HARDWARE_KEY, None)
+    for item in items:
+        requirement = markers.parse_requirements(
+            (mark.name, mark.args, mark.kwargs) for mark in item.iter_markers()
+            if mark.name in markers.MARKER_DOCS
+        )
+        if hardware is not None:
+            reason = markers.skip_reason(requirement, hardware)
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))
+    items[:] = order_by_engine(items)
+
+
+def order_by_engine(items: list[pytest.Item]) -> list[pytest.Item]:
+    """Stable sort: tests with the same engine spec become adjacent, in first-seen order."""
+    first_seen: dict[Engine | None, int] = {}
+    for index, item in enumerate(items):
+        first_seen.setdefault(engine_of(item), index)
+    return sorted(items, key=lambda item: first_seen[engine_of(item)])
+
+
+@pytest.fixture
+def llmperf(request: pytest.FixtureRequest) -> Llmperf:
+    """Run a workload against an engine and get the measured Result: `llmperf.run(workload)`."""
+    session = request.config.stash[SESSION_KEY]
+    return Llmperf(request.node, session.run)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    session = config.stash.get(SESSION_KEY, None)
+    if session is None or not session.results:
+        return
+    terminalreporter.section("llmperf")
+    for line in report.summary_lines(session.results):
+        terminalreporter.write_line(line)
+    for engine, seconds in session.pool.starts:
+        terminalreporter.write_line(f"engine {engine.label()}: healthy after {seconds:.1f} s")

@@ -1,0 +1,62 @@
+"""Plain data that flows between the load generator, the client and the metrics.
+
+Everything here is pure: no HTTP, no vLLM, no pytest. Times are `time.perf_counter()` values in
+seconds, taken on the client; only differences between them are ever reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request to send: a prompt and the exact output length to force.
+
+    `prompt` is text or a tuple of token ids (token ids give exact input lengths for any tokenizer).
+    `prompt_tokens` is the length the workload intended; the server's `usage` is what is reported.
+    """
+
+    prompt: str | tuple[int, ...]
+    prompt_tokens: int
+    output_tokens: int
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """What happened to one request, as the client saw it.
+
+    `chunk_times_s[i]` is when the i-th streamed chunk that carried generated tokens arrived and
+    `chunk_tokens[i]` how many tokens it carried. Chunks without tokens (role chunks, the usage
+    chunk) are not recorded. `usage_*` are the server's own counts from the final usage chunk.
+    """
+
+    index: int
+    expected_prompt_tokens: int
+    expected_output_tokens: int
+    scheduled_s: float
+    sent_s: float | None = None
+    chunk_times_s: list[float] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
+    done_s: float | None = None
+    usage_prompt_tokens: int | None = None
+    usage_output_tokens: int | None = None
+    error: str | None = None
+    # Set when a chunk's token count had to be inferred (the server sent no token ids).
+    tokens_estimated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.sent_s is not None and bool(self.chunk_times_s)
+
+    @property
+    def output_tokens(self) -> int:
+        """Generated tokens: the server's usage when it sent one, else the sum over chunks."""
+        if self.usage_output_tokens is not None:
+            return self.usage_output_tokens
+        return sum(self.chunk_tokens)
+
+    @property
+    def length_mismatch(self) -> bool:
+        """True when the server generated a different number of tokens than was forced."""
+        return self.ok and self.output_tokens != self.expected_output_tokens

@@ -1,0 +1,63 @@
+"""The end-of-session table: a row per measured test, the key metrics readable at a glance.
+
+Latencies are shown in milliseconds (the unit people quote for TTFT/TPOT), throughput in tok/s.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from pytest_llmperf.result import Result
+
+# (header, metric name, scale, format): one place defines what the summary shows.
+COLUMNS: tuple[tuple[str, str, float, str], ...] = (
+    ("ok", "completed", 1, "{:.0f}"),
+    ("fail", "failed", 1, "{:.0f}"),
+    ("out tok/s", "output_throughput_tok_s", 1, "{:.1f}"),
+    ("req/s", "request_throughput_req_s", 1, "{:.2f}"),
+    ("TTFT p50", "ttft_s.p50", 1e3, "{:.1f}"),
+    ("TTFT p99", "ttft_s.p99", 1e3, "{:.1f}"),
+    ("TPOT p50", "tpot_s.p50", 1e3, "{:.2f}"),
+    ("ITL p50", "itl_s.p50", 1e3, "{:.2f}"),
+    ("E2EL p50", "e2el_s.p50", 1e3, "{:.0f}"),
+    ("queue p99", "queue_s.p99", 1e3, "{:.2f}"),
+)
+UNITS_LINE = "latencies in ms (TTFT time to first token, TPOT time per output token after the " \
+             "first, ITL token-normalized inter-token latency, E2EL end to end, queue = client lag)"
+
+
+def _cell(value: float, scale: float, fmt: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return fmt.format(value * scale)
+
+
+def summary_rows(results: Sequence[Result], verdicts: dict[str, str]) -> list[list[str]]:
+    rows = []
+    for result in results:
+        cells = [result.test_id, result.engine_label, result.workload_label]
+        cells += [_cell(result.value(name), scale, fmt) for _, name, scale, fmt in COLUMNS]
+        cells.append(verdicts.get(result.test_id, ""))
+        rows.append(cells)
+    return rows
+
+
+def format_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Left-align text columns (the first three), right-align numbers."""
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    lines = []
+    for row in [header, *rows]:
+        cells = [str(c).ljust(w) if i < 3 or i == len(header) - 1 else str(c).rjust(w)
+                 for i, (c, w) in enumerate(zip(row, widths))]
+        lines.append("  ".join(cells).rstrip())
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
+def summary_lines(results: Sequence[Result], verdicts: dict[str, str] | None = None) -> list[str]:
+    """The table; `verdicts` maps a test id to its gate verdict (e.g. "pass", "REGRESSION")."""
+    if not results:
+        return []
+    header = ["test", "engine", "workload", *(c[0] for c in COLUMNS), "verdict"]
+    return format_table(header, summary_rows(results, verdicts or {})) + [UNITS_LINE]

@@ -1,0 +1,55 @@
+"""What a test gets back from `llmperf.run(...)`: the metrics to assert on, and how they were made."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_llmperf.metrics import RunMetrics, Summary
+from pytest_llmperf.records import RequestRecord
+
+
+@dataclass(frozen=True)
+class Result:
+    """One measured run. Metrics read as attributes, with the unit in the name:
+    `result.ttft_s.p90`, `result.output_throughput_tok_s`, `result.failed`.
+
+    With repeats, `metrics` is the run whose output throughput is the median, `runs` holds all of
+    them, and `value(name)` gives the median of a metric over the runs (what the gate uses).
+    """
+
+    test_id: str
+    engine: dict[str, Any]
+    engine_label: str
+    workload: dict[str, Any]
+    workload_label: str
+    metrics: RunMetrics
+    runs: tuple[RunMetrics, ...]
+    records: tuple[RequestRecord, ...] = field(repr=False)
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    engine_start_s: float | None = None
+    server_metrics: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def __getattr__(self, name: str) -> Summary | float:
+        # Only reached for names that are not fields: forward metric names to RunMetrics.
+        metrics = object.__getattribute__(self, "metrics")
+        try:
+            return getattr(metrics, name)
+        except AttributeError:
+            raise AttributeError(
+                f"Result has no metric {name!r}; metrics: {', '.join(sorted(_base_names(metrics)))}"
+            ) from None
+
+    def value(self, name: str) -> float:
+        """A metric by name ("ttft_s.p50", "output_throughput_tok_s"), median over repeats."""
+        values = sorted(run.get(name) for run in self.runs)
+        mid = len(values) // 2
+        return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+    def first_errors(self, limit: int = 3) -> list[str]:
+        return [f"request {r.index}: {r.error}" for r in self.records if r.error][:limit]
+
+
+def _base_names(metrics: RunMetrics) -> set[str]:
+    return {name.split(".")[0] for name in metrics.flat()}

@@ -1,0 +1,139 @@
+"""One frozen Settings object, resolved once per session: command line > ini > environment > default.
+
+Each option is declared once in OPTIONS; the plugin registers the command-line flag and the ini key
+from the same declaration, so help text, ini name, environment variable and default never drift.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str  # Settings field; flag is --llmperf-<name with dashes>, ini key llmperf_<name>
+    help: str
+    default: Any
+    parse: Callable[[str], Any] = str
+    flag_only: bool = False  # an action for this run (update baselines), not a standing setting
+    metavar: str | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--llmperf-" + self.name.replace("_", "-")
+
+    @property
+    def ini(self) -> str:
+        return "llmperf_" + self.name
+
+    @property
+    def env(self) -> str:
+        return "LLMPERF_" + self.name.upper()
+
+
+def parse_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"expected true/false, got {text!r}")
+
+
+def _optional_path(text: str) -> Path | None:
+    return Path(text) if text else None
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("log_dir", "directory for engine logs", Path(".llmperf/logs"), Path, metavar="DIR"),
+    Option("startup_timeout", "seconds an engine may take to become healthy", 900.0, float,
+           metavar="SECONDS"),
+    Option("keep_engines", "engines kept running at once (more need more memory)", 1, int,
+           metavar="N"),
+    Option("hardware", "hardware override, e.g. h100, h200:8, a100-40gb, cpu", None,
+           metavar="CLASS[:N]"),
+    Option("endpoint", "URL of an already running OpenAI-compatible server to test "
+           "instead of starting engines", None, metavar="URL"),
+    Option("baseline_dir", "directory holding <hardware>/<suite>.toml baselines", Path("baselines"),
+           Path, metavar="DIR"),
+    Option("repeat", "measure each test N times; gate on the median", 1, int,
+           metavar="N"),
+    Option("json", "write this run's results to this JSON file", None, _optional_path,
+           metavar="PATH"),
+    Option("require_baseline", "fail tests that have no baseline for this hardware", False,
+           parse_bool, flag_only=True),
+    Option("update_baselines", "write this run's results into the baselines", False, parse_bool,
+           flag_only=True),
+    Option("save", "store this run as .llmperf/runs/NAME.json for a later --llmperf-compare",
+           None, metavar="NAME"),
+    Option("compare", "gate against the saved run NAME (or a JSON path) instead of baselines",
+           None, metavar="NAME"),
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    log_dir: Path
+    startup_timeout: float
+    keep_engines: int
+    hardware: str | None
+    endpoint: str | None
+    baseline_dir: Path
+    repeat: int
+    json: Path | None
+    require_baseline: bool
+    update_baselines: bool
+    save: str | None
+    compare: str | None
+    rootdir: Path = Path(".")
+
+    def path(self, value: Path) -> Path:
+        """Relative paths are relative to pytest's rootdir, not to wherever pytest was run."""
+        return value if value.is_absolute() else self.rootdir / value
+
+
+assert [f.name for f in fields(Settings)][:-1] == [o.name for o in OPTIONS], "keep in step"
+
+
+def resolve(get_cli: Callable[[str], Any], get_ini: Callable[[str], Any],
+            environ: dict[str, str] | None = None, rootdir: Path = Path(".")) -> Settings:
+    """Build Settings from the three sources; the first one that has a value wins."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        values[option.name] = _resolve_one(option, get_cli, get_ini, environ)
+    settings = Settings(**values, rootdir=rootdir)
+    _validate(settings)
+    return settings
+
+
+def _resolve_one(option: Option, get_cli, get_ini, environ) -> Any:
+    cli = get_cli(option.name)  # already parsed by argparse (type=option.parse); None if absent
+    if cli is not None:
+        return cli
+    if not option.flag_only:
+        ini = get_ini(option.ini)
+        if ini not in (None, ""):
+            return _parse(option, str(ini), f"ini {option.ini}")
+    if option.env in environ:
+        return _parse(option, environ[option.env], f"${option.env}")
+    return option.default
+
+
+def _parse(option: Option, text: str, where: str) -> Any:
+    try:
+        return option.parse(text)
+    except ValueError as exc:
+        raise ValueError(f"{where}={text!r}: {exc}") from None
+
+
+def _validate(settings: Settings) -> None:
+    if settings.repeat < 1:
+        raise ValueError(f"--llmperf-repeat={settings.repeat}: must be 1 or more")
+    if settings.keep_engines < 1:
+        raise ValueError(f"--llmperf-keep-engines={settings.keep_engines}: must be 1 or more")
+    if settings.startup_timeout <= 0:
+        raise ValueError(f"--llmperf-startup-timeout={settings.startup_timeout}: must be > 0")

@@ -1,0 +1,87 @@
+"""The real vLLM server on the CPU: start, measure end to end, stop, and fail cleanly."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_llmperf import Workload
+from pytest_llmperf.engines.server import EngineStartError, VllmServer
+from pytest_llmperf.metrics import compute_metrics
+from pytest_llmperf.prompts import load_tokenizer
+from pytest_llmperf.runner import Endpoint, measure
+from suites.tiny import TINY_CPU
+from tests.conftest import requires_vllm, vllm_processes
+
+pytestmark = requires_vllm
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    server = VllmServer(TINY_CPU, tmp_path_factory.mktemp("logs")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer(TINY_CPU.model)
+
+
+def test_numbers_hold_together(server, tokenizer):
+    workload = Workload.fixed(input_tokens=96, output_tokens=32, num_requests=24, concurrency=6)
+    requests, _ = workload.build(tokenizer)
+    records = measure(Endpoint(server.base_url, TINY_CPU.model_name), requests, workload.pattern,
+                      seed=workload.seed)
+    m = compute_metrics(records)
+    assert (m.completed, m.failed, m.length_mismatches, m.tokens_estimated) == (24, 0, 0, 0)
+    assert m.output_tokens == 24 * 32
+    assert m.prompt_tokens == 24 * 96  # token-id prompts: exact input length, no BOS added
+    # Every chunk carried exactly one token on CPU; the token counts came from the server.
+    assert all(sum(r.chunk_tokens) == r.usage_output_tokens == 32 for r in records)
+    for r in records:
+        ttft, e2el = r.chunk_times_s[0] - r.sent_s, r.chunk_times_s[-1] - r.sent_s
+        assert 0 < ttft <= e2el
+    assert m.ttft_s.max <= m.e2el_s.max
+    assert m.output_throughput_tok_s == pytest.approx(m.output_tokens / m.duration_s, rel=1e-9)
+    assert m.total_throughput_tok_s == pytest.approx(24 * (96 + 32) / m.duration_s, rel=1e-9)
+    assert m.queue_s.max < 0.05  # closed loop: the client is never the bottleneck
+
+
+def test_rate_schedule_is_kept(server, tokenizer):
+    workload = Workload.fixed(input_tokens=64, output_tokens=16, num_requests=30, rate=10.0, seed=3)
+    requests, _ = workload.build(tokenizer)
+    records = measure(Endpoint(server.base_url, TINY_CPU.model_name), requests, workload.pattern,
+                      seed=workload.seed)
+    m = compute_metrics(records)
+    assert m.completed == 30
+    assert m.queue_s.p99 < 0.05, f"client lagged behind the Poisson schedule: {m.queue_s}"
+
+
+def test_wrong_model_name_is_a_recorded_failure(server, tokenizer):
+    """A failing request becomes data (HTTP status and body), never an exception."""
+    workload = Workload.fixed(input_tokens=8, output_tokens=4, num_requests=2, concurrency=2)
+    requests, _ = workload.build(tokenizer)
+    records = measure(Endpoint(server.base_url, "no-such-model"), requests, workload.pattern, seed=0)
+    assert [r.ok for r in records] == [False, False]
+    assert records[0].error.startswith("HTTP 404: ")
+    assert "no-such-model" in records[0].error
+
+
+def test_bad_model_path_fails_with_one_line_and_leaves_nothing(tmp_path):
+    engine = TINY_CPU.replace(model=str(tmp_path / "no-such-model"))
+    began = time.monotonic()
+    with pytest.raises(EngineStartError) as info:
+        VllmServer(engine, tmp_path).start()
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"vLLM engine 'no-such-model load=dummy len=2048 kv=512MiB eager=True'"
+                              " exited with code 1: ")
+    log = re.search(r"\(full log: (\S+/vllm-\d+\.log)\)$", message)
+    assert log and Path(log.group(1)).is_file(), message
+    assert "no-such-model" in message.split(": ", 1)[1], "the reason names the missing model"
+    assert time.monotonic() - began < 120
+    assert vllm_processes() == []
