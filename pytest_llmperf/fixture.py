@@ -78,7 +78,11 @@ class Llmperf:
         try:
             result = self._run(self._item.nodeid, engine, workload, repeat)
         except EngineStartError as exc:
-            pytest.fail(str(exc), pytrace=False)
+            failure = str(exc)
+        else:
+            failure = None
+        if failure:  # outside the except block, so pytest shows one line, not a chained trace
+            pytest.fail(failure, pytrace=False)
         self.results.append(result)
         self._check_errors(result)
         return result

@@ -88,15 +88,14 @@ class Rate:
         _check_rps("Rate", "requests_per_s", self.requests_per_s, allow_inf=True)
         b = self.burstiness
         if not (_is_number(b) and b > 0):
-            raise ValueError(
-                f"Rate.burstiness must be a number > 0 (1.0 is Poisson, lower is burstier), got {b!r}"
-            )
+            hint = "(1.0 is Poisson, lower is burstier)"
+            raise ValueError(f"Rate.burstiness must be a number > 0 {hint}, got {b!r}")
         _check_cap("Rate", self.max_concurrency, optional=True)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Ramp:
-    """Open loop, Poisson arrivals at a rate going from `start_rps` to `end_rps` by request index."""
+    """Open loop: Poisson arrivals, the rate going from start_rps to end_rps by request index."""
 
     start_rps: float
     end_rps: float

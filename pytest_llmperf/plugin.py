@@ -15,11 +15,13 @@ from pytest_llmperf import hardware as hardware_mod
 from pytest_llmperf import hookspecs, markers, report
 from pytest_llmperf import settings as settings_mod
 from pytest_llmperf.engines.pool import EnginePool, vllm_factory
+from pytest_llmperf.engines.server import CPU_ENGINE_NICE
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.fixture import Llmperf, engine_of
 from pytest_llmperf.session import LlmperfSession
 
 SESSION_KEY = pytest.StashKey[LlmperfSession]()
+SETTINGS_KEY = pytest.StashKey[settings_mod.Settings]()
 HARDWARE_KEY = pytest.StashKey[object]()
 
 ENGINE_MARKER = "engine(spec): the pytest_llmperf.Engine this test measures (tests sharing a " \
@@ -53,38 +55,44 @@ def _dest(option: settings_mod.Option) -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for name, doc in markers.MARKER_DOCS.items():
+    for doc in markers.MARKER_DOCS.values():
         config.addinivalue_line("markers", doc)
     config.addinivalue_line("markers", ENGINE_MARKER)
     config.addinivalue_line("markers", LLMPERF_MARKER)
     try:
-        resolved = settings_mod.resolve(
+        settings = settings_mod.resolve(
             lambda name: config.getoption("llmperf_" + name),
             lambda ini: config.getini(ini), rootdir=Path(str(config.rootpath)),
         )
-    except ValueError as exc:
-        raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
-    log_dir = resolved.path(resolved.log_dir)
-    pool = EnginePool(vllm_factory(log_dir, resolved.startup_timeout, _engine_env(config)),
-                      capacity=resolved.keep_engines)
-    session = LlmperfSession(settings=resolved, pool=pool)
-    config.stash[SESSION_KEY] = session
-    if resolved.endpoint and not resolved.hardware:
-        raise pytest.UsageError(
-            "pytest-llmperf: --llmperf-endpoint needs --llmperf-hardware too (the hardware of "
-            "that server, e.g. h100:8), so results are compared with the right baselines")
-    try:
+        if settings.endpoint and not settings.hardware:
+            raise ValueError(
+                "--llmperf-endpoint needs --llmperf-hardware too (the hardware of that server, "
+                "e.g. h100:8), so results are compared with the right baselines")
+        config.stash[SETTINGS_KEY] = settings
         hardware = config.hook.pytest_llmperf_detect_hardware(config=config)
     except ValueError as exc:
         raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
     config.stash[HARDWARE_KEY] = hardware
-    session.fingerprint = hardware_mod.current_fingerprint(hardware).to_dict()
+    factory = vllm_factory(settings.path(settings.log_dir), settings.startup_timeout,
+                           _engine_env(config), nice=engine_nice(settings, hardware))
+    config.stash[SESSION_KEY] = LlmperfSession(
+        settings=settings, pool=EnginePool(factory, capacity=settings.keep_engines),
+        fingerprint=hardware_mod.current_fingerprint(hardware).to_dict(),
+    )
     _stop_engines_on_sigterm(config)
+
+
+def engine_nice(settings: settings_mod.Settings, hardware: hardware_mod.Hardware) -> int:
+    """auto: lowest priority for engines on CPU hardware, where the engine and the load
+    generator share cores; never on GPUs, where a niced engine would just measure slower."""
+    if settings.engine_nice != "auto":
+        return settings.engine_nice
+    return CPU_ENGINE_NICE if hardware.hardware_class == "cpu" else 0
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_llmperf_detect_hardware(config: pytest.Config):
-    return hardware_mod.detect_hardware(override=config.stash[SESSION_KEY].settings.hardware)
+    return hardware_mod.detect_hardware(override=config.stash[SETTINGS_KEY].hardware)
 
 
 @pytest.hookimpl(trylast=True)

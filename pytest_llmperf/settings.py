@@ -53,6 +53,9 @@ OPTIONS: tuple[Option, ...] = (
            metavar="SECONDS"),
     Option("keep_engines", "engines kept running at once (more need more memory)", 1, int,
            metavar="N"),
+    Option("engine_nice", "scheduling niceness of started engines; auto: 19 on CPU hardware "
+           "(vLLM's busy-polling engine core must not starve the load generator), 0 on GPUs",
+           "auto", lambda text: text if text == "auto" else int(text), metavar="auto|N"),
     Option("hardware", "hardware override, e.g. h100, h200:8, a100-40gb, cpu", None,
            metavar="CLASS[:N]"),
     Option("endpoint", "URL of an already running OpenAI-compatible server to test "
@@ -79,6 +82,7 @@ class Settings:
     log_dir: Path
     startup_timeout: float
     keep_engines: int
+    engine_nice: str | int
     hardware: str | None
     endpoint: str | None
     baseline_dir: Path
@@ -135,5 +139,7 @@ def _validate(settings: Settings) -> None:
         raise ValueError(f"--llmperf-repeat={settings.repeat}: must be 1 or more")
     if settings.keep_engines < 1:
         raise ValueError(f"--llmperf-keep-engines={settings.keep_engines}: must be 1 or more")
+    if settings.engine_nice != "auto" and not 0 <= settings.engine_nice <= 19:
+        raise ValueError(f"--llmperf-engine-nice={settings.engine_nice}: use auto or 0-19")
     if settings.startup_timeout <= 0:
         raise ValueError(f"--llmperf-startup-timeout={settings.startup_timeout}: must be > 0")

@@ -63,8 +63,9 @@ class EnginePool:
 
 
 def vllm_factory(log_dir: Path, startup_timeout_s: float,
-                 extra_env: dict[str, str] | None = None) -> ServerFactory:
+                 extra_env: dict[str, str] | None = None, nice: int = 0) -> ServerFactory:
     def make(engine: Engine) -> VllmServer:
-        return VllmServer(engine, log_dir, extra_env=extra_env, startup_timeout_s=startup_timeout_s)
+        return VllmServer(engine, log_dir, extra_env=extra_env,
+                          startup_timeout_s=startup_timeout_s, nice=nice)
 
     return make

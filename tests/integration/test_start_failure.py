@@ -1,0 +1,76 @@
+"""An engine that will not start: one clear line, the log kept, nothing left running."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_llmperf.engines.server import EngineStartError, VllmServer
+from suites.tiny import TINY_CPU
+from tests.conftest import requires_vllm, vllm_processes
+
+pytestmark = requires_vllm
+
+START_FAILURE_BUDGET_S = 120
+
+
+def test_missing_model_path_fails_before_starting_vllm(tmp_path):
+    engine = TINY_CPU.replace(model=str(tmp_path / "no-such-model"))
+    with pytest.raises(EngineStartError) as info:
+        VllmServer(engine, tmp_path).start()
+    assert str(info.value) == (
+        "vLLM engine 'no-such-model load=dummy len=2048 kv=512MiB eager=True': model path "
+        f"{tmp_path}/no-such-model does not exist; point Engine(model=...) at a local model "
+        "directory or a Hugging Face model id"
+    )
+    assert list(tmp_path.glob("vllm-*.log")) == []
+
+
+def test_model_vllm_rejects_fails_with_one_line_and_leaves_nothing(tmp_path):
+    """A directory without config.json: vLLM itself starts, fails, and exits."""
+    (tmp_path / "empty-model").mkdir()
+    engine = TINY_CPU.replace(model=str(tmp_path / "empty-model"))
+    began = time.monotonic()
+    with pytest.raises(EngineStartError) as info:
+        VllmServer(engine, tmp_path).start()
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith("vLLM engine 'empty-model load=dummy len=2048 kv=512MiB "
+                              "eager=True' exited with code 1: ")
+    log = re.search(r"\(full log: (\S+/vllm-\d+\.log)\)$", message)
+    assert log and Path(log.group(1)).is_file(), message
+    assert "ValidationError" in message, "the reason is vLLM's own error line"
+    assert time.monotonic() - began < START_FAILURE_BUDGET_S
+    assert vllm_processes() == []
+
+
+def test_every_test_of_a_broken_engine_fails_fast_with_the_same_line(pytester: pytest.Pytester):
+    (pytester.path / "empty-model").mkdir()
+    pytester.makepyfile(f"""
+        import pytest
+        from pytest_llmperf import Workload
+        from suites.tiny import TINY_CPU
+
+        BROKEN = TINY_CPU.replace(model="{pytester.path}/empty-model")
+        pytestmark = pytest.mark.engine(BROKEN)
+        W = Workload.fixed(input_tokens=8, output_tokens=4, num_requests=2, concurrency=1)
+
+        def test_one(llmperf):
+            llmperf.run(W)
+
+        def test_two(llmperf):
+            llmperf.run(W)
+    """)
+    began = time.monotonic()
+    result = pytester.runpytest("--llmperf-log-dir", str(pytester.path / "logs"))
+    result.assert_outcomes(failed=2)
+    errors = [line for line in result.stdout.lines if line.startswith("vLLM engine 'empty-model")]
+    assert len(errors) == 2 and errors[0] == errors[1], result.stdout.str()
+    assert "exited with code 1: " in errors[0]
+    assert "During handling" not in result.stdout.str()
+    assert len(list((pytester.path / "logs").glob("vllm-*.log"))) == 1, "started once, not twice"
+    assert time.monotonic() - began < START_FAILURE_BUDGET_S
+    assert vllm_processes() == []
