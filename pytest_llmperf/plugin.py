@@ -7,6 +7,7 @@ where vLLM is not installed: vLLM only ever runs in the server subprocess.
 from __future__ import annotations
 
 import signal
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from pytest_llmperf.session import LlmperfSession
 
 SESSION_KEY = pytest.StashKey[LlmperfSession]()
 SETTINGS_KEY = pytest.StashKey[settings_mod.Settings]()
+STARTED_KEY = pytest.StashKey[datetime]()
 HARDWARE_KEY = pytest.StashKey[object]()
 
 ENGINE_MARKER = "engine(spec): the pytest_llmperf.Engine this test measures (tests sharing a " \
@@ -77,8 +79,10 @@ def pytest_configure(config: pytest.Config) -> None:
                            _engine_env(config), nice=engine_nice(settings, hardware))
     config.stash[SESSION_KEY] = LlmperfSession(
         settings=settings, pool=EnginePool(factory, capacity=settings.keep_engines),
+        hardware_class=hardware.hardware_class,
         fingerprint=hardware_mod.current_fingerprint(hardware).to_dict(),
     )
+    config.stash[STARTED_KEY] = datetime.now(timezone.utc)
     _stop_engines_on_sigterm(config)
 
 
@@ -134,6 +138,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     llmperf = session.config.stash.get(SESSION_KEY, None)
     if llmperf is not None:
         llmperf.pool.stop_all()
+        llmperf.notes += llmperf.write_outputs(started=session.config.stash[STARTED_KEY])
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
@@ -164,7 +169,19 @@ def order_by_engine(items: list[pytest.Item]) -> list[pytest.Item]:
 def llmperf(request: pytest.FixtureRequest) -> Llmperf:
     """Run a workload against an engine and get the measured Result: `llmperf.run(workload)`."""
     session = request.config.stash[SESSION_KEY]
-    return Llmperf(request.node, session.run)
+    return Llmperf(request.node, session.run, session.judge,
+                   default_repeat=session.settings.repeat)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    """Baseline updates wait for the test's verdict: only a passing test writes its baseline."""
+    report = yield
+    if report.when == "call":
+        session = item.config.stash.get(SESSION_KEY, None)
+        if session is not None and item.nodeid in session.pending:
+            session.apply_updates(item.nodeid, passed=report.passed)
+    return report
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
@@ -172,7 +189,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if session is None or not session.results:
         return
     terminalreporter.section("llmperf")
-    for line in report.summary_lines(session.results):
+    for line in report.summary_lines(session.results, session.verdicts):
         terminalreporter.write_line(line)
     for engine, seconds in session.pool.starts:
         terminalreporter.write_line(f"engine {engine.label()}: healthy after {seconds:.1f} s")
+    for note in session.notes:
+        terminalreporter.write_line(note)

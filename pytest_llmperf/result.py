@@ -18,7 +18,8 @@ class Result:
     them, and `value(name)` gives the median of a metric over the runs (what the gate uses).
     """
 
-    test_id: str
+    test_id: str  # the pytest node id (+ "#n" for the n-th run inside one test)
+    key: str  # the test's table in its baseline file
     engine: dict[str, Any]
     engine_label: str
     workload: dict[str, Any]

@@ -1,14 +1,18 @@
-"""The session's state: settings, the engine pool, tokenizers, and every result measured so far.
+"""The session's state: settings, the engine pool, tokenizers, every result measured so far, and
+the judging of each result against its SLOs and baseline.
 
 Owned by the plugin (one per pytest session, kept in `config.stash`), never a module global.
 """
 
 from __future__ import annotations
 
+import subprocess
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf import baselines, checks, runfile
 from pytest_llmperf.client import ClientOptions
 from pytest_llmperf.engines.pool import EnginePool
 from pytest_llmperf.engines.spec import Engine
@@ -18,14 +22,31 @@ from pytest_llmperf.runner import Endpoint, measure
 from pytest_llmperf.settings import Settings
 from pytest_llmperf.workloads import Workload
 
+GIT_TIMEOUT_S = 5
+RUNS_DIR = Path(".llmperf/runs")
+
+
+@dataclass(frozen=True)
+class PendingUpdate:
+    ref: checks.BaselineRef
+    entries: dict[str, baselines.BaselineEntry]
+    provenance: dict[str, Any]
+
 
 @dataclass
 class LlmperfSession:
     settings: Settings
     pool: EnginePool
+    hardware_class: str = "cpu"
     fingerprint: dict[str, Any] = field(default_factory=dict)
     results: list[Result] = field(default_factory=list)
+    verdicts: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    pending: dict[str, list[PendingUpdate]] = field(default_factory=lambda: defaultdict(list))
     _tokenizers: dict[str, Any] = field(default_factory=dict)
+    _saved_run: Any = None
+
+    # ------------------------------------------------------------------ measuring
 
     def tokenizer_for(self, engine: Engine):
         path = engine.tokenizer or engine.model
@@ -35,7 +56,7 @@ class LlmperfSession:
             self._tokenizers[path] = load_tokenizer(path)
         return self._tokenizers[path]
 
-    def target_for(self, engine: Engine, workload: Workload) -> tuple[Endpoint, float | None]:
+    def endpoint_for(self, engine: Engine, workload: Workload) -> tuple[Endpoint, float | None]:
         """Start (or reuse) the engine; with --llmperf-endpoint, use that server instead."""
         options = ClientOptions(api=workload.api)
         if self.settings.endpoint:
@@ -43,22 +64,24 @@ class LlmperfSession:
         server = self.pool.get(engine)
         return Endpoint(server.base_url, engine.model_name, options), server.start_time_s
 
-    def run(self, test_id: str, engine: Engine, workload: Workload, repeat: int) -> Result:
-        target, start_s = self.target_for(engine, workload)
-        tokenizer = self.tokenizer_for(engine)
+    def run(self, nodeid: str, key: str, engine: Engine, workload: Workload,
+            repeat: int) -> Result:
+        endpoint, start_s = self.endpoint_for(engine, workload)
         # The same requests and arrival schedule every repeat: only the engine's timing varies.
-        requests, warmup = workload.build(tokenizer)
+        requests, warmup = workload.build(self.tokenizer_for(engine))
         runs: list[tuple[RunMetrics, list]] = []
         for attempt in range(repeat):
-            records = measure(target, requests, workload.pattern, seed=workload.seed,
+            records = measure(endpoint, requests, workload.pattern, seed=workload.seed,
                               warmup=warmup if attempt == 0 else (),
                               duration_s=workload.duration_s)
             runs.append((compute_metrics(records), records))
         # The representative run (its records and summaries) is the median by output throughput.
-        runs_sorted = sorted(runs, key=lambda run: run[0].output_throughput_tok_s)
-        metrics, records = runs_sorted[len(runs_sorted) // 2]
+        metrics, records = sorted(runs, key=lambda run: run[0].output_throughput_tok_s)[
+            len(runs) // 2]
+        suffix = key.rpartition("#")[2] if "#" in key else ""
         result = Result(
-            test_id=test_id, engine=engine.to_dict(), engine_label=engine.label(),
+            test_id=nodeid + (f"#{suffix}" if suffix else ""), key=key,
+            engine=self.engine_identity(engine), engine_label=engine.label(),
             workload=workload.to_dict(), workload_label=workload.label(),
             metrics=metrics, runs=tuple(run[0] for run in runs), records=tuple(records),
             fingerprint=dict(self.fingerprint), engine_start_s=start_s,
@@ -66,5 +89,114 @@ class LlmperfSession:
         self.results.append(result)
         return result
 
-    def log_dir(self) -> Path:
-        return self.settings.path(self.settings.log_dir)
+    def engine_identity(self, engine: Engine) -> dict[str, Any]:
+        """The spec as baselines record it: paths inside the project relative to its root, so a
+        baseline made in one checkout matches the same spec in another (CI clones elsewhere)."""
+        identity = engine.to_dict()
+        for name in ("model", "tokenizer", "chat_template"):
+            value = identity.get(name)
+            if isinstance(value, str) and value.startswith("/"):
+                try:
+                    identity[name] = str(Path(value).relative_to(self.settings.rootdir))
+                except ValueError:
+                    pass
+        return identity
+
+    # ------------------------------------------------------------------ judging
+
+    def baseline_ref(self, suite_path: Path, nodeid: str, key: str) -> checks.BaselineRef:
+        directory = self.settings.path(self.settings.baseline_dir) / self.hardware_class
+        return checks.BaselineRef(directory / f"{Path(suite_path).stem}.toml", key, nodeid)
+
+    def judge(self, item, result: Result, options, slo) -> checks.Judgement:
+        estimates = checks.estimates_of(result.runs)
+        judgement = checks.check_slo(estimates, slo, known=_known_metric(result.metrics))
+        ref = self.baseline_ref(item.path, item.nodeid, result.key)
+        if self.settings.update_baselines:
+            if not judgement.failed:
+                self.pending[item.nodeid].append(PendingUpdate(
+                    ref, checks.updated_entries(estimates, ref, options.tolerance),
+                    baselines.make_provenance(self.fingerprint, result.engine, result.workload,
+                                              commit=git_commit(self.settings.rootdir))))
+        elif self.settings.compare:
+            judgement = checks.combine(judgement, self._check_saved(estimates, result.key))
+        else:
+            judgement = checks.combine(judgement, checks.check_against_baseline(
+                estimates, ref, result.engine, require=self.settings.require_baseline))
+        self.verdicts[result.test_id] = judgement.label()
+        self.notes += [f"{result.test_id}: {note}" for note in judgement.notes]
+        return judgement
+
+    def _check_saved(self, estimates, key: str) -> checks.Judgement:
+        try:
+            if self._saved_run is None:
+                path = runfile.resolve_saved(self.settings.compare, self.runs_dir())
+                self._saved_run = (path, runfile.read_run(path))
+        except baselines.BaselineError as exc:
+            return checks.Judgement(error=str(exc))
+        path, saved = self._saved_run
+        entries = saved.results[key].entries() if key in saved.results else None
+        return checks.check_against_saved(estimates, entries, path, key)
+
+    def apply_updates(self, nodeid: str, passed: bool) -> None:
+        """Write a test's pending baseline updates once the test as a whole has passed."""
+        for update in self.pending.pop(nodeid, []):
+            if not passed:
+                self.notes.append(f"{nodeid}: baseline not updated (the test failed)")
+                continue
+            update.ref.path.parent.mkdir(parents=True, exist_ok=True)
+            baselines.update_baseline(update.ref.path, update.ref.key, update.entries,
+                                      update.provenance)
+            self.notes.append(f"{nodeid}: baseline updated: {update.ref.shown} :: "
+                              f'"{update.ref.key}"')
+            for result in self.results:
+                if result.test_id.split("#")[0] == nodeid and result.key == update.ref.key:
+                    self.verdicts[result.test_id] = "updated"
+
+    # ------------------------------------------------------------------ output
+
+    def runs_dir(self) -> Path:
+        return self.settings.path(RUNS_DIR)
+
+    def write_outputs(self, started) -> list[str]:
+        """--llmperf-json and --llmperf-save; returns lines for the terminal."""
+        targets = []
+        if self.settings.json:
+            targets.append(self.settings.path(self.settings.json))
+        if self.settings.save:
+            targets.append(self.runs_dir() / f"{self.settings.save}.json")
+        if not targets or not self.results:
+            return []
+        document = runfile.run_document(
+            self.results, verdicts=self.verdicts, fingerprint=self.fingerprint,
+            commit=git_commit(self.settings.rootdir), started=started)
+        for path in targets:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            runfile.write_run(path, document)
+        return [f"results written to {path}" for path in targets]
+
+
+def _known_metric(metrics: RunMetrics):
+    def known(name: str) -> bool:
+        try:
+            metrics.get(name)
+        except KeyError:
+            return False
+        return True
+
+    return known
+
+
+def git_commit(directory: Path) -> str | None:
+    """The checkout's commit (with "-dirty" when it has changes), for provenance."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True,
+                             text=True, timeout=GIT_TIMEOUT_S)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=directory, capture_output=True, text=True,
+                               timeout=GIT_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if sha.returncode != 0:
+        return None
+    return sha.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")

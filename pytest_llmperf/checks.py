@@ -1,0 +1,136 @@
+"""Judge one measured Result: its hard targets (SLOs), then its baseline or a saved run.
+
+Pure of pytest: the fixture turns a `Judgement` into a test failure, a warning or a note. Every
+input problem (a malformed baseline, an unknown metric, a baseline for another engine) becomes
+one line in `Judgement.error`; the Result itself is already recorded by then, so nothing measured
+is lost.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from pytest_llmperf import baselines, gate
+from pytest_llmperf.stats import Estimate, combine_runs
+
+# What the summary's verdict column says.
+PASSED, REGRESSED, MISSED, STALE, NO_BASELINE, ERROR = (
+    "pass", "REGRESSION", "MISSED TARGET", "pass (stale baseline)", "no baseline", "ERROR",
+)
+
+
+@dataclass
+class Judgement:
+    report: gate.GateReport = field(default_factory=gate.GateReport)
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+    baseline: baselines.Baseline | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or self.report.failed
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.report.warnings
+
+    def failure_text(self) -> str:
+        return self.error if self.error else self.report.failure_text()
+
+    def label(self) -> str:
+        if self.error:
+            return ERROR
+        statuses = {verdict.status for verdict in self.report.verdicts}
+        if gate.MISSED in statuses:
+            return MISSED
+        if gate.REGRESSION in statuses:
+            return REGRESSED
+        if self.baseline is None and any(n.startswith("no baseline") for n in self.notes):
+            return NO_BASELINE
+        return STALE if gate.IMPROVEMENT in statuses else PASSED
+
+
+def estimates_of(runs) -> dict[str, Estimate]:
+    """Every metric of a result as an Estimate: the median over repeats and its spread."""
+    return combine_runs([run.flat() for run in runs])
+
+
+def check_slo(estimates: dict[str, Estimate], slo: gate.SLO | None,
+              known: Callable[[str], bool]) -> Judgement:
+    if slo is None:
+        return Judgement()
+    try:
+        return Judgement(report=gate.check_targets(estimates, slo, known=known))
+    except gate.UnknownMetricError as exc:
+        return Judgement(error=f"SLO: {exc}")
+
+
+@dataclass(frozen=True)
+class BaselineRef:
+    """Where a test's baseline lives: the file and the key of its table."""
+
+    path: Path  # absolute
+    key: str
+    nodeid: str
+
+    @property
+    def shown(self) -> Path:
+        """The path relative to the working directory: what messages show and a user can open.
+        Computed at use time, since a test may change the working directory."""
+        return Path(os.path.relpath(self.path))
+
+
+def check_against_baseline(estimates: dict[str, Estimate], ref: BaselineRef,
+                           engine: dict[str, Any], *, require: bool) -> Judgement:
+    try:
+        baseline = baselines.load_baseline(ref.shown, ref.key)
+    except baselines.BaselineError as exc:
+        return Judgement(error=str(exc))
+    if baseline is None:
+        note = f"no baseline for this hardware: {ref.shown} has no [\"{ref.key}\"]"
+        if require:
+            return Judgement(error=f"{note} (--llmperf-require-baseline); create it with: "
+                                   f'pytest --llmperf-update-baselines "{ref.nodeid}"')
+        return Judgement(notes=[note])
+    mismatch = baselines.engine_mismatch(baseline, engine)
+    if mismatch:
+        return Judgement(error=mismatch, baseline=baseline)
+    return Judgement(report=gate.check_baseline(estimates, baseline, ref.nodeid),
+                     baseline=baseline)
+
+
+def check_against_saved(estimates: dict[str, Estimate], saved_entries, path: Path,
+                        key: str) -> Judgement:
+    """A/B: gate against a saved run's estimates (no engine check: the engine may differ on
+    purpose, e.g. a vLLM upgrade or a new config)."""
+    if saved_entries is None:
+        return Judgement(notes=[f'not in the saved run {path} :: "{key}": nothing to compare'])
+    entries = {name: e for name, e in saved_entries.items() if name in gate.DEFAULT_GATED}
+    baseline = baselines.Baseline(metrics=entries, path=str(path), test_id=key)
+    return Judgement(report=gate.check_baseline(estimates, baseline), baseline=baseline)
+
+
+def combine(*judgements: Judgement) -> Judgement:
+    out = Judgement()
+    for judgement in judgements:
+        out.report = out.report + judgement.report
+        out.error = out.error or judgement.error
+        out.notes += judgement.notes
+        out.baseline = out.baseline or judgement.baseline
+    return out
+
+
+def updated_entries(estimates: dict[str, Estimate], ref: BaselineRef,
+                    tolerance: float | None) -> dict[str, baselines.BaselineEntry]:
+    """Entries to write for --llmperf-update-baselines, keeping hand-edited tolerances."""
+    try:
+        previous = baselines.load_baseline(ref.shown, ref.key)
+    except baselines.BaselineError:
+        previous = None  # a broken table is replaced whole
+    kwargs = {"tolerance": tolerance} if tolerance is not None else {}
+    if tolerance is not None and previous is not None:
+        kwargs["overrides"] = {name: tolerance for name in previous.metrics}
+    return gate.make_entries(estimates, previous=previous, **kwargs)

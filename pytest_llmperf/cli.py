@@ -1,0 +1,263 @@
+"""The `llmperf` command: compare two saved runs, print this machine's fingerprint.
+
+    llmperf compare A.json B.json [--metrics ttft_s.p50,...] [--tolerance 0.1]
+    llmperf env [--json] [--hardware CLASS[:N]]
+
+`compare` judges B (the candidate, e.g. after a vLLM upgrade) against A (the reference) with the
+same gate as the plugin: A's saved value and spread are the baseline, B's the current estimate.
+Exit status: 0 no regression, 1 a regression, 2 unusable input (one line on stderr says why).
+Imports stay light (no vLLM, no torch), so `llmperf --help` works anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_llmperf import gate
+from pytest_llmperf.baselines import BaselineError
+from pytest_llmperf.hardware import current_fingerprint, detect_hardware
+from pytest_llmperf.runfile import RunFile, SavedResult, read_run
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
+VERDICT_WORDS = {gate.PASS: "pass", gate.REGRESSION: "REGRESSION", gate.IMPROVEMENT: "improved"}
+NOISE_MARK = "*"
+HEADER = ["test", "metric", "A", "B", "delta", "allowed", "verdict"]
+RIGHT_ALIGNED = {"A", "B", "delta", "allowed"}
+
+
+class CliError(Exception):
+    """Input the command cannot use; the message is one line with the fix."""
+
+
+# ---------------------------------------------------------------- compare
+
+
+def _metric_names(text: str | None) -> tuple[str, ...]:
+    if text is None:
+        return gate.DEFAULT_GATED
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    if not names:
+        raise CliError(f"--metrics {text!r} names no metric; e.g. --metrics ttft_s.p50,tpot_s.p50")
+    return names
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction such as 0.1, got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"is a fraction (0.1 means 10%), got {text}")
+    return value
+
+
+def _cell(value: float, fmt: Any) -> str:
+    return "NaN" if math.isnan(value) else fmt(value)
+
+
+def _band(verdict: gate.Verdict, tolerance: float, fmt: Any) -> str:
+    # Marked when the measured noise, not the tolerance, set the band: a wide band then says
+    # "these runs are too noisy to see a smaller change", not "a large change is fine".
+    if math.isnan(verdict.band):  # B has no value: there is no band to show
+        return "-"
+    mark = NOISE_MARK if verdict.band > tolerance * abs(verdict.reference) * (1 + 1e-9) else ""
+    if verdict.reference:
+        return f"±{verdict.band_pct:.1f}%{mark}"
+    return f"±{fmt(verdict.band)}{mark}"
+
+
+def _delta(verdict: gate.Verdict, fmt: Any) -> str:
+    if math.isnan(verdict.value):
+        return "-"
+    if verdict.reference:
+        return f"{verdict.delta_pct:+.1f}%"
+    change = verdict.value - verdict.reference
+    return "+-"[change < 0] + fmt(abs(change))
+
+
+def _metric_row(
+    key: str, name: str, a: SavedResult, b: SavedResult, tolerance: float
+) -> tuple[list[str], gate.Verdict | None]:
+    if name not in b.estimates or name not in a.estimates:
+        return [key, name, "", "", "", "", "only in A" if name in a.estimates else "only in B"], None
+    current = b.estimates[name]
+    entry = a.entries([name], tolerance).get(name)
+    # The gate's own unit choice, so the table and the messages printed under it agree.
+    fmt = gate._formatter(name, a.estimates[name].value, current.value)
+    if entry is None:  # A has no value (NaN): nothing to regress from
+        shown = _cell(current.value, fmt)
+        return [key, name, "NaN", shown, "-", "-", "no value in A"], None
+    verdict = gate.check_metric(name, current, entry, origin=gate.Origin(f'{a.path} :: "{key}"'))
+    cells = [key, name, fmt(entry.value), _cell(current.value, fmt)]
+    cells += [_delta(verdict, fmt), _band(verdict, tolerance, fmt), VERDICT_WORDS[verdict.status]]
+    return cells, verdict
+
+
+def compare_runs(
+    a: RunFile, b: RunFile, names: Sequence[str], tolerance: float
+) -> tuple[list[list[str]], list[gate.Verdict]]:
+    """Table rows (tests in A's order, then B's extras) and every verdict judged."""
+    rows: list[list[str]] = []
+    verdicts: list[gate.Verdict] = []
+    for key in [*a.results, *(k for k in b.results if k not in a.results)]:
+        if key not in b.results or key not in a.results:
+            rows.append([key, "-", "", "", "", "", "only in A" if key in a.results else "only in B"])
+            continue
+        present = set(a.results[key].estimates) | set(b.results[key].estimates)
+        for name in (n for n in names if n in present):
+            row, verdict = _metric_row(key, name, a.results[key], b.results[key], tolerance)
+            rows.append(row)
+            verdicts += [verdict] if verdict else []
+    return rows, verdicts
+
+
+def format_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = []
+    for row in [header, ["-" * width for width in widths], *rows]:
+        cells = [
+            cell.rjust(width) if title in RIGHT_ALIGNED else cell.ljust(width)
+            for cell, width, title in zip(row, widths, header)
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def _fingerprint_changes(a: RunFile, b: RunFile) -> list[str]:
+    """What differs between the two machines/stacks: the upgrade under test, or a mistake."""
+    changes = []
+    for name in sorted(set(a.fingerprint) | set(b.fingerprint)):
+        before, after = a.fingerprint.get(name), b.fingerprint.get(name)
+        if before != after:
+            changes.append(f"{name} {_text(before)} -> {_text(after)}")
+    return changes
+
+
+def _read(path: str) -> RunFile:
+    try:
+        return read_run(path)
+    except BaselineError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _compare(args: argparse.Namespace) -> int:
+    names = _metric_names(args.metrics)
+    a, b = _read(args.a), _read(args.b)
+    known = {name for run in (a, b) for saved in run.results.values() for name in saved.estimates}
+    try:
+        gate.check_names(names, known, what="--metrics")
+    except gate.UnknownMetricError as exc:
+        raise CliError(str(exc)) from None
+    rows, verdicts = compare_runs(a, b, names, args.tolerance)
+    print(f"A (reference): {a.path}{_provenance(a)}")
+    print(f"B (candidate): {b.path}{_provenance(b)}")
+    changes = _fingerprint_changes(a, b)
+    if changes:
+        print("changed from A to B: " + ", ".join(changes))
+    print()
+    for line in format_table(HEADER, rows) if rows else ["no tests in either file"]:
+        print(line)
+    if any(NOISE_MARK in row[5] for row in rows):
+        print(f"{NOISE_MARK} band widened by noise: {gate.NOISE_K:g} x the combined spread of "
+              "A's and B's repeats")
+    return _summary(verdicts, rows)
+
+
+def _provenance(run: RunFile) -> str:
+    parts = [f"commit {run.commit}" if run.commit else "", run.started or ""]
+    shown = ", ".join(part for part in parts if part)
+    return f" ({shown})" if shown else ""
+
+
+def _summary(verdicts: list[gate.Verdict], rows: list[list[str]]) -> int:
+    regressions = [v for v in verdicts if v.status == gate.REGRESSION]
+    counts = {word: sum(VERDICT_WORDS[v.status] == word for v in verdicts)
+              for word in VERDICT_WORDS.values()}
+    only = sum(row[-1].startswith("only in") and row[1] == "-" for row in rows)
+    print()
+    print(f"{counts['REGRESSION']} regression(s), {counts['improved']} improved, "
+          f"{counts['pass']} pass; {only} test(s) in one file only")
+    for verdict in regressions:
+        print(verdict.message)
+    return EXIT_REGRESSION if regressions else EXIT_OK
+
+
+# ---------------------------------------------------------------- env
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return " ".join(map(str, value)) or "-"
+    return "-" if value is None else str(value)
+
+
+def _env(args: argparse.Namespace) -> int:
+    try:
+        hardware = detect_hardware(override=args.hardware)
+    except ValueError as exc:  # a malformed --hardware
+        raise CliError(str(exc)) from None
+    fingerprint = current_fingerprint(hardware).to_dict()
+    if args.json:
+        print(json.dumps(fingerprint, indent=2))
+    else:
+        for name, value in fingerprint.items():
+            print(f"{name}: {_text(value)}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="llmperf", description="pytest-llmperf tools: compare saved runs, show the machine."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    compare = commands.add_parser(
+        "compare", help="judge run B against run A with the plugin's gate (exit 1 on regression)",
+        description="Compare two run files (--llmperf-json / --llmperf-save): B is the "
+                    "candidate, A the reference. Exit 0 no regression, 1 regression, 2 bad input.",
+    )
+    compare.add_argument("a", metavar="A.json", help="reference run (before the change)")
+    compare.add_argument("b", metavar="B.json", help="candidate run (after the change)")
+    compare.add_argument("--metrics", metavar="NAMES", default=None,
+                         help="comma-separated metrics to judge (default: "
+                              f"{','.join(gate.DEFAULT_GATED)})")
+    compare.add_argument("--tolerance", type=_tolerance, default=gate.DEFAULT_TOLERANCE,
+                         metavar="FRACTION", help="allowed relative change, widened by noise "
+                                                  f"(default: {gate.DEFAULT_TOLERANCE})")
+    compare.set_defaults(run=_compare)
+    env = commands.add_parser("env", help="print this machine's fingerprint (for bug reports)",
+                              description="Print the hardware and software fingerprint that "
+                                          "results carry.")
+    env.add_argument("--json", action="store_true", help="print JSON (default: key: value lines)")
+    env.add_argument("--hardware", metavar="CLASS[:N]", default=os.environ.get("LLMPERF_HARDWARE"),
+                     help="hardware override as in --llmperf-hardware, e.g. h100, h200:8, cpu "
+                          "(default: $LLMPERF_HARDWARE, else detected)")
+    env.set_defaults(run=_env)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = make_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) and usage errors (2); argparse printed them
+        return int(exc.code or 0)
+    try:
+        return args.run(args)
+    except CliError as exc:
+        print(f"llmperf: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

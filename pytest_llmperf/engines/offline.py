@@ -1,0 +1,229 @@
+"""Offline mode: vLLM's in-process engine (`LLM.generate`) for maximum throughput.
+
+This measures what `vllm bench throughput` measures: every request handed to the engine at once,
+the clock running around `generate` only. vLLM is never imported here: `LLM` runs in a child
+process (`python -m pytest_llmperf.engines.offline_worker`) that is started and stopped like the
+server (own session, PR_SET_PDEATHSIG, nice, log file), so a crash, a hang or Ctrl-C can never
+leave an engine behind in the test process. Requests go to the child in a JSON job file; the child
+writes its counts to a JSON result file next to it in the log directory.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from pytest_llmperf.engines.server import (
+    STARTUP_TIMEOUT_S,
+    STOP_TIMEOUT_S,
+    EngineStartError,
+    _child_setup,
+    _error_line,
+    _lower_autogroup,
+    log_tail,
+)
+from pytest_llmperf.engines.spec import Engine, _is_pairs, _thaw_pairs
+from pytest_llmperf.records import Request
+
+WORKER_MODULE = "pytest_llmperf.engines.offline_worker"
+# Engine start (up to STARTUP_TIMEOUT_S for a large model) plus the run itself.
+OFFLINE_TIMEOUT_S = STARTUP_TIMEOUT_S + 900.0
+JOB_VERSION = 1
+
+# Engine fields that are not LLM(...) keyword arguments.
+_NOT_KWARGS = ("extra_args", "env")
+_RUN_IDS = itertools.count()
+
+
+@dataclass(frozen=True)
+class OfflineResult:
+    """One offline run. Token counts are vLLM's own (prompt and output token ids it returned);
+    `elapsed_s` is the time inside `LLM.generate`, excluding the engine start."""
+
+    requests: int
+    prompt_tokens: int
+    output_tokens: int
+    elapsed_s: float
+    engine_start_s: float
+    output_throughput_tok_s: float
+    total_throughput_tok_s: float
+    request_throughput_req_s: float
+    # Requests whose output length differs from the one forced (min_tokens = max_tokens).
+    length_mismatches: int
+    log_path: Path | None = None
+
+    @classmethod
+    def from_counts(cls, counts: dict[str, Any], log_path: Path | None = None) -> "OfflineResult":
+        """Derive the throughputs from the child's counts, the way `vllm bench throughput` does."""
+        elapsed = float(counts["elapsed_s"])
+        prompt, output = int(counts["prompt_tokens"]), int(counts["output_tokens"])
+        n = int(counts["requests"])
+        return cls(
+            requests=n, prompt_tokens=prompt, output_tokens=output, elapsed_s=elapsed,
+            engine_start_s=float(counts["engine_start_s"]),
+            output_throughput_tok_s=output / elapsed,
+            total_throughput_tok_s=(prompt + output) / elapsed,
+            request_throughput_req_s=n / elapsed,
+            length_mismatches=int(counts["length_mismatches"]), log_path=log_path,
+        )
+
+
+def llm_kwargs(engine: Engine) -> dict[str, Any]:
+    """`LLM(**kwargs)` for this spec. Engine fields already use vLLM's EngineArgs names; `None`
+    is left out so vLLM's default applies. `extra_args` names lose their dashes; a JSON-object
+    string is parsed, as `vllm serve` would parse it for a config flag."""
+    kwargs: dict[str, Any] = {}
+    for f in fields(engine):
+        value = getattr(engine, f.name)
+        if f.name in _NOT_KWARGS or value is None:
+            continue
+        kwargs[f.name] = _plain(value)
+    for name, value in engine.extra_args:
+        kwargs[name.lstrip("-").replace("-", "_")] = _plain(value)
+    return kwargs
+
+
+def _plain(value: Any) -> Any:
+    if _is_pairs(value):
+        return _thaw_pairs(value)
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def write_job(path: Path, engine: Engine, requests: list[Request]) -> None:
+    """The child's input: LLM kwargs and the requests (token-id prompts as lists)."""
+    job = {
+        "version": JOB_VERSION,
+        "llm_kwargs": llm_kwargs(engine),
+        "requests": [
+            {
+                "prompt": r.prompt if isinstance(r.prompt, str) else [int(t) for t in r.prompt],
+                "prompt_tokens": int(r.prompt_tokens),
+                "output_tokens": int(r.output_tokens),
+            }
+            for r in requests
+        ],
+    }
+    Path(path).write_text(json.dumps(job))
+
+
+def read_job(path: Path) -> tuple[dict[str, Any], list[Request]]:
+    """What `write_job` wrote, as (LLM kwargs, requests)."""
+    job = json.loads(Path(path).read_text())
+    if job.get("version") != JOB_VERSION:
+        raise ValueError(f"{path}: job file version {job.get('version')!r}, "
+                         f"expected {JOB_VERSION}")
+    requests = [
+        Request(
+            prompt=r["prompt"] if isinstance(r["prompt"], str) else tuple(r["prompt"]),
+            prompt_tokens=r["prompt_tokens"],
+            output_tokens=r["output_tokens"],
+        )
+        for r in job["requests"]
+    ]
+    return job["llm_kwargs"], requests
+
+
+def run_offline(engine: Engine, requests: list[Request], log_dir: Path, *, nice: int = 0,
+                timeout_s: float = OFFLINE_TIMEOUT_S) -> OfflineResult:
+    """Start `LLM(...)` in a child process, generate every request at once, and return the
+    counts. Raises EngineStartError (one line, ending with the log path) if the child fails or
+    runs past `timeout_s`; nothing it started is left running, whatever happens."""
+    if not requests:
+        raise ValueError("run_offline: no requests")
+    _preflight(engine)
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    stem = log_dir / f"vllm-offline-{os.getpid()}-{next(_RUN_IDS)}"
+    job, result, log = (stem.with_suffix(s) for s in (".job.json", ".result.json", ".log"))
+    result.unlink(missing_ok=True)  # a stale result must never pass for this run's
+    write_job(job, engine, requests)
+    proc = _spawn(engine, [str(job), str(result)], log, nice)
+    try:
+        code = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise _run_error(engine, f"did not finish in {timeout_s:.0f} s", log) from None
+    finally:
+        _stop_group(proc)
+    if code != 0 or not result.is_file():
+        what = f"exited with code {code}" if code != 0 else "exited without a result"
+        raise _run_error(engine, what, log)
+    return OfflineResult.from_counts(json.loads(result.read_text()), log)
+
+
+def _preflight(engine: Engine) -> None:
+    """A missing local model fails here, not after ~15 s of vLLM start (as the server does)."""
+    model = engine.model
+    if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().exists():
+        raise EngineStartError(
+            f"vLLM engine {engine.label()!r}: model path {model} does not exist; point "
+            "Engine(model=...) at a local model directory or a Hugging Face model id"
+        )
+
+
+def _spawn(engine: Engine, args: list[str], log_path: Path, nice: int) -> subprocess.Popen:
+    command = [sys.executable, "-m", WORKER_MODULE, *args]
+    # Unbuffered, so the log's last lines are the child's last words even when it is killed.
+    env = {**os.environ, **engine.environment(), "PYTHONUNBUFFERED": "1"}
+    with open(log_path, "w") as log:
+        log.write("$ " + " ".join(command) + "\n")
+        log.flush()
+        proc = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            start_new_session=True, preexec_fn=_child_setup(nice),
+        )
+    if nice:
+        _lower_autogroup(proc.pid, nice)
+    return proc
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """End the child's whole session: after a clean exit the engine-core process is normally
+    gone already; a lingering one gets SIGTERM, then SIGKILL after STOP_TIMEOUT_S."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None and not _group_alive(proc.pid):
+            return
+        time.sleep(0.05)
+    _signal_group(proc.pid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:  # pragma: no cover - a zombie we cannot reap
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - someone else's group reusing the id
+        return False
+    return True
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _run_error(engine: Engine, what: str, log: Path) -> EngineStartError:
+    reason = _error_line(log_tail(log))
+    return EngineStartError(
+        f"vLLM engine {engine.label()!r} (offline) {what}: {reason} (full log: {log})"
+    )

@@ -1,0 +1,220 @@
+"""Server-side metrics: vLLM's Prometheus `/metrics`, sampled while a run is in flight.
+
+The client measures latency; only the server knows why it was what it was: how full the KV cache
+got, how many requests queued, how often the prefix cache hit, how many sequences were preempted.
+`ServerMetricsSampler` polls `/metrics` in the background and reduces the samples to a few numbers:
+gauges to their maximum over the samples, counters to their change between the first and the last
+sample. A server without `/metrics` (not vLLM, or down) yields an empty summary and a one-line
+`warning`: the sampler never raises into the run it observes.
+
+Names are matched exactly (REFERENCE.md section 6): `vllm:num_requests_waiting` is not
+`vllm:num_requests_waiting_by_reason`. Under data parallelism every engine reports its own label
+set (`engine="0"`, `engine="1"`, ...); the values are summed, except the KV-cache usage fraction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Collection
+from types import TracebackType
+
+import httpx
+
+__all__ = ["SAMPLE_INTERVAL_S", "ServerMetricsSampler", "parse_vllm_metrics"]
+
+# One GET every quarter second: fine enough to see a KV-cache peak in a run of a few seconds, cheap
+# for the server (rendering /metrics costs vLLM's API process ~10 ms) and the client alike.
+SAMPLE_INTERVAL_S = 0.25
+# A server busy with a burst can answer /metrics late; longer than this and the sample is skipped.
+SCRAPE_TIMEOUT_S = 5.0
+
+# summary key -> gauge reported as its maximum over the samples.
+GAUGE_MAXIMA = {
+    "kv_cache_usage_max": "vllm:kv_cache_usage_perc",  # a fraction 0-1, despite the name
+    "requests_waiting_max": "vllm:num_requests_waiting",
+    "requests_running_max": "vllm:num_requests_running",
+}
+# summary key -> counter reported as its change over the run (last sample - first sample).
+COUNTER_DELTAS = {
+    "prefix_cache_queries": "vllm:prefix_cache_queries_total",  # prompt tokens looked up
+    "prefix_cache_hits": "vllm:prefix_cache_hits_total",  # tokens found (whole blocks only)
+    "preemptions": "vllm:num_preemptions_total",
+    "prompt_tokens": "vllm:prompt_tokens_total",
+    "generation_tokens": "vllm:generation_tokens_total",
+}
+SAMPLED_NAMES = frozenset(GAUGE_MAXIMA.values()) | frozenset(COUNTER_DELTAS.values())
+
+# Each engine's KV usage is a fraction of its own cache: fractions of separate caches do not add,
+# and the fullest engine is the one that preempts, so across engines we keep the largest.
+_MAX_OVER_LABEL_SETS = frozenset({"vllm:kv_cache_usage_perc"})
+# Histogram buckets and summary quantiles are one series per bound: a sum over bounds is no number.
+_BOUND_LABELS = ("le", "quantile")
+
+
+def parse_vllm_metrics(text: str, names: Collection[str] | None = None) -> dict[str, float]:
+    """Prometheus exposition text -> {sample name: value}, summed over label sets.
+
+    Sample names are the exposed ones (`vllm:prompt_tokens_total`, `..._created`). Histogram
+    `_bucket` series are left out (see `_BOUND_LABELS`); `_sum` and `_count` are kept. With `names`,
+    only those samples are parsed: vLLM's page is ~600 lines and the library takes ~13 ms for all
+    of them, time the load generator's event loop would stall for at every sample.
+    """
+    # Imported here so that importing the plugin does not import prometheus_client.
+    from prometheus_client.parser import text_string_to_metric_families
+
+    if names is not None:
+        text = _only_samples_of(text, names)
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if any(label in sample.labels for label in _BOUND_LABELS):
+                continue
+            seen = values.get(sample.name)
+            if seen is None:
+                values[sample.name] = sample.value
+            elif sample.name in _MAX_OVER_LABEL_SETS:
+                values[sample.name] = max(seen, sample.value)
+            else:
+                values[sample.name] = seen + sample.value
+    return values
+
+
+def _only_samples_of(text: str, names: Collection[str]) -> str:
+    """The sample lines of `names` only. Comment lines go too: without `# TYPE` the parser keeps
+    each sample under its exposed name, which is the name we look up."""
+    kept = [
+        line for line in text.splitlines()
+        if line and line[0] != "#" and line.split("{", 1)[0].split(" ", 1)[0] in names
+    ]
+    return "\n".join(kept) + "\n"
+
+
+class ServerMetricsSampler:
+    """Samples a vLLM server's `/metrics` for the duration of an `async with` block.
+
+        async with ServerMetricsSampler(base_url) as sampler:
+            ...  # the run
+        sampler.summary()  # {} when the server had no metrics; sampler.warning says why
+
+    The first sample is taken on entry (the baseline for counter deltas), then one every
+    `interval_s` in a background task, and a final one on exit. Pass the run's own
+    `httpx.AsyncClient` to share it; by default the sampler opens its own one-connection client,
+    so its GETs never take a connection from the load generator's pool.
+    """
+
+    def __init__(self, base_url: str, http_client: httpx.AsyncClient | None = None,
+                 interval_s: float = SAMPLE_INTERVAL_S) -> None:
+        if not (isinstance(interval_s, (int, float)) and interval_s > 0):
+            raise ValueError(f"ServerMetricsSampler interval_s must be > 0, got {interval_s!r}")
+        self.url = base_url.rstrip("/") + "/metrics"
+        self.interval_s = float(interval_s)
+        self._http = http_client
+        self._owns_http = http_client is None
+        self._task: asyncio.Task[None] | None = None
+        self._first: dict[str, float] | None = None
+        self._last: dict[str, float] = {}
+        self._maxima: dict[str, float] = {}
+        self._samples = 0
+        self._failures = 0
+        self._error: str | None = None
+
+    async def __aenter__(self) -> "ServerMetricsSampler":
+        if self._owns_http:
+            self._http = httpx.AsyncClient(timeout=SCRAPE_TIMEOUT_S,
+                                           limits=httpx.Limits(max_connections=1))
+        # A server that fails the first sample has no metrics to give: poll no further.
+        if await self._sample():
+            self._task = asyncio.create_task(self._poll(), name="llmperf-server-metrics")
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> bool:
+        try:
+            await self._stop_polling()
+            # After Ctrl-C or a cancelled run, stop at once rather than wait on one more GET.
+            if self._samples and (exc_type is None or issubclass(exc_type, Exception)):
+                await self._sample()
+        finally:
+            if self._owns_http and self._http is not None:
+                await self._http.aclose()
+                self._http = None
+        return False  # the run's own exception, if any, goes on unchanged
+
+    async def _poll(self) -> None:
+        # The interval is the gap between samples, not a fixed clock: a slow answer (a busy
+        # server) delays the next GET instead of triggering back-to-back catch-up GETs.
+        while True:
+            await asyncio.sleep(self.interval_s)
+            await self._sample()
+
+    async def _stop_polling(self) -> None:
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+
+    async def _sample(self) -> bool:
+        """One GET; True if it gave vLLM metrics. Never raises (except on cancellation)."""
+        try:
+            response = await self._http.get(self.url, timeout=SCRAPE_TIMEOUT_S)
+            if response.status_code != 200:
+                return self._failed(f"HTTP {response.status_code}")
+            values = parse_vllm_metrics(response.text, SAMPLED_NAMES)
+        except Exception as exc:  # a scrape must never break the run it observes
+            return self._failed(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+        if not values:
+            return self._failed("no vLLM metrics in the response (not a vLLM server?)")
+        self._record(values)
+        return True
+
+    def _failed(self, reason: str) -> bool:
+        self._failures += 1
+        self._error = " ".join(reason.split())  # the warning is one line
+        return False
+
+    def _record(self, values: dict[str, float]) -> None:
+        if self._first is None:
+            self._first = values
+        self._last = values
+        self._samples += 1
+        for key, name in GAUGE_MAXIMA.items():
+            if name in values:
+                self._maxima[key] = max(self._maxima.get(key, -math.inf), values[name])
+
+    @property
+    def samples(self) -> int:
+        """Successful samples so far."""
+        return self._samples
+
+    @property
+    def warning(self) -> str | None:
+        """Why the summary is empty or rests on fewer samples than taken; None when all went well."""
+        if self._error is None:
+            return None
+        if self._samples < 2:
+            return f"no server metrics: GET {self.url} failed: {self._error}"
+        return (f"{self._failures} of {self._failures + self._samples} samples of {self.url} "
+                f"failed (last: {self._error}); server metrics use the other {self._samples}")
+
+    def summary(self) -> dict[str, float]:
+        """The run's server-side numbers; {} with fewer than two samples (no delta to take).
+
+        A metric this vLLM does not export is NaN; so is the hit rate of a run with no
+        prefix-cache queries. Gauge maxima are over the samples: a peak shorter than the
+        interval can fall between two of them.
+        """
+        if self._samples < 2 or self._first is None:
+            return {}
+        first, last = self._first, self._last
+        out: dict[str, float] = {key: self._maxima.get(key, math.nan) for key in GAUGE_MAXIMA}
+        for key, name in COUNTER_DELTAS.items():
+            out[key] = last.get(name, math.nan) - first.get(name, math.nan)
+        queries, hits = out["prefix_cache_queries"], out["prefix_cache_hits"]
+        out["prefix_cache_hit_rate"] = hits / queries if queries > 0 else math.nan
+        out["samples"] = self._samples
+        return out

@@ -1,0 +1,131 @@
+"""Server-side metrics from a real vLLM on the CPU: prefix-cache hits and forced preemptions."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import httpx
+import pytest
+
+from pytest_llmperf.engines.server import CPU_ENGINE_NICE, VllmServer
+from pytest_llmperf.server_metrics import ServerMetricsSampler
+from suites.tiny import TINY_CPU
+from tests.conftest import requires_vllm
+
+pytestmark = requires_vllm
+
+PROMPT_TOKENS = 300  # over two of the CPU's 128-token cache blocks
+OUTPUT_TOKENS = 8
+REPEATS = 4
+# 4 MiB of KV cache is 4,096 tokens (1 KiB/token): room for ~4 of the 16 requests below at their
+# full length, so the scheduler must preempt (REFERENCE.md section 6).
+SMALL_KV_BYTES = 4 * 1024 * 1024
+PREEMPT_REQUESTS, PREEMPT_PROMPT, PREEMPT_OUTPUT = 16, 256, 768
+PREEMPTION_BUDGET_S = 60
+
+
+def _gone(server: VllmServer, pgid: int) -> bool:
+    """Nothing of this server's process group is left (other sessions' servers may be running)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _serve(engine, log_dir):
+    server = VllmServer(engine, log_dir, nice=CPU_ENGINE_NICE).start()
+    pgid = server.process.pid  # its own session: the group id is the API server's pid
+    try:
+        yield server
+    finally:
+        server.stop()
+        assert _gone(server, pgid), f"vLLM processes of group {pgid} outlived stop()"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    yield from _serve(TINY_CPU, tmp_path_factory.mktemp("logs"))
+
+
+def _body(prompt: list[int], output_tokens: int) -> dict:
+    return {"model": TINY_CPU.model_name, "prompt": prompt, "max_tokens": output_tokens,
+            "min_tokens": output_tokens, "ignore_eos": True}
+
+
+async def _repeat_prompt(base_url: str, prompt: list[int]) -> ServerMetricsSampler:
+    async with httpx.AsyncClient(base_url=base_url, timeout=60) as http:
+        async with ServerMetricsSampler(base_url, http) as sampler:
+            for _ in range(REPEATS):
+                response = await http.post("/v1/completions", json=_body(prompt, OUTPUT_TOKENS))
+                assert response.json()["usage"]["completion_tokens"] == OUTPUT_TOKENS
+                await asyncio.sleep(0.3)  # let at least one background sample in
+    return sampler
+
+
+def test_repeated_prompt_hits_the_prefix_cache(server):
+    # A token-id sequence no other test sends (vocabulary: 4,096), so the cache starts cold for it.
+    prompt = [1000 + (i * 37) % 3000 for i in range(PROMPT_TOKENS)]
+    sampler = asyncio.run(_repeat_prompt(server.base_url, prompt))
+    summary = sampler.summary()
+    assert sampler.warning is None
+    assert summary["samples"] >= REPEATS + 2  # entry, polls during the run, exit
+    assert summary["generation_tokens"] == REPEATS * OUTPUT_TOKENS
+    assert summary["prompt_tokens"] == REPEATS * PROMPT_TOKENS
+    assert summary["prefix_cache_queries"] == REPEATS * PROMPT_TOKENS
+    # The first request misses; each repeat hits whole blocks only (256 of 300 tokens on CPU).
+    assert 0 < summary["prefix_cache_hits"] <= (REPEATS - 1) * PROMPT_TOKENS
+    assert summary["prefix_cache_hit_rate"] == pytest.approx(
+        summary["prefix_cache_hits"] / summary["prefix_cache_queries"])
+    assert summary["prefix_cache_hit_rate"] > 0
+    assert summary["preemptions"] == 0
+    assert 0 <= summary["kv_cache_usage_max"] < 0.01  # 308 tokens of a 524k-token cache
+
+
+def test_a_url_that_is_not_vllm_metrics_warns(server):
+    async def run():
+        async with ServerMetricsSampler(server.base_url + "/v1") as sampler:
+            pass
+        return sampler
+
+    sampler = asyncio.run(run())
+    assert sampler.summary() == {}
+    assert sampler.warning == f"no server metrics: GET {server.base_url}/v1/metrics failed: HTTP 404"
+
+
+@pytest.fixture(scope="module")
+def small_kv_server(tmp_path_factory):
+    engine = TINY_CPU.replace(kv_cache_memory_bytes=SMALL_KV_BYTES, max_model_len=2048)
+    yield from _serve(engine, tmp_path_factory.mktemp("small-kv-logs"))
+
+
+def _distinct_prompt(i: int) -> list[int]:
+    # Distinct first blocks, so no two requests share cached blocks and each needs its own KV.
+    return [(i * PREEMPT_PROMPT + j) % 4000 + 50 for j in range(PREEMPT_PROMPT)]
+
+
+async def _flood(base_url: str) -> ServerMetricsSampler:
+    async with httpx.AsyncClient(base_url=base_url, timeout=120,
+                                 limits=httpx.Limits(max_connections=PREEMPT_REQUESTS)) as http:
+        async with ServerMetricsSampler(base_url) as sampler:
+            responses = await asyncio.gather(*(
+                http.post("/v1/completions", json=_body(
+                    _distinct_prompt(i), PREEMPT_OUTPUT))
+                for i in range(PREEMPT_REQUESTS)))
+    assert [r.status_code for r in responses] == [200] * PREEMPT_REQUESTS
+    return sampler
+
+
+def test_a_tiny_kv_cache_under_load_shows_preemptions(small_kv_server):
+    began = time.perf_counter()
+    sampler = asyncio.run(_flood(small_kv_server.base_url))
+    took_s = time.perf_counter() - began
+    summary = sampler.summary()
+    assert sampler.warning is None
+    assert summary["preemptions"] > 0, summary
+    assert summary["kv_cache_usage_max"] > 0.5, summary
+    assert summary["requests_waiting_max"] > 0, summary
+    assert summary["generation_tokens"] == PREEMPT_REQUESTS * PREEMPT_OUTPUT
+    assert took_s < PREEMPTION_BUDGET_S

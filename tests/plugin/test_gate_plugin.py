@@ -1,0 +1,188 @@
+"""The gate as users meet it: pytester runs suites whose measurements are injected.
+
+The measurement itself is replaced (conftest patches the session's `run`) so each test can say
+exactly which numbers it produced; everything after it (SLOs, baselines, update, A/B compare,
+messages, summary) is the real plugin. The real engine path is in tests/integration.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+
+def assert_lines(result, *patterns: str) -> None:
+    """Each pattern must match a whole output line; `*` is the only wildcard (brackets in
+    messages like ["test_a"] are literal, unlike fnmatch)."""
+    regexes = ["^" + ".*".join(map(re.escape, p.split("*"))) + "$" for p in patterns]
+    result.stdout.re_match_lines(regexes)
+
+CONFTEST = '''
+import os
+import pytest
+from pytest_llmperf import plugin
+from pytest_llmperf.metrics import compute_metrics
+from pytest_llmperf.records import RequestRecord
+from pytest_llmperf.result import Result
+
+def fake_records(ttft, tpot, n=20, out=10):
+    """n sequential requests, each ttft to its first token then one token every tpot."""
+    records, t = [], 0.0
+    for i in range(n):
+        chunks = [t + ttft + k * tpot for k in range(out)]
+        records.append(RequestRecord(index=i, expected_prompt_tokens=8,
+                                     expected_output_tokens=out, scheduled_s=t, sent_s=t,
+                                     chunk_times_s=chunks, chunk_tokens=[1] * out, done_s=chunks[-1],
+                                     usage_prompt_tokens=8, usage_output_tokens=out))
+        t = chunks[-1]
+    return records
+
+@pytest.fixture(autouse=True)
+def _inject(request, monkeypatch):
+    session = request.config.stash[plugin.SESSION_KEY]
+    def run(nodeid, key, engine, workload, repeat):
+        ttft, tpot = (float(x) for x in os.environ.get("FAKE_" + workload.name, "0.1,0.01").split(","))
+        runs = tuple(compute_metrics(fake_records(ttft, tpot)) for _ in range(repeat))
+        result = Result(test_id=nodeid, key=key, engine=session.engine_identity(engine),
+                        engine_label=engine.label(), workload=workload.to_dict(),
+                        workload_label=workload.label(), metrics=runs[0], runs=runs, records=())
+        session.results.append(result)
+        return result
+    monkeypatch.setattr(session, "run", run)
+'''
+
+SUITE = '''
+import pytest
+from pytest_llmperf import Engine, Workload
+from pytest_llmperf.gate import SLO
+
+pytestmark = pytest.mark.engine(Engine(model="m", max_num_seqs=32))
+
+def wl(name):
+    return Workload.fixed(input_tokens=8, output_tokens=10, num_requests=20, concurrency=1,
+                          name=name)
+
+def test_a(llmperf):
+    llmperf.run(wl("a"))
+
+def test_b(llmperf):
+    llmperf.run(wl("b"))
+
+@pytest.mark.llmperf(slo=SLO(max={"ttft_s.p50": 0.15}))
+def test_slo(llmperf):
+    llmperf.run(wl("slo"))
+'''
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch):
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_suite=SUITE)
+    for name in ("a", "b", "slo"):
+        monkeypatch.setenv(f"FAKE_{name}", "0.1,0.01")
+    return pytester
+
+
+def test_no_baseline_passes_with_a_note(suite):
+    result = suite.runpytest()
+    result.assert_outcomes(passed=3)
+    assert_lines(result, *[
+        '*test_suite.py::test_a: no baseline for this hardware: *baselines/cpu/test_suite.toml '
+        'has no ["test_a"]',
+    ])
+
+
+def test_require_baseline_fails_each_test_with_the_command(suite):
+    result = suite.runpytest("--llmperf-require-baseline")
+    result.assert_outcomes(failed=3)
+    assert_lines(result, *[
+        '*no baseline for this hardware: *test_suite.toml has no ["test_a"] '
+        '(--llmperf-require-baseline); create it with: '
+        'pytest --llmperf-update-baselines "test_suite.py::test_a"',
+    ])
+
+
+def test_injected_regression_fails_exactly_the_affected_test(suite, monkeypatch):
+    suite.runpytest("--llmperf-update-baselines").assert_outcomes(passed=3)
+    assert (suite.path / "baselines/cpu/test_suite.toml").is_file()
+    monkeypatch.setenv("FAKE_b", "0.2,0.01")  # test_b's TTFT doubles
+    result = suite.runpytest("-rfw")
+    result.assert_outcomes(passed=2, failed=1)
+    assert_lines(result, *[
+        "ttft_s.p50 regressed: 200.0 ms vs baseline 100.0 ms (+100.0%, allowed +10.0%, lower is "
+        'better) [*baselines/cpu/test_suite.toml :: "test_b"]; if this change is intended, '
+        'update with: pytest --llmperf-update-baselines "test_suite.py::test_b"',
+    ])
+    assert_lines(result, *["FAILED test_suite.py::test_b*"])
+    assert_lines(result, *["*test_suite.py::test_b * REGRESSION"])
+
+
+def test_improvement_warns_that_the_baseline_is_stale(suite, monkeypatch):
+    suite.runpytest("--llmperf-update-baselines").assert_outcomes(passed=3)
+    monkeypatch.setenv("FAKE_a", "0.05,0.01")
+    result = suite.runpytest("-rfw")
+    # TTFT halves: its p50 and p90, E2EL and throughput all move beyond their bands.
+    result.assert_outcomes(passed=3, warnings=4)
+    assert_lines(result, *[
+        "*StaleBaselineWarning: ttft_s.p50 improved beyond the band: 50.0 ms vs baseline 100.0 ms "
+        '(-50.0%, band ±10.0%) [*test_suite.toml :: "test_a"]: baseline is stale; refresh with: '
+        'pytest --llmperf-update-baselines "test_suite.py::test_a"',
+    ])
+
+
+def test_missed_slo_fails_and_does_not_update_the_baseline(suite, monkeypatch):
+    monkeypatch.setenv("FAKE_slo", "0.2,0.01")
+    result = suite.runpytest("--llmperf-update-baselines")
+    result.assert_outcomes(passed=2, failed=1)
+    assert_lines(result, *["ttft_s.p50 missed its target: 200.0 ms, target <= 150.0 ms"])
+    text = (suite.path / "baselines/cpu/test_suite.toml").read_text()
+    assert "test_a" in text and "test_slo" not in text
+
+
+def test_malformed_baseline_names_file_and_key_and_keeps_the_result(suite):
+    suite.runpytest("--llmperf-update-baselines").assert_outcomes(passed=3)
+    path = suite.path / "baselines/cpu/test_suite.toml"
+    path.write_text(path.read_text().replace('direction = "lower"', 'direction = "down"', 1))
+    result = suite.runpytest("--llmperf-json", "out.json")
+    result.assert_outcomes(passed=2, failed=1)
+    assert_lines(result, 'baselines/cpu/test_suite.toml: ["test_a"].metrics."e2el_s.p50": '
+                         '"direction" must be "lower" or "higher", got \'down\'; fix the entry or '
+                         "regenerate it with --llmperf-update-baselines")
+    assert '"test_a"' in (suite.path / "out.json").read_text(), "the measurement is kept"
+
+
+def test_baseline_for_another_engine_is_one_clear_line(suite):
+    suite.runpytest("--llmperf-update-baselines").assert_outcomes(passed=3)
+    (suite.path / "test_suite.py").write_text(SUITE.replace("max_num_seqs=32", "max_num_seqs=1"))
+    result = suite.runpytest()
+    result.assert_outcomes(failed=3)
+    assert_lines(result, *[
+        '*test_suite.toml: ["test_a"]: baseline was measured with another engine configuration '
+        "(max_num_seqs 32 -> 1); if the change is intended, regenerate it with "
+        "--llmperf-update-baselines",
+    ])
+
+
+def test_unknown_slo_metric_is_one_line(suite):
+    (suite.path / "test_suite.py").write_text(SUITE.replace('"ttft_s.p50": 0.15',
+                                                            '"ttft.p50": 0.15'))
+    result = suite.runpytest()
+    result.assert_outcomes(passed=2, failed=1)
+    assert_lines(result, *["SLO: *ttft.p50*"])
+
+
+def test_save_then_compare_gates_against_the_saved_run(suite, monkeypatch):
+    suite.runpytest("--llmperf-save", "before").assert_outcomes(passed=3)
+    assert (suite.path / ".llmperf/runs/before.json").is_file()
+    assert suite.runpytest("--llmperf-compare", "before").ret == 0
+    monkeypatch.setenv("FAKE_a", "0.1,0.02")  # TPOT doubles after the "upgrade"
+    result = suite.runpytest("--llmperf-compare", "before")
+    result.assert_outcomes(passed=2, failed=1)
+    assert_lines(result, *["tpot_s.p50 regressed: 20.0 ms vs baseline 10.0 ms *"])
+
+
+def test_compare_with_a_missing_saved_run_is_one_line(suite):
+    result = suite.runpytest("--llmperf-compare", "nope")
+    result.assert_outcomes(failed=3)
+    assert_lines(result, *["*nope*"])
