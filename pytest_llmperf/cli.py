@@ -78,16 +78,21 @@ def _delta(verdict: gate.Verdict, fmt: Any) -> str:
     if math.isnan(verdict.value):
         return "-"
     if verdict.reference:
-        return f"{verdict.delta_pct:+.1f}%"
+        # `or 0.0`: a rounding-sized negative change reads +0.0%, not -0.0%.
+        return f"{round(verdict.delta_pct, 1) or 0.0:+.1f}%"
     change = verdict.value - verdict.reference
     return "+-"[change < 0] + fmt(abs(change))
+
+
+def _only_row(key: str, name: str, *, in_a: bool) -> list[str]:
+    return [key, name, "", "", "", "", "only in A" if in_a else "only in B"]
 
 
 def _metric_row(
     key: str, name: str, a: SavedResult, b: SavedResult, tolerance: float
 ) -> tuple[list[str], gate.Verdict | None]:
     if name not in b.estimates or name not in a.estimates:
-        return [key, name, "", "", "", "", "only in A" if name in a.estimates else "only in B"], None
+        return _only_row(key, name, in_a=name in a.estimates), None
     current = b.estimates[name]
     entry = a.entries([name], tolerance).get(name)
     # The gate's own unit choice, so the table and the messages printed under it agree.
@@ -109,7 +114,7 @@ def compare_runs(
     verdicts: list[gate.Verdict] = []
     for key in [*a.results, *(k for k in b.results if k not in a.results)]:
         if key not in b.results or key not in a.results:
-            rows.append([key, "-", "", "", "", "", "only in A" if key in a.results else "only in B"])
+            rows.append(_only_row(key, "-", in_a=key in a.results))
             continue
         present = set(a.results[key].estimates) | set(b.results[key].estimates)
         for name in (n for n in names if n in present):

@@ -15,9 +15,10 @@ over the limit as q and tests q >= 0.01 against the data: the run passes when
 
 i.e. a server that really put 1% of its queries over the limit would show k or fewer in under 1%
 of runs. (LoadGen writes this as I_0.99(n - k, k + 1) < 0.01 with the regularized incomplete
-beta function, the same number, and searches for the least n; TTFT and TPOT are checked
-separately for LLMs.) So the bar rises with k: k = 0 needs n >= 459, k = 1 needs n >= 662, which
-is why 459 is the default minimum query count, and why "n >= 100" is far too weak a floor.
+beta function, the same number, and searches for the least number of queries under the limit
+that passes; for LLMs TTFT and TPOT are checked separately, a query is over when its value is
+strictly above the limit.) So the bar rises with k: k = 0 needs n >= 459, k = 1 needs n >= 662,
+which is why 459 is the default minimum query count, and why "n >= 100" is far too weak a floor.
 We compute the binomial tail directly from log-factorials (math.lgamma), no scipy.
 
 Where we differ from LoadGen, at our scale: the minimum duration defaults to 60 s, not 600 s
@@ -192,7 +193,7 @@ def server_workload(scenario: ServerScenario, base: Workload) -> Workload:
 
     num_requests = max(min_queries, ceil(min_duration_s x qps), the queries the seeded schedule
     needs to reach min_duration_s). Base's burstiness and concurrency cap are dropped, since the
-    scenario is defined as Poisson with no cap, and so is its duration_s: the scenario sizes the run.
+    scenario is defined as Poisson with no cap; so is its duration_s: the scenario sizes the run.
     """
     pattern = Rate(requests_per_s=scenario.target_qps)
     n = max(scenario.min_queries,
@@ -295,7 +296,8 @@ def _count_checks(metrics: RunMetrics, min_queries: int) -> list[Check]:
     done, failed = metrics.completed, metrics.failed
     enough = done >= min_queries
     sign = ">=" if enough else "<"
-    checks = [Check("min_queries", enough, f"completed {done} queries {sign} minimum {min_queries}")]
+    message = f"completed {done} queries {sign} minimum {min_queries}"
+    checks = [Check("min_queries", enough, message)]
     if failed:
         checks.append(Check("no_failures", False, f"{failed} of {done + failed} requests failed"))
     else:

@@ -32,6 +32,7 @@ __all__ = [
     "achieved_rate",
     "concurrency_workload",
     "find_capacity",
+    "judge_rate",
     "offered_rate",
     "rate_workload",
     "sweep",
@@ -45,7 +46,7 @@ Measure = Callable[[Workload], RunMetrics]
 # queue got long), so latency alone would report a capacity the engine cannot sustain.
 KEEP_UP = 0.9
 # Each bracketing step doubles the rate: few runs to get above the knee from a low guess, and the
-# bisection that follows needs only log2(log2(2) / log2(1 + rel_tol)) more (4 for 10%).
+# bisection that follows needs only ceil(log2(log 2 / log(1 + rel_tol))) more (3 for 10%).
 BRACKET_FACTOR = 2.0
 
 LoadKind = Literal["rate", "concurrency"]
@@ -130,7 +131,8 @@ def sweep(
 ) -> Sweep:
     """Measure `base` at each rate (open loop) or each concurrency (closed loop), in order."""
     if (rates is None) == (concurrencies is None):
-        raise ValueError("sweep needs rates=[...] (requests/s) or concurrencies=[...], not both")
+        raise ValueError("sweep needs exactly one of rates=[...] (requests/s) or "
+                         "concurrencies=[...]")
     loads = list(rates if rates is not None else concurrencies)
     if not loads:
         raise ValueError("sweep needs at least one load; got an empty list")
@@ -174,18 +176,26 @@ def achieved_rate(metrics: RunMetrics) -> float:
 
 @dataclass(frozen=True)
 class CapacityRun:
-    """One probe of the search: the rate, whether it met everything, and why not."""
+    """One probe of the search: the nominal rate, whether it met everything, and why not.
+
+    `offered_req_s` is what the probe's seeded schedule really offered (offered_rate).
+    """
 
     rate: float
     passed: bool
     metrics: RunMetrics
     limiting_metric: str | None = None
     reason: str = ""
+    offered_req_s: float = math.nan
 
 
 @dataclass(frozen=True)
 class Capacity:
     """The highest rate that met the SLO (0.0 if even `low` failed), and how it was found.
+
+    Rates are nominal (the `rate=` a workload is given). With the seed fixed, a schedule
+    offers the same fraction of its nominal rate at every rate, so capacities of one workload
+    compare like for like; each run's `offered_req_s` shows the realized rate.
 
     `limiting_metric` is what failed at the lowest failing rate (None if nothing failed);
     `converged` is True when passing and failing rates are within `rel_tol` of each other.
@@ -207,7 +217,8 @@ _KNOWN_METRICS = tuple(f"{d}.{s}" for d in DISTRIBUTIONS for s in STATISTICS) + 
 
 
 def judge_rate(workload: Workload, metrics: RunMetrics, slo: gate.SLO) -> CapacityRun:
-    """Does this run count as served within the SLO? Every reason it does not, in one line."""
+    """Does this run of a rate workload count as served within the SLO? Every reason it does
+    not, joined into one line; the first one is the limiting metric."""
     rate = workload.pattern.requests_per_s
     failures: list[tuple[str, str]] = []
     if metrics.error_rate > 0:
@@ -222,8 +233,9 @@ def judge_rate(workload: Workload, metrics: RunMetrics, slo: gate.SLO) -> Capaci
     report = gate.check_targets(metrics.flat(), slo)
     failures += [(verdict.name, verdict.message) for verdict in report.failures]
     if not failures:
-        return CapacityRun(rate, True, metrics, None, "met every target")
-    return CapacityRun(rate, False, metrics, failures[0][0], "; ".join(m for _, m in failures))
+        return CapacityRun(rate, True, metrics, None, "met every target", offered)
+    reason = "; ".join(message for _, message in failures)
+    return CapacityRun(rate, False, metrics, failures[0][0], reason, offered)
 
 
 def _check_search(slo: gate.SLO, low: float, high: float, rel_tol: float, max_runs: int) -> None:
@@ -275,9 +287,15 @@ def find_capacity(
             note = (f"still within the SLO at {lo:g} req/s after {len(runs)} runs; "
                     "raise `high` or max_runs")
             return Capacity(lo, runs, None, len(runs), False, note)
-    failing = top
+    return _bisect(probe, runs, lo, top, rel_tol=rel_tol, max_runs=max_runs)
+
+
+def _bisect(probe: Callable[[float], CapacityRun], runs: list[CapacityRun], lo: float,
+            failing: CapacityRun, *, rel_tol: float, max_runs: int) -> Capacity:
+    """Narrow [lo passes, failing.rate fails] until within rel_tol or out of runs."""
+    hi = failing.rate
     while hi / lo - 1 >= rel_tol and len(runs) < max_runs:
-        # Geometric midpoint: each step halves the ratio high/low, which rel_tol bounds.
+        # Geometric midpoint: each step halves log(high / low), which rel_tol bounds.
         mid = probe(math.sqrt(lo * hi))
         if mid.passed:
             lo = mid.rate

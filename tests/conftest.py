@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,17 @@ def vllm_processes() -> list[str]:
         cmdline = raw.replace(b"\0", b" ").decode(errors="replace").strip()
         if any(m in cmdline or m in name for m in VLLM_PROCESS_MARKERS):
             found.append(f"{pid} {name} {cmdline[:120]}")
+    return found
+
+
+SETTLE_S = 10.0  # a stopped engine's last child may show as a zombie for a moment
+
+
+def leftover_vllm_processes(settle_s: float = SETTLE_S) -> list[str]:
+    """vllm_processes(), after waiting up to `settle_s` for the list to become empty."""
+    deadline = time.monotonic() + settle_s
+    while (found := vllm_processes()) and time.monotonic() < deadline:
+        time.sleep(0.25)
     return found
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from pytest_llmperf.engines.server import EngineStartError, VllmServer
 from suites.tiny import TINY_CPU
-from tests.conftest import requires_vllm, vllm_processes
+from tests.conftest import leftover_vllm_processes, requires_vllm
 
 pytestmark = requires_vllm
 
@@ -44,7 +44,7 @@ def test_model_vllm_rejects_fails_with_one_line_and_leaves_nothing(tmp_path):
     assert log and Path(log.group(1)).is_file(), message
     assert "ValidationError" in message, "the reason is vLLM's own error line"
     assert time.monotonic() - began < START_FAILURE_BUDGET_S
-    assert vllm_processes() == []
+    assert leftover_vllm_processes() == []
 
 
 def test_every_test_of_a_broken_engine_fails_fast_with_the_same_line(pytester: pytest.Pytester):
@@ -73,4 +73,4 @@ def test_every_test_of_a_broken_engine_fails_fast_with_the_same_line(pytester: p
     assert "During handling" not in result.stdout.str()
     assert len(list((pytester.path / "logs").glob("vllm-*.log"))) == 1, "started once, not twice"
     assert time.monotonic() - began < START_FAILURE_BUDGET_S
-    assert vllm_processes() == []
+    assert leftover_vllm_processes() == []

@@ -1,0 +1,78 @@
+"""The gate on the real CPU engine: unchanged reruns pass, real regressions are caught.
+
+Two kinds of regression, both measured, neither faked:
+- A/B: the same workload on a deliberately weaker engine (max_num_seqs=1 against 16 under 16
+  concurrent requests), gated with --llmperf-compare against the saved run of the stronger one.
+- Baseline: the same engine spec, but every vLLM model step made 20 ms slower (tests/integration/
+  slowdown: a stand-in for "the new vLLM release is slower"), gated against the baseline file.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
+
+pytestmark = requires_vllm
+
+SLOWDOWN = REPO / "tests" / "integration" / "slowdown"
+# A wide band, as the CPU suite uses: this machine's run-to-run noise must never fail a test,
+# while a 16x weaker scheduler or a 20 ms/step slowdown is far beyond it.
+SUITE = """
+import os
+import pytest
+from pytest_llmperf import Workload
+from suites.tiny import TINY_CPU
+
+ENGINE = TINY_CPU.replace(max_num_seqs=int(os.environ.get("SEQS", "16")))
+pytestmark = [pytest.mark.engine(ENGINE), pytest.mark.llmperf(tolerance=0.5)]
+
+def test_concurrent(llmperf):
+    llmperf.run(Workload.fixed(input_tokens=64, output_tokens=32, num_requests=48,
+                               concurrency=16, warmup_requests=4))
+"""
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch):
+    pytester.makepyfile(test_gate_suite=SUITE)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    return pytester
+
+
+def run(pytester, *args):
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rfE", *args, timeout=300)
+    assert leftover_vllm_processes() == []
+    return result
+
+
+def test_weaker_engine_is_caught_and_unchanged_rerun_passes(suite, monkeypatch):
+    run(suite, "--llmperf-update-baselines", "--llmperf-save", "strong").assert_outcomes(passed=1)
+    assert (suite.path / "baselines/cpu/test_gate_suite.toml").is_file()
+    assert (suite.path / ".llmperf/runs/strong.json").is_file()
+
+    unchanged = run(suite, "--llmperf-compare", "strong")
+    unchanged.assert_outcomes(passed=1)
+
+    monkeypatch.setenv("SEQS", "1")
+    weaker = run(suite, "--llmperf-compare", "strong")
+    weaker.assert_outcomes(failed=1)
+    weaker.stdout.re_match_lines([r"^output_throughput_tok_s regressed: .* vs baseline .* "
+                                  r"\(-\d+\.\d%, allowed -50\.0%, higher is better\) "
+                                  r"\[\.llmperf/runs/strong\.json :: \"test_concurrent\"\]$"])
+
+
+def test_slower_vllm_same_spec_is_caught_by_the_baseline(suite, monkeypatch):
+    run(suite, "--llmperf-update-baselines").assert_outcomes(passed=1)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(SLOWDOWN), str(REPO)]))
+    monkeypatch.setenv("LLMPERF_INDUCED_STEP_DELAY_S", "0.02")
+    slower = run(suite)
+    slower.assert_outcomes(failed=1)
+    slower.stdout.re_match_lines([
+        r"^tpot_s\.p50 regressed: .* ms vs baseline .* ms \(\+\d+\.\d%, allowed \+50\.0%, lower "
+        r"is better\) \[baselines/cpu/test_gate_suite\.toml :: \"test_concurrent\"\]; if this "
+        r"change is intended, update with: pytest --llmperf-update-baselines "
+        r"\"test_gate_suite\.py::test_concurrent\"$",
+    ])

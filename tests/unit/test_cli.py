@@ -1,0 +1,242 @@
+"""The `llmperf` command: compare tables and exit codes, exact error lines, the env fingerprint."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_llmperf import cli, hardware
+from pytest_llmperf.runfile import write_run
+from tests.unit.test_runfile import FINGERPRINT, document, make_result
+
+TEST = "suites/test_cpu.py::test_fixed[64]"
+
+
+def save(path: Path, *results, fingerprint=FINGERPRINT, commit="3f2c1e0") -> str:
+    write_run(path, document(*results, fingerprint=fingerprint, commit=commit))
+    return str(path)
+
+
+def compare(capsys, *argv: str) -> tuple[int, list[str], str]:
+    code = cli.main(["compare", *argv])
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), err
+
+
+@pytest.fixture
+def before(tmp_path) -> str:
+    return save(tmp_path / "before.json", make_result(TEST, (0.2,) * 4))
+
+
+# ---------------------------------------------------------------- compare
+
+
+def test_identical_runs_pass(capsys, tmp_path, before):
+    code, lines, err = compare(capsys, before, before)
+    assert code == 0 and err == ""
+    # Four requests sent 1 s apart, TTFT 200 ms, then 3 tokens 10 ms apart: E2EL 230 ms,
+    # 16 tokens over 3.23 s = 4.95 tok/s.
+    assert lines == [
+        f"A (reference): {before} (commit 3f2c1e0, 2026-11-22T10:04:31+00:00)",
+        f"B (candidate): {before} (commit 3f2c1e0, 2026-11-22T10:04:31+00:00)",
+        "",
+        "test            metric                            A           B  delta  allowed  verdict",
+        "--------------  -----------------------  ----------  ----------  -----  -------  -------",
+        "test_fixed[64]  ttft_s.p50                 200.0 ms    200.0 ms  +0.0%   ±10.0%  pass",
+        "test_fixed[64]  ttft_s.p90                 200.0 ms    200.0 ms  +0.0%   ±10.0%  pass",
+        "test_fixed[64]  tpot_s.p50                  10.0 ms     10.0 ms  +0.0%   ±10.0%  pass",
+        "test_fixed[64]  tpot_s.p90                  10.0 ms     10.0 ms  +0.0%   ±10.0%  pass",
+        "test_fixed[64]  e2el_s.p50                 230.0 ms    230.0 ms  +0.0%   ±10.0%  pass",
+        "test_fixed[64]  output_throughput_tok_s  4.95 tok/s  4.95 tok/s  +0.0%   ±10.0%  pass",
+        "",
+        "0 regression(s), 0 improved, 6 pass; 0 test(s) in one file only",
+    ]
+
+
+def test_injected_regression_exits_1_with_the_verdict_line(capsys, tmp_path, before):
+    after = save(tmp_path / "after.json", make_result(TEST, (0.3,) * 4))
+    code, lines, _ = compare(capsys, before, after, "--metrics", "ttft_s.p50,tpot_s.p50")
+    assert code == 1
+    assert "test_fixed[64]  ttft_s.p50  200.0 ms  300.0 ms  +50.0%   ±10.0%  REGRESSION" in lines
+    assert "test_fixed[64]  tpot_s.p50   10.0 ms   10.0 ms   +0.0%   ±10.0%  pass" in lines
+    assert lines[-2:] == [
+        "1 regression(s), 0 improved, 1 pass; 0 test(s) in one file only",
+        "ttft_s.p50 regressed: 300.0 ms vs baseline 200.0 ms (+50.0%, allowed +10.0%, lower is "
+        f'better) [{before} :: "test_fixed[64]"]',
+    ]
+
+
+def test_improvement_is_reported_and_passes(capsys, tmp_path, before):
+    after = save(tmp_path / "after.json", make_result(TEST, (0.1,) * 4))
+    code, lines, _ = compare(capsys, before, after, "--metrics", "ttft_s.p50")
+    assert code == 0
+    assert "test_fixed[64]  ttft_s.p50  200.0 ms  100.0 ms  -50.0%   ±10.0%  improved" in lines
+    assert lines[-1] == "0 regression(s), 1 improved, 0 pass; 0 test(s) in one file only"
+
+
+def test_tolerance_widens_the_band(capsys, tmp_path, before):
+    after = save(tmp_path / "after.json", make_result(TEST, (0.3,) * 4))
+    code, lines, _ = compare(capsys, before, after, "--metrics", "ttft_s.p50", "--tolerance",
+                             "0.6")
+    assert code == 0
+    assert "test_fixed[64]  ttft_s.p50  200.0 ms  300.0 ms  +50.0%   ±60.0%  pass" in lines
+
+
+def test_a_band_set_by_noise_is_marked(capsys, tmp_path):
+    # Three repeats at TTFT x 0.5, 1, 1.5: the spread of ttft_s.p50 is 0.1 x 1.4826 = 148 ms,
+    # so the band is 3 x sqrt(2) x 148 ms = 629 ms = 314.5% of 200 ms.
+    noisy = save(tmp_path / "noisy.json", make_result(TEST, (0.2,) * 4, scales=(0.5, 1.0, 1.5)))
+    code, lines, _ = compare(capsys, noisy, noisy, "--metrics", "ttft_s.p50")
+    assert code == 0
+    assert "test_fixed[64]  ttft_s.p50  200.0 ms  200.0 ms  +0.0%  ±314.5%*  pass" in lines
+    assert ("* band widened by noise: 3 x the combined spread of A's and B's repeats"
+            in lines)
+
+
+def test_tests_in_one_file_only_are_listed(capsys, tmp_path, before):
+    after = save(tmp_path / "after.json", make_result(TEST, (0.2,) * 4),
+                 make_result("suites/test_cpu.py::test_new", (0.2,) * 4))
+    old = save(tmp_path / "old.json", make_result("suites/test_cpu.py::test_gone", (0.2,) * 4),
+               make_result(TEST, (0.2,) * 4))
+    code, lines, _ = compare(capsys, old, after, "--metrics", "ttft_s.p50")
+    assert code == 0
+    assert lines[3:] == [
+        "test            metric             A         B  delta  allowed  verdict",
+        "--------------  ----------  --------  --------  -----  -------  ---------",
+        "test_gone       -                                               only in A",
+        "test_fixed[64]  ttft_s.p50  200.0 ms  200.0 ms  +0.0%   ±10.0%  pass",
+        "test_new        -                                               only in B",
+        "",
+        "0 regression(s), 0 improved, 1 pass; 2 test(s) in one file only",
+    ]
+
+
+def test_a_metric_without_value_in_b_is_a_regression(capsys, tmp_path, before):
+    # One token per output: B has no TPOT at all.
+    after = save(tmp_path / "after.json", make_result(TEST, (0.2,) * 4, tokens=1))
+    code, lines, _ = compare(capsys, before, after, "--metrics", "tpot_s.p50")
+    assert code == 1
+    assert "test_fixed[64]  tpot_s.p50  10.0 ms  NaN      -        -  REGRESSION" in lines
+    assert lines[-1] == (f'tpot_s.p50 has no value (NaN) vs baseline 10.0 ms [{before} :: '
+                         '"test_fixed[64]"]')
+    code, lines, _ = compare(capsys, after, before, "--metrics", "tpot_s.p50")
+    assert code == 0
+    assert "test_fixed[64]  tpot_s.p50  NaN  10.0 ms      -        -  no value in A" in lines
+
+
+def test_changes_between_the_fingerprints_are_shown(capsys, tmp_path, before):
+    upgraded = {**FINGERPRINT, "vllm": "0.32.0", "torch": "2.13.0"}
+    after = save(tmp_path / "after.json", make_result(TEST, (0.2,) * 4), fingerprint=upgraded)
+    code, lines, _ = compare(capsys, before, after, "--metrics", "ttft_s.p50")
+    assert code == 0
+    assert lines[2] == "changed from A to B: torch - -> 2.13.0, vllm 0.31.0 -> 0.32.0"
+
+
+# ---------------------------------------------------------------- unusable input
+
+
+def test_unknown_metric_exits_2(capsys, before):
+    code, lines, err = compare(capsys, before, before, "--metrics", "ttft.p50,tpot_s.p50")
+    assert code == 2 and lines == []
+    assert err == (
+        "llmperf: error: --metrics names unknown metric 'ttft.p50' (did you mean "
+        "'ttft_s.p50'?); use the metric names of the report, e.g. 'ttft_s.p50' or "
+        "'output_throughput_tok_s'\n")
+
+
+def test_empty_metrics_exits_2(capsys, before):
+    code, _, err = compare(capsys, before, before, "--metrics", ",")
+    assert code == 2
+    assert err == ("llmperf: error: --metrics ',' names no metric; e.g. --metrics "
+                   "ttft_s.p50,tpot_s.p50\n")
+
+
+def test_missing_file_exits_2(capsys, tmp_path, before):
+    code, lines, err = compare(capsys, before, str(tmp_path / "nope.json"))
+    assert code == 2 and lines == []
+    assert err == (f"llmperf: error: {tmp_path / 'nope.json'}: no saved run here; save one "
+                   "first with --llmperf-save NAME\n")
+
+
+def test_foreign_json_exits_2(capsys, tmp_path, before):
+    foreign = tmp_path / "0001_bench.json"
+    foreign.write_text(json.dumps({"benchmarks": [], "machine_info": {}}))
+    code, _, err = compare(capsys, str(foreign), before)
+    assert code == 2
+    assert err == (f'llmperf: error: {foreign}: not a pytest-llmperf run file (no "llmperf" '
+                   "key); write one with --llmperf-json PATH or --llmperf-save NAME\n")
+
+
+def test_bad_tolerance_is_a_usage_error(capsys, before):
+    code, _, err = compare(capsys, before, before, "--tolerance", "10")
+    assert code == 2
+    assert err.splitlines()[-1] == (
+        "llmperf compare: error: argument --tolerance: is a fraction (0.1 means 10%), got 10")
+
+
+# ---------------------------------------------------------------- env
+
+
+def test_env_prints_the_fingerprint_with_the_cpu_model(capsys):
+    assert cli.main(["env"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # The same detector the fingerprint uses; a CPU that names no model has no such line.
+    model = hardware.from_cpu().cpu_model
+    if model:
+        assert f"cpu_model: {model}" in lines
+    else:
+        assert not any(line.startswith("cpu_model:") for line in lines)
+    assert any(line.startswith("hardware_class: ") for line in lines)
+    assert f"python: {sys.version.split()[0]}" in lines
+
+
+def test_env_json_with_a_hardware_override(capsys):
+    assert cli.main(["env", "--json", "--hardware", "h100:2"]) == 0
+    fingerprint = json.loads(capsys.readouterr().out)
+    assert fingerprint["hardware_class"] == "h100" and fingerprint["device_count"] == 2
+    assert fingerprint["source"] == "override"
+    assert isinstance(fingerprint["cpu_flags"], list)
+
+
+def test_env_reads_the_override_from_the_environment(capsys, monkeypatch):
+    monkeypatch.setenv("LLMPERF_HARDWARE", "h200:8")
+    assert cli.main(["env"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:4] == ["hardware_class: h200", "device_name: h200", "device_count: 8",
+                         "source: override"]
+
+
+def test_env_bad_override_exits_2(capsys):
+    assert cli.main(["env", "--hardware", "tpu"]) == 2
+    assert capsys.readouterr().err == (
+        "llmperf: error: hardware override 'tpu' is not valid: use one of h100, h200, "
+        "a100-80gb, a100-40gb, gpu, cpu, with ':<gpu count>' for a GPU class (e.g. 'h200:8')\n")
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def test_help_and_missing_command(capsys):
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: llmperf [-h] COMMAND ...")
+    assert "    compare   judge run B against run A" in out and "    env       print" in out
+    assert cli.main([]) == 2
+    assert "the following arguments are required: COMMAND" in capsys.readouterr().err
+
+
+def test_console_script_help_imports_nothing_heavy():
+    # Run as users run it; and the import must not pull in vLLM, torch or transformers.
+    script = Path(sys.executable).parent / "llmperf"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "pytest_llmperf.cli"]
+    done = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "usage: llmperf" in done.stdout
+    probe = ("import sys, pytest_llmperf.cli; "
+             "print(sorted(m for m in ('vllm', 'torch', 'transformers') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60)
+    assert done.stdout.strip() == "[]", done.stderr

@@ -1,0 +1,360 @@
+"""Run files: pytest-benchmark layout (read by pytest-benchmark itself), our section, round trip,
+exact error messages."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_llmperf import runfile
+from pytest_llmperf.baselines import BaselineEntry, BaselineError
+from pytest_llmperf.gate import DEFAULT_GATED
+from pytest_llmperf.metrics import compute_metrics
+from pytest_llmperf.records import RequestRecord
+from pytest_llmperf.result import Result
+from pytest_llmperf.runfile import read_run, resolve_saved, run_document, write_run
+
+FINGERPRINT = {"hardware_class": "cpu", "cpu_model": "Fake CPU 9000", "cpu_cores": 4,
+               "vllm": "0.31.0", "python": "3.11.7"}
+STARTED = datetime(2026, 11, 22, 10, 4, 31, tzinfo=timezone.utc)
+FIX = "write the file again with --llmperf-json PATH or --llmperf-save NAME"
+LATENCY_NAMES = ("ttft_s", "tpot_s", "itl_s", "e2el_s")
+
+
+def record(index: int, sent: float, ttft: float, tpot: float, tokens: int) -> RequestRecord:
+    """A request sent at `sent`, first token after `ttft`, then one token every `tpot`."""
+    times = [sent + ttft + k * tpot for k in range(tokens)]
+    return RequestRecord(
+        index=index, expected_prompt_tokens=8, expected_output_tokens=tokens, scheduled_s=sent,
+        sent_s=sent, chunk_times_s=times, chunk_tokens=[1] * tokens, usage_prompt_tokens=8,
+        usage_output_tokens=tokens,
+    )
+
+
+def make_result(
+    nodeid: str = "suites/test_cpu.py::test_fixed[64]",
+    ttfts: tuple[float, ...] = (0.2, 0.2, 0.2, 0.2),
+    *,
+    tpot: float = 0.01,
+    tokens: int = 4,
+    scales: tuple[float, ...] = (1.0,),
+    keep_records: bool = True,
+) -> Result:
+    """One Result; repeat r has every TTFT multiplied by scales[r]. Requests are sent 1 s apart."""
+    runs = []
+    for scale in scales:
+        records = [record(i, float(i), t * scale, tpot, tokens) for i, t in enumerate(ttfts)]
+        runs.append((compute_metrics(records), records))
+    # As the session picks it: the repeat with the median output throughput.
+    metrics, records = sorted(runs, key=lambda run: run[0].output_throughput_tok_s)[len(runs) // 2]
+    return Result(
+        test_id=nodeid, key=nodeid.split("::", 1)[1], engine={"model": "tiny", "max_num_seqs": 8},
+        engine_label="tiny", workload={"num_prompts": len(ttfts)}, workload_label="fixed 8/4",
+        metrics=metrics, runs=tuple(run[0] for run in runs),
+        records=tuple(records) if keep_records else (), engine_start_s=12.5,
+    )
+
+
+def document(*results: Result, verdicts=None, fingerprint=FINGERPRINT, commit="3f2c1e0"):
+    return run_document(list(results), verdicts=verdicts or {}, fingerprint=fingerprint,
+                        commit=commit, started=STARTED)
+
+
+def strict_json(text: str):
+    """Parse as JavaScript's JSON.parse would (github-action-benchmark): no NaN, no Infinity."""
+    def refuse(token):
+        raise ValueError(f"non-standard JSON token {token}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def benchmark(doc: dict, name: str) -> dict:
+    return next(bench for bench in doc["benchmarks"] if bench["name"] == name)
+
+
+# ---------------------------------------------------------------- the document
+
+
+def test_document_has_pytest_benchmark_layout_and_our_section():
+    doc = document(make_result(), verdicts={"suites/test_cpu.py::test_fixed[64]": "pass"})
+    assert set(doc) == {"machine_info", "commit_info", "benchmarks", "datetime", "version",
+                        "llmperf"}
+    assert doc["commit_info"] == {"id": "3f2c1e0"}
+    assert doc["datetime"] == "2026-11-22T10:04:31+00:00"
+    assert doc["machine_info"]["cpu"] == {"brand_raw": "Fake CPU 9000", "count": 4}
+    assert doc["machine_info"]["vllm"] == "0.31.0"
+    assert [b["name"] for b in doc["benchmarks"]] == [
+        "test_fixed[64]::ttft_s", "test_fixed[64]::tpot_s", "test_fixed[64]::itl_s",
+        "test_fixed[64]::e2el_s", "test_fixed[64]::s_per_output_tok",
+    ]
+    ttft = benchmark(doc, "test_fixed[64]::ttft_s")
+    assert ttft["group"] == "suites/test_cpu.py::test_fixed[64]"
+    assert ttft["fullname"] == "suites/test_cpu.py::test_fixed[64]::ttft_s"
+    assert ttft["param"] == "64"
+    assert ttft["extra_info"] == {"metric": "ttft_s", "unit": "s", "engine": "tiny",
+                                  "workload": "fixed 8/4",
+                                  "rounds": "requests of the representative run"}
+    section = doc["llmperf"]
+    assert section["format"] == 1 and section["fingerprint"] == FINGERPRINT
+    (entry,) = section["results"]
+    assert entry["key"] == "test_fixed[64]" and entry["verdict"] == "pass"
+    assert entry["engine"] == {"model": "tiny", "max_num_seqs": 8}
+    assert entry["engine_start_s"] == 12.5
+    assert set(entry["metrics"]) == set(make_result().metrics.flat())
+    assert entry["metrics"]["ttft_s.p50"] == pytest.approx(
+        {"value": 0.2, "spread": 0.0, "n": 1, "direction": "lower"})
+    assert entry["metrics"]["output_throughput_tok_s"]["direction"] == "higher"
+
+
+def test_latency_stats_come_from_the_summary_and_quartiles_from_the_requests():
+    result = make_result(ttfts=(0.1, 0.2, 0.3, 0.4, 2.0))
+    stats = benchmark(document(result), "test_fixed[64]::ttft_s")["stats"]
+    summary = result.metrics.ttft_s
+    assert stats["min"] == summary.min and stats["max"] == summary.max
+    assert stats["mean"] == summary.mean and stats["median"] == summary.p50
+    assert stats["stddev"] == summary.std and stats["rounds"] == 5 and stats["iterations"] == 1
+    assert stats["ops"] == pytest.approx(1 / summary.mean)
+    assert stats["total"] == pytest.approx(summary.mean * 5)
+    # Linear interpolation over 0.1 .. 2.0: q1 = 0.2, q3 = 0.4, iqr 0.2, fences -0.1 and 0.7,
+    # so 2.0 is the only IQR outlier; mean 0.6, std 0.7 -> 0.1 .. 1.3 within, 2.0 outside.
+    assert (stats["q1"], stats["q3"], stats["iqr"]) == pytest.approx((0.2, 0.4, 0.2))
+    assert (stats["ld15iqr"], stats["hd15iqr"]) == pytest.approx((0.1, 0.4))
+    assert stats["iqr_outliers"] == 1 and stats["stddev_outliers"] == 1
+    assert stats["outliers"] == "1;1"
+
+
+def test_stats_are_approximated_without_the_requests():
+    result = make_result(ttfts=(0.1, 0.2, 0.3, 0.4, 2.0), keep_records=False)
+    stats = benchmark(document(result), "test_fixed[64]::ttft_s")["stats"]
+    summary = result.metrics.ttft_s
+    # median -/+ 0.6745 std, kept within [min, max]: 0.3 - 0.47 is below min.
+    assert stats["q1"] == summary.min
+    assert stats["q3"] == pytest.approx(summary.p50 + 0.6745 * summary.std)
+    assert stats["outliers"] == "0;0"
+
+
+def test_throughput_is_seconds_per_output_token_over_the_repeats():
+    result = make_result(scales=(1.0, 1.5, 2.0))
+    bench = benchmark(document(result), "test_fixed[64]::s_per_output_tok")
+    inverse = sorted(1 / run.output_throughput_tok_s for run in result.runs)
+    stats = bench["stats"]
+    assert stats["rounds"] == 3
+    assert (stats["min"], stats["median"], stats["max"]) == pytest.approx(inverse)
+    assert stats["ops"] == pytest.approx(1 / np.mean(inverse))  # ~ tok/s
+    assert bench["extra_info"]["unit"] == "s/token"
+    assert bench["extra_info"]["metric"] == "output_throughput_tok_s"
+
+
+def test_empty_distribution_has_no_benchmark_and_is_null_in_the_file(tmp_path):
+    # One token per output: no TPOT, no ITL (their Summaries are NaN with n=0).
+    result = make_result(tokens=1)
+    path = tmp_path / "run.json"
+    write_run(path, document(result))
+    doc = strict_json(path.read_text())  # parses: no NaN token anywhere
+    assert [b["name"].split("::")[1] for b in doc["benchmarks"]] == [
+        "ttft_s", "e2el_s", "s_per_output_tok"]
+    assert doc["llmperf"]["results"][0]["metrics"]["tpot_s.p50"]["value"] is None
+    saved = read_run(path).results["test_fixed[64]"]
+    assert math.isnan(saved.estimates["tpot_s.p50"].value)
+    assert "tpot_s.p50" not in saved.entries()  # nothing to compare against
+
+
+def test_file_is_what_github_action_benchmark_reads(tmp_path):
+    # Its `tool: 'pytest'` parser takes fullname, stats.ops (bigger is better), stats.stddev,
+    # stats.mean and stats.rounds of every benchmark.
+    path = tmp_path / "run.json"
+    write_run(path, document(make_result(scales=(1.0, 1.1, 0.9))))
+    for bench in strict_json(path.read_text())["benchmarks"]:
+        stats = bench["stats"]
+        assert isinstance(bench["fullname"], str) and stats["ops"] > 0
+        assert stats["stddev"] >= 0 and stats["mean"] > 0 and stats["rounds"] >= 1
+
+
+def run_pytest_benchmark(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_benchmark", "compare", *args], cwd=cwd,
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+
+
+def test_pytest_benchmark_compare_reads_our_file(tmp_path):
+    write_run(tmp_path / "0001_a.json", document(make_result(), make_result(
+        "suites/test_cpu.py::test_other", (0.3, 0.3))))
+    done = run_pytest_benchmark(tmp_path, "0001_a.json", "--columns=min,median,iqr,ops,rounds")
+    assert done.returncode == 0, done.stderr
+    assert "Failed to load" not in done.stderr + done.stdout
+    for name in ("test_fixed[64]::ttft_s", "test_fixed[64]::s_per_output_tok",
+                 "test_other::e2el_s"):
+        assert name in done.stdout
+    assert "benchmark 'suites/test_cpu.py::test_fixed[64]': 5 tests" in done.stdout
+
+
+def test_pytest_benchmark_compares_two_of_our_runs(tmp_path):
+    write_run(tmp_path / "0001_before.json", document(make_result()))
+    write_run(tmp_path / "0002_after.json", document(make_result(ttfts=(0.3,) * 4)))
+    done = run_pytest_benchmark(tmp_path, "0001_before.json", "0002_after.json")
+    assert done.returncode == 0, done.stderr
+    assert "test_fixed[64]::ttft_s (0001_before)" in done.stdout
+    assert "test_fixed[64]::ttft_s (0002_after)" in done.stdout
+
+
+# ---------------------------------------------------------------- reading back
+
+
+def test_round_trip(tmp_path):
+    result = make_result(scales=(1.0, 1.2, 0.9))
+    other = make_result("suites/test_cpu.py::TestX::test_y", (0.3, 0.3))
+    path = tmp_path / "runs" / "before.json"
+    write_run(path, document(result, other, verdicts={result.test_id: "REGRESSION"}))
+    run = read_run(path)
+    assert run.path == os.fspath(path) and run.fingerprint == FINGERPRINT
+    assert run.commit == "3f2c1e0" and run.started == "2026-11-22T10:04:31+00:00"
+    assert list(run.results) == ["test_fixed[64]", "TestX::test_y"]
+    saved = run.results["test_fixed[64]"]
+    assert saved.test_id == result.test_id and saved.verdict == "REGRESSION"
+    assert saved.engine == result.engine and saved.workload_label == "fixed 8/4"
+    assert saved.engine_start_s == 12.5 and saved.path == os.fspath(path)
+    # The median over the three repeats, with its spread (MAD x 1.4826).
+    values = sorted(run.get("ttft_s.p50") for run in result.runs)
+    ttft = saved.estimates["ttft_s.p50"]
+    assert ttft.value == pytest.approx(values[1]) and ttft.n == 3
+    assert ttft.spread == pytest.approx(1.4826 * np.median(np.abs(np.array(values) - values[1])))
+    assert saved.directions["output_throughput_tok_s"] == "higher"
+    assert run.results["TestX::test_y"].verdict == ""
+
+
+def test_saved_run_stands_in_for_a_baseline(tmp_path):
+    path = tmp_path / "run.json"
+    write_run(path, document(make_result(scales=(1.0, 1.2, 0.9))))
+    saved = read_run(path).results["test_fixed[64]"]
+    entries = saved.entries()
+    assert list(entries) == sorted(DEFAULT_GATED)
+    estimate = saved.estimates["ttft_s.p50"]
+    assert entries["ttft_s.p50"] == BaselineEntry(
+        value=estimate.value, spread=estimate.spread, direction="lower", tolerance=0.1, n=3)
+    assert list(saved.entries(["ttft_s.p99", "nope"], tolerance=0.2)) == ["ttft_s.p99"]
+    assert saved.entries(["ttft_s.p99"], tolerance=0.2)["ttft_s.p99"].tolerance == 0.2
+    assert len(saved.entries(None)) == len(make_result().metrics.flat())
+
+
+def test_write_replaces_the_file_atomically(tmp_path):
+    path = tmp_path / "run.json"
+    write_run(path, document(make_result()))
+    write_run(path, document(make_result(ttfts=(0.5,) * 4)))
+    assert read_run(path).results["test_fixed[64]"].estimates["ttft_s.p50"].value == 0.5
+    assert os.listdir(tmp_path) == ["run.json"]  # no temporary file left behind
+
+
+def write_json(path: Path, data) -> Path:
+    path.write_text(json.dumps(data))
+    return path
+
+
+def valid_doc() -> dict:
+    return json.loads(json.dumps(document(make_result())))
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        (lambda d: d["llmperf"].update(results={}),
+         "llmperf.results: expected a list, got {}"),
+        (lambda d: d["llmperf"]["results"].append("x"),
+         "llmperf.results[1]: expected an object, got 'x'"),
+        (lambda d: d["llmperf"]["results"][0].pop("key"),
+         "llmperf.results[0].key: expected the test's key, got None"),
+        (lambda d: d["llmperf"]["results"][0].update(metrics=[]),
+         "llmperf.results[0].metrics: expected an object, got []"),
+        (lambda d: d["llmperf"]["results"][0]["metrics"].update({"ttft_s.p50": {"value": 1}}),
+         "llmperf.results[0].metrics.ttft_s.p50: expected value, spread, n and direction, got "
+         "{'value': 1}"),
+        (lambda d: d["llmperf"]["results"][0]["metrics"]["ttft_s.p50"].update(value="fast"),
+         "llmperf.results[0].metrics.ttft_s.p50.value: expected a number or null, got 'fast'"),
+        (lambda d: d["llmperf"]["results"][0]["metrics"]["ttft_s.p50"].update(n=1.5),
+         "llmperf.results[0].metrics.ttft_s.p50.n: expected an integer >= 0, got 1.5"),
+        (lambda d: d["llmperf"]["results"][0]["metrics"]["ttft_s.p50"].update(direction="up"),
+         "llmperf.results[0].metrics.ttft_s.p50.direction: expected \"lower\" or \"higher\", "
+         "got 'up'"),
+        (lambda d: d["llmperf"]["results"].append(d["llmperf"]["results"][0]),
+         "llmperf.results[1].key: 'test_fixed[64]' appears twice"),
+    ],
+)
+def test_malformed_run_file(tmp_path, edit, problem):
+    data = valid_doc()
+    edit(data)
+    path = write_json(tmp_path / "bad.json", data)
+    with pytest.raises(BaselineError) as info:
+        read_run(path)
+    assert str(info.value) == f"{path}: {problem}; {FIX}"
+
+
+def test_a_plain_pytest_benchmark_file_is_not_a_run_file(tmp_path):
+    data = valid_doc()
+    del data["llmperf"]
+    path = write_json(tmp_path / "0001_bench.json", data)
+    with pytest.raises(BaselineError) as info:
+        read_run(path)
+    assert str(info.value) == (
+        f'{path}: not a pytest-llmperf run file (no "llmperf" key); write one with '
+        "--llmperf-json PATH or --llmperf-save NAME")
+
+
+def test_another_format_number_is_refused(tmp_path):
+    data = valid_doc()
+    data["llmperf"]["format"] = 2
+    path = write_json(tmp_path / "future.json", data)
+    with pytest.raises(BaselineError) as info:
+        read_run(path)
+    assert str(info.value) == (
+        f"{path}: run file format 2 is not supported (this pytest-llmperf reads format 1); "
+        "write one with --llmperf-json PATH or --llmperf-save NAME")
+
+
+def test_missing_and_broken_files(tmp_path):
+    with pytest.raises(BaselineError) as info:
+        read_run(tmp_path / "absent.json")
+    assert str(info.value) == (
+        f"{tmp_path / 'absent.json'}: no saved run here; save one first with --llmperf-save NAME")
+    (tmp_path / "broken.json").write_text("{")
+    with pytest.raises(BaselineError, match=r"broken\.json: not valid JSON \("):
+        read_run(tmp_path / "broken.json")
+
+
+# ---------------------------------------------------------------- resolving names
+
+
+def test_resolve_saved_names_and_paths(tmp_path):
+    runs = tmp_path / "runs"
+    write_run(runs / "before.json", document(make_result()))
+    assert resolve_saved("before", runs) == runs / "before.json"
+    elsewhere = tmp_path / "elsewhere.json"
+    write_run(elsewhere, document(make_result()))
+    assert resolve_saved(str(elsewhere), runs) == elsewhere
+
+
+def test_resolve_saved_says_what_it_looked_for(tmp_path):
+    runs = tmp_path / "runs"
+    with pytest.raises(BaselineError) as info:
+        resolve_saved("before", runs)
+    assert str(info.value) == (
+        f"no saved run 'before': {runs / 'before.json'} does not exist; save one with "
+        "--llmperf-save before")
+    write_run(runs / "v031.json", document(make_result()))
+    write_run(runs / "v032.json", document(make_result()))
+    with pytest.raises(BaselineError) as info:
+        resolve_saved("before", runs)
+    assert str(info.value) == (
+        f"no saved run 'before': {runs / 'before.json'} does not exist (saved runs: v031, "
+        "v032); save one with --llmperf-save before")
+    with pytest.raises(BaselineError) as info:
+        resolve_saved("out/x.json", runs)
+    assert str(info.value) == (
+        "out/x.json: no such run file; write one with --llmperf-json out/x.json")
+
