@@ -96,7 +96,7 @@ def _metric_row(
     current = b.estimates[name]
     entry = a.entries([name], tolerance).get(name)
     # The gate's own unit choice, so the table and the messages printed under it agree.
-    fmt = gate._formatter(name, a.estimates[name].value, current.value)
+    fmt = gate.formatter(name, a.estimates[name].value, current.value)
     if entry is None:  # A has no value (NaN): nothing to regress from
         shown = _cell(current.value, fmt)
         return [key, name, "NaN", shown, "-", "-", "no value in A"], None

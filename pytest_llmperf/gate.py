@@ -76,17 +76,19 @@ UPDATE_OPTION = "--llmperf-update-baselines"
 def metric_direction(name: str) -> str:
     """"higher" or "lower" is better, from the name ("ttft_s.p50" -> its base "ttft_s").
 
-    metrics.METRIC_DIRECTIONS decides the client metrics; other names (server-side, goodput)
-    are higher-is-better when they are throughputs, goodput, completions or hit rates.
+    metrics.METRIC_DIRECTIONS decides the client metrics; other names (server-side, goodput,
+    SLO capacity) are higher-is-better when they are throughputs, goodput, capacities,
+    completions or hit rates.
     """
     base = name.partition(".")[0]
     if base in METRIC_DIRECTIONS:
         return METRIC_DIRECTIONS[base]
-    higher = "throughput" in base or "hit_rate" in base or base.startswith("goodput")
+    higher = any(word in base for word in ("throughput", "hit_rate", "capacity"))
+    higher = higher or base.startswith("goodput")
     return "higher" if higher or base == "completed" else "lower"
 
 
-def _formatter(name: str, *shown: float) -> Callable[[float], str]:
+def formatter(name: str, *shown: float) -> Callable[[float], str]:
     # One unit for every number of a message, chosen from the largest, so they line up.
     base = name.partition(".")[0]
     for suffix, unit in (("_tok_s", "tok/s"), ("_req_s", "req/s")):
@@ -175,7 +177,7 @@ def check_metric(
     """Judge one metric against its baseline entry (see the module docstring for the band)."""
     current = _as_estimate(current)
     base = baseline.value
-    fmt = _formatter(name, current.value, base)
+    fmt = formatter(name, current.value, base)
     hint = origin.hint(REGRESSION) if origin else ""
     if math.isnan(current.value):
         message = f"{name} has no value (NaN) vs baseline {fmt(base)}{hint}"
@@ -215,7 +217,7 @@ def check_baseline(
         if name in current:
             verdicts.append(check_metric(name, current[name], entry, origin=origin))
             continue
-        shown = _formatter(name, entry.value)(entry.value)
+        shown = formatter(name, entry.value)(entry.value)
         message = f"{name} not measured in this run (baseline {shown}){origin.hint(REGRESSION)}"
         nan = math.nan
         verdicts.append(Verdict(name, REGRESSION, nan, entry.value, nan, nan, nan, message))
@@ -260,7 +262,7 @@ def check_target(target: Target, value: Estimate | float | None) -> Verdict:
     name = target.metric
     number = math.nan if value is None else _as_estimate(value).value
     bounds = [b for b in (target.max, target.min) if b is not None]
-    fmt = _formatter(name, number, *bounds)
+    fmt = formatter(name, number, *bounds)
     if value is None or math.isnan(number):
         what = "not measured in this run" if value is None else "no value (NaN)"
         message = f"{name} missed its target: {what}, {target.describe(fmt)}"

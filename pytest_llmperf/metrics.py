@@ -159,13 +159,13 @@ def _gaps(record: RequestRecord) -> list[float]:
     return [later - earlier for earlier, later in zip(times, times[1:])]
 
 
-def _itls(record: RequestRecord) -> list[float]:
+def request_itls(record: RequestRecord) -> list[float]:
     # A chunk is only recorded when it carries tokens; max(..., 1) keeps a broken zero count
     # from a misbehaving server from dividing by zero (the raw gap is then kept as is).
     return [gap / max(tokens, 1) for gap, tokens in zip(_gaps(record), record.chunk_tokens[1:])]
 
 
-def _tpot(record: RequestRecord) -> float:
+def request_tpot(record: RequestRecord) -> float:
     decode_s = record.chunk_times_s[-1] - record.chunk_times_s[0]
     return decode_s / (record.output_tokens - 1)
 
@@ -187,10 +187,10 @@ def _distributions(
         "ttft_s": Summary.of(r.chunk_times_s[0] - r.sent_s for r in done),
         # vllm: same formula; it re-tokenizes the text when usage is missing, we fall back to
         # the chunk token counts (RequestRecord.output_tokens).
-        "tpot_s": Summary.of(_tpot(r) for r in done if r.output_tokens > 1),
+        "tpot_s": Summary.of(request_tpot(r) for r in done if r.output_tokens > 1),
         # vllm's ITL is the raw per-chunk gap; ours divides by the later chunk's tokens, so
         # multi-token chunks (speculative decoding, stream intervals) do not inflate it (#27485).
-        "itl_s": Summary.of(x for r in done for x in _itls(r)),
+        "itl_s": Summary.of(x for r in done for x in request_itls(r)),
         # Raw gaps between token chunks: this is what vllm calls ITL (AIPerf calls it ICL).
         "icl_s": Summary.of(x for r in done for x in _gaps(r)),
         # vllm: last chunk with `choices`; ours is the last chunk carrying tokens.

@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from pytest_llmperf.loadgen import Rate, arrival_offsets
-from pytest_llmperf.metrics import RunMetrics, Summary, _tpot
+from pytest_llmperf.metrics import RunMetrics, Summary, request_tpot
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.sweeps import KEEP_UP, achieved_rate
 from pytest_llmperf.workloads import Workload
@@ -338,7 +338,7 @@ def _latencies(records: Sequence[RequestRecord] | None) -> tuple[list[float] | N
         return None, None
     done = [r for r in records if r.ok]
     return ([r.chunk_times_s[0] - r.sent_s for r in done],
-            [_tpot(r) for r in done if r.output_tokens > 1])
+            [request_tpot(r) for r in done if r.output_tokens > 1])
 
 
 def judge_server(scenario: ServerScenario, metrics: RunMetrics, *,

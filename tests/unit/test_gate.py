@@ -341,3 +341,11 @@ def test_make_entries_keeps_hand_edits_and_applies_overrides():
         "e2el_s.p50": BaselineEntry(1.5, 0.0, "lower", 0.2, 1),
         "ttft_s.p50": BaselineEntry(0.21, 0.0, "lower", 0.25, 1),
     }
+
+
+def test_capacity_and_offline_throughput_are_higher_is_better():
+    from pytest_llmperf.gate import metric_direction
+
+    assert metric_direction("slo_capacity_req_s") == "higher"
+    assert metric_direction("offline_output_throughput_tok_s") == "higher"
+    assert metric_direction("server_kv_cache_usage_max") == "lower"

@@ -142,7 +142,7 @@ def test_server_workload_is_poisson_at_the_target_without_cap_or_duration():
     workload = server_workload(SCENARIO, dataclasses.replace(BASE, duration_s=5.0))
     assert workload.pattern == Rate(requests_per_s=8.0)
     assert workload.duration_s is None and workload.name == "chat-server8qps"
-    assert (workload.seed, workload.input_tokens) == (BASE.seed, BASE.input_tokens)
+    assert (workload.seed, workload.source) == (BASE.seed, BASE.source)
     assert workload.num_requests >= max(459, math.ceil(60 * 8))
 
 

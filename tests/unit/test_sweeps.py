@@ -89,8 +89,8 @@ def test_rate_sweep_measures_each_rate_in_the_given_order_keeping_burstiness_and
         Rate(requests_per_s=r, burstiness=0.5, max_concurrency=16) for r in (1, 4, 2)
     ]
     # Everything but the pattern and the name is the base's.
-    assert {(w.num_requests, w.seed, w.input_tokens) for w in engine.calls} == {
-        (50, base.seed, base.input_tokens)
+    assert {(w.num_requests, w.seed, w.source) for w in engine.calls} == {
+        (50, base.seed, base.source)
     }
 
 
