@@ -4,14 +4,26 @@ The public API. It imports nothing heavy (no vLLM, no torch): engines run in a s
 """
 
 from pytest_llmperf.engines.spec import Engine
+from pytest_llmperf.gate import SLO
 from pytest_llmperf.loadgen import Concurrency, Ramp, Rate
 from pytest_llmperf.prompts import Fixed, Normal, Uniform
 from pytest_llmperf.result import Result
+from pytest_llmperf.scenarios import (
+    OfflineScenario,
+    ServerScenario,
+    judge_offline,
+    judge_server,
+    offline_workload,
+    server_workload,
+)
 from pytest_llmperf.workloads import Workload
 
 __all__ = [
     "Concurrency",
     "Engine",
+    "OfflineScenario",
+    "SLO",
+    "ServerScenario",
     "Fixed",
     "Normal",
     "Ramp",
@@ -19,4 +31,8 @@ __all__ = [
     "Result",
     "Uniform",
     "Workload",
+    "judge_offline",
+    "judge_server",
+    "offline_workload",
+    "server_workload",
 ]

@@ -123,8 +123,9 @@ def combine(*judgements: Judgement) -> Judgement:
     return out
 
 
-def updated_entries(estimates: dict[str, Estimate], ref: BaselineRef,
-                    tolerance: float | None) -> dict[str, baselines.BaselineEntry]:
+def updated_entries(estimates: dict[str, Estimate], ref: BaselineRef, tolerance: float | None,
+                    gated: tuple[str, ...] = gate.DEFAULT_GATED,
+                    ) -> dict[str, baselines.BaselineEntry]:
     """Entries to write for --llmperf-update-baselines, keeping hand-edited tolerances."""
     try:
         previous = baselines.load_baseline(ref.shown, ref.key)
@@ -133,4 +134,4 @@ def updated_entries(estimates: dict[str, Estimate], ref: BaselineRef,
     kwargs = {"tolerance": tolerance} if tolerance is not None else {}
     if tolerance is not None and previous is not None:
         kwargs["overrides"] = {name: tolerance for name in previous.metrics}
-    return gate.make_entries(estimates, previous=previous, **kwargs)
+    return gate.make_entries(estimates, names=gated, previous=previous, **kwargs)

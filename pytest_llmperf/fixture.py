@@ -12,10 +12,12 @@ from typing import Any, Callable
 
 import pytest
 
+from pytest_llmperf import sweeps
 from pytest_llmperf.checks import Judgement
 from pytest_llmperf.engines.server import EngineStartError
 from pytest_llmperf.engines.spec import Engine
-from pytest_llmperf.result import Result
+from pytest_llmperf.result import Result, result_id
+from pytest_llmperf.stats import Estimate
 from pytest_llmperf.workloads import Workload
 
 
@@ -61,21 +63,15 @@ def baseline_key(item: pytest.Item, run_number: int) -> str:
     return key if run_number == 1 else f"{key}#{run_number}"
 
 
-# run(nodeid, key, engine, workload, repeat) -> Result, recorded for the session report.
-RunFn = Callable[[str, str, Engine, Workload, int], Result]
-# judge(item, result, options, slo) -> Judgement: the SLOs and the baseline gate.
-JudgeFn = Callable[[pytest.Item, Result, TestOptions, Any], Judgement]
-
-
 class Llmperf:
-    """`llmperf.run(workload)` measures the marked engine; `engine=` picks another one."""
+    """What a test measures with. `run` measures one workload; `sweep`, `capacity` and
+    `offline` build on it. Each judges its metrics (SLOs, baseline) before it returns; a
+    regression or a missed target fails the test there, after the numbers have been recorded."""
 
-    def __init__(self, item: pytest.Item, run: RunFn, judge: JudgeFn,
-                 default_repeat: int = 1) -> None:
+    def __init__(self, item: pytest.Item, session: Any) -> None:
         self._item = item
-        self._run = run
-        self._judge = judge
-        self._default_repeat = default_repeat
+        self._session = session
+        self._measurements = 0
         self.results: list[Result] = []
 
     @property
@@ -84,18 +80,72 @@ class Llmperf:
 
     def run(self, workload: Workload, *, engine: Engine | None = None,
             repeat: int | None = None, slo: Any = None) -> Result:
-        """Measure `workload` on the engine; then check `slo` (or the marker's) and the
-        baseline. A regression or a missed target fails the test here, after the result has
-        been recorded for the report and the JSON file."""
+        """Measure `workload` on the engine (`repeat` times), then check `slo` (or the
+        marker's) and the baseline."""
+        options = self.options
+        repeat = repeat or options.repeat or self._session.settings.repeat
+        result = self._measure(workload, engine, repeat)
+        judgement = self._session.judge(self._item, result, options, slo or options.slo)
+        self._settle(judgement)
+        return result
+
+    def sweep(self, workload: Workload, *, rates=None, concurrencies=None,
+              engine: Engine | None = None) -> sweeps.Sweep:
+        """One engine, several loads: a throughput-versus-latency curve. Every point is a row in
+        the summary; assert on the returned Sweep (points are not gated one by one)."""
+        def measure(point: Workload):
+            return self._measure(point, engine, 1, point=True).metrics
+
+        return sweeps.sweep(measure, workload, rates=rates, concurrencies=concurrencies)
+
+    def capacity(self, workload: Workload, slo: Any, *, low: float, high: float,
+                 rel_tol: float = 0.1, max_runs: int = 8,
+                 engine: Engine | None = None) -> sweeps.Capacity:
+        """The highest Poisson rate meeting `slo`, found by search and gated as the metric
+        `slo_capacity_req_s` (higher is better) against the baseline."""
+        def measure(point: Workload):
+            return self._measure(point, engine, 1, point=True).metrics
+
+        found = sweeps.find_capacity(measure, workload, slo, low=low, high=high,
+                                     rel_tol=rel_tol, max_runs=max_runs)
+        estimates = {name: Estimate(value, 0.0, 1) for name, value in found.as_metric().items()}
+        self._judge_extra(workload, engine, estimates,
+                          f"{found.engine_runs} engine runs" + ("" if found.converged
+                                                                else f"; {found.note}"))
+        return found
+
+    def offline(self, workload: Workload, *, engine: Engine | None = None):
+        """Maximum throughput with vLLM's in-process engine (`LLM.generate`, as `vllm bench
+        throughput`), in a child process; gated as offline_*_throughput_* metrics."""
+        engine = self._engine(engine)
+        result = self._session.run_offline(engine, workload)
+        estimates = {f"offline_{name}": Estimate(getattr(result, name), 0.0, 1) for name in
+                     ("output_throughput_tok_s", "total_throughput_tok_s")}
+        self._judge_extra(workload, engine, estimates,
+                          f"{result.requests} requests in {result.elapsed_s:.2f} s")
+        return result
+
+    # ------------------------------------------------------------------ helpers
+
+    def _engine(self, engine: Engine | None) -> Engine:
         engine = engine or engine_of(self._item)
         if engine is None:
             pytest.fail(f"{self._item.nodeid}: no engine: add @pytest.mark.engine(Engine(...)) "
                         "or pass engine=... to llmperf.run", pytrace=False)
-        options = self.options
-        repeat = repeat or options.repeat or self._default_repeat
-        key = baseline_key(self._item, len(self.results) + 1)
+        return engine
+
+    def _next_key(self) -> str:
+        self._measurements += 1
+        return baseline_key(self._item, self._measurements)
+
+    def _measure(self, workload: Workload, engine: Engine | None, repeat: int,
+                 point: bool = False) -> Result:
+        engine = self._engine(engine)
+        # Sweep and search points are named after their load and take no run number, so the
+        # keys of the gated measurements after them do not depend on how many points there were.
+        key = f"{baseline_key(self._item, 1)}@{workload.name}" if point else self._next_key()
         try:
-            result = self._run(self._item.nodeid, key, engine, workload, repeat)
+            result = self._session.run(self._item.nodeid, key, engine, workload, repeat)
         except EngineStartError as exc:
             failure = str(exc)
         else:
@@ -103,13 +153,27 @@ class Llmperf:
         if failure:  # outside the except block, so pytest shows one line, not a chained trace
             pytest.fail(failure, pytrace=False)
         self.results.append(result)
-        self._check_errors(result, options.max_error_rate)
-        judgement = self._judge(self._item, result, options, slo or options.slo)
+        self._check_errors(result, self.options.max_error_rate)
+        return result
+
+    def _judge_extra(self, workload: Workload, engine: Engine | None,
+                     estimates: dict[str, Estimate], detail: str) -> None:
+        engine = self._engine(engine)
+        key = self._next_key()
+        test_id = result_id(self._item.nodeid, key)
+        judgement = self._session.judge_estimates(
+            self._item, test_id, key, estimates, engine=self._session.engine_identity(engine),
+            workload=workload.to_dict(), options=self.options, slo=None,
+            known=estimates.__contains__, gated=tuple(estimates))
+        self._session.record_extra(test_id, estimates, detail)
+        self._settle(judgement)
+
+    @staticmethod
+    def _settle(judgement: Judgement) -> None:
         for message in judgement.warnings:
-            warnings.warn(StaleBaselineWarning(message), stacklevel=2)
+            warnings.warn(StaleBaselineWarning(message), stacklevel=3)
         if judgement.failed:
             pytest.fail(judgement.failure_text(), pytrace=False)
-        return result
 
     @staticmethod
     def _check_errors(result: Result, limit: float) -> None:

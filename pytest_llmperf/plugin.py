@@ -75,11 +75,12 @@ def pytest_configure(config: pytest.Config) -> None:
     except ValueError as exc:
         raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
     config.stash[HARDWARE_KEY] = hardware
+    nice = engine_nice(settings, hardware)
     factory = vllm_factory(settings.path(settings.log_dir), settings.startup_timeout,
-                           _engine_env(config), nice=engine_nice(settings, hardware))
+                           _engine_env(config), nice=nice)
     config.stash[SESSION_KEY] = LlmperfSession(
         settings=settings, pool=EnginePool(factory, capacity=settings.keep_engines),
-        hardware_class=hardware.hardware_class,
+        hardware_class=hardware.hardware_class, engine_nice=nice,
         fingerprint=hardware_mod.current_fingerprint(hardware).to_dict(),
     )
     config.stash[STARTED_KEY] = datetime.now(timezone.utc)
@@ -168,9 +169,7 @@ def order_by_engine(items: list[pytest.Item]) -> list[pytest.Item]:
 @pytest.fixture
 def llmperf(request: pytest.FixtureRequest) -> Llmperf:
     """Run a workload against an engine and get the measured Result: `llmperf.run(workload)`."""
-    session = request.config.stash[SESSION_KEY]
-    return Llmperf(request.node, session.run, session.judge,
-                   default_repeat=session.settings.repeat)
+    return Llmperf(request.node, request.config.stash[SESSION_KEY])
 
 
 @pytest.hookimpl(wrapper=True)
@@ -186,12 +185,14 @@ def pytest_runtest_makereport(item: pytest.Item, call):
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     session = config.stash.get(SESSION_KEY, None)
-    if session is None or not session.results:
+    if session is None or not (session.results or session.extras):
         return
     terminalreporter.section("llmperf")
     for line in report.summary_lines(session.results, session.verdicts):
         terminalreporter.write_line(line)
     for engine, seconds in session.pool.starts:
         terminalreporter.write_line(f"engine {engine.label()}: healthy after {seconds:.1f} s")
+    for line in report.extra_lines(session.extras, session.verdicts):
+        terminalreporter.write_line(line)
     for note in session.notes:
         terminalreporter.write_line(note)

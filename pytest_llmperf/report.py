@@ -61,3 +61,13 @@ def summary_lines(results: Sequence[Result], verdicts: dict[str, str] | None = N
         return []
     header = ["test", "engine", "workload", *(c[0] for c in COLUMNS), "verdict"]
     return format_table(header, summary_rows(results, verdicts or {})) + [UNITS_LINE]
+
+
+def extra_lines(extras, verdicts: dict[str, str]) -> list[str]:
+    """Gated metrics that are not a run's (SLO capacity, offline throughput): one line each."""
+    lines = []
+    for test_id, estimates, detail in extras:
+        values = ", ".join(f"{name} = {est.value:,.2f}" for name, est in estimates.items())
+        verdict = verdicts.get(test_id, "")
+        lines.append(f"{test_id}: {values} ({detail})" + (f"  {verdict}" if verdict else ""))
+    return lines

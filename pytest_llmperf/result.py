@@ -54,3 +54,9 @@ class Result:
 
 def _base_names(metrics: RunMetrics) -> set[str]:
     return {name.split(".")[0] for name in metrics.flat()}
+
+
+def result_id(nodeid: str, key: str) -> str:
+    """How a measurement is named in the summary and the JSON: the suite file plus its key
+    ("suites/test_cpu.py::test_x#2", "suites/test_cpu.py::test_x@fixed-rate4")."""
+    return nodeid.split("::", 1)[0] + "::" + key

@@ -12,14 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf import baselines, checks, runfile
+from pytest_llmperf import baselines, checks, gate, runfile
 from pytest_llmperf.client import ClientOptions
 from pytest_llmperf.engines.pool import EnginePool
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.metrics import RunMetrics, compute_metrics
-from pytest_llmperf.result import Result
+from pytest_llmperf.result import Result, result_id
 from pytest_llmperf.runner import Endpoint, measure
 from pytest_llmperf.settings import Settings
+from pytest_llmperf.stats import Estimate
 from pytest_llmperf.workloads import Workload
 
 GIT_TIMEOUT_S = 5
@@ -43,6 +44,8 @@ class LlmperfSession:
     verdicts: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     pending: dict[str, list[PendingUpdate]] = field(default_factory=lambda: defaultdict(list))
+    extras: list[tuple[str, dict[str, Estimate], str]] = field(default_factory=list)
+    engine_nice: int = 0
     _tokenizers: dict[str, Any] = field(default_factory=dict)
     _saved_run: Any = None
 
@@ -78,9 +81,8 @@ class LlmperfSession:
         # The representative run (its records and summaries) is the median by output throughput.
         metrics, records = sorted(runs, key=lambda run: run[0].output_throughput_tok_s)[
             len(runs) // 2]
-        suffix = key.rpartition("#")[2] if "#" in key else ""
         result = Result(
-            test_id=nodeid + (f"#{suffix}" if suffix else ""), key=key,
+            test_id=result_id(nodeid, key), key=key,
             engine=self.engine_identity(engine), engine_label=engine.label(),
             workload=workload.to_dict(), workload_label=workload.label(),
             metrics=metrics, runs=tuple(run[0] for run in runs), records=tuple(records),
@@ -102,6 +104,21 @@ class LlmperfSession:
                     pass
         return identity
 
+    def run_offline(self, engine: Engine, workload: Workload):
+        """Offline mode needs the accelerator to itself: running server engines stop first."""
+        from pytest_llmperf.engines.offline import run_offline
+
+        self.pool.stop_all()
+        requests, _ = workload.build(self.tokenizer_for(engine))
+        return run_offline(engine, requests, self.log_dir(), nice=self.engine_nice)
+
+    def record_extra(self, test_id: str, estimates: dict[str, Estimate], detail: str) -> None:
+        """Metrics that are not a run (an SLO capacity, offline throughput), for the summary."""
+        self.extras.append((test_id, estimates, detail))
+
+    def log_dir(self) -> Path:
+        return self.settings.path(self.settings.log_dir)
+
     # ------------------------------------------------------------------ judging
 
     def baseline_ref(self, suite_path: Path, nodeid: str, key: str) -> checks.BaselineRef:
@@ -109,22 +126,32 @@ class LlmperfSession:
         return checks.BaselineRef(directory / f"{Path(suite_path).stem}.toml", key, nodeid)
 
     def judge(self, item, result: Result, options, slo) -> checks.Judgement:
-        estimates = checks.estimates_of(result.runs)
-        judgement = checks.check_slo(estimates, slo, known=_known_metric(result.metrics))
-        ref = self.baseline_ref(item.path, item.nodeid, result.key)
+        """A measured run: its SLOs over every metric, its baseline over the gated ones."""
+        return self.judge_estimates(
+            item, result.test_id, result.key, checks.estimates_of(result.runs),
+            engine=result.engine, workload=result.workload, options=options, slo=slo,
+            known=_known_metric(result.metrics), gated=gate.DEFAULT_GATED)
+
+    def judge_estimates(self, item, test_id: str, key: str, estimates: dict[str, Estimate], *,
+                        engine: dict, workload: dict, options, slo, known,
+                        gated: tuple[str, ...]) -> checks.Judgement:
+        """Any named metrics (a run's, an SLO capacity, an offline throughput) through the SLO
+        check and then the baseline gate, saved-run comparison or baseline update."""
+        judgement = checks.check_slo(estimates, slo, known=known)
+        ref = self.baseline_ref(item.path, item.nodeid, key)
         if self.settings.update_baselines:
             if not judgement.failed:
                 self.pending[item.nodeid].append(PendingUpdate(
-                    ref, checks.updated_entries(estimates, ref, options.tolerance),
-                    baselines.make_provenance(self.fingerprint, result.engine, result.workload,
+                    ref, checks.updated_entries(estimates, ref, options.tolerance, gated),
+                    baselines.make_provenance(self.fingerprint, engine, workload,
                                               commit=git_commit(self.settings.rootdir))))
         elif self.settings.compare:
-            judgement = checks.combine(judgement, self._check_saved(estimates, result.key))
+            judgement = checks.combine(judgement, self._check_saved(estimates, key))
         else:
             judgement = checks.combine(judgement, checks.check_against_baseline(
-                estimates, ref, result.engine, require=self.settings.require_baseline))
-        self.verdicts[result.test_id] = judgement.label()
-        self.notes += [f"{result.test_id}: {note}" for note in judgement.notes]
+                estimates, ref, engine, require=self.settings.require_baseline))
+        self.verdicts[test_id] = judgement.label()
+        self.notes += [f"{test_id}: {note}" for note in judgement.notes]
         return judgement
 
     def _check_saved(self, estimates, key: str) -> checks.Judgement:
@@ -149,9 +176,7 @@ class LlmperfSession:
                                       update.provenance)
             self.notes.append(f"{nodeid}: baseline updated: {update.ref.shown} :: "
                               f'"{update.ref.key}"')
-            for result in self.results:
-                if result.test_id.split("#")[0] == nodeid and result.key == update.ref.key:
-                    self.verdicts[result.test_id] = "updated"
+            self.verdicts[result_id(nodeid, update.ref.key)] = "updated"
 
     # ------------------------------------------------------------------ output
 

@@ -52,6 +52,7 @@ class OfflineResult:
     prompt_tokens: int
     output_tokens: int
     elapsed_s: float
+    # From the worker's start to LLM(...) ready, vLLM's import included; not in any throughput.
     engine_start_s: float
     output_throughput_tok_s: float
     total_throughput_tok_s: float

@@ -19,20 +19,28 @@ pytestmark = requires_vllm
 PROMPT_TOKENS = 300  # over two of the CPU's 128-token cache blocks
 OUTPUT_TOKENS = 8
 REPEATS = 4
-# 4 MiB of KV cache is 4,096 tokens (1 KiB/token): room for ~4 of the 16 requests below at their
-# full length, so the scheduler must preempt (REFERENCE.md section 6).
+# 4 MiB of KV cache is 4,096 tokens (1 KiB/token, 32 blocks of 128): room for about half of the
+# 16 requests below at their full length, so the scheduler must preempt (REFERENCE.md section 6).
 SMALL_KV_BYTES = 4 * 1024 * 1024
-PREEMPT_REQUESTS, PREEMPT_PROMPT, PREEMPT_OUTPUT = 16, 256, 768
-PREEMPTION_BUDGET_S = 60
+# Prompts of 2 blocks each fill all 32 blocks at admission; growing to 4 blocks each forces
+# preemptions, with ~3k tokens to generate in all.
+PREEMPT_REQUESTS, PREEMPT_PROMPT, PREEMPT_OUTPUT = 16, 256, 192
+GONE_TIMEOUT_S = 15
 
 
-def _gone(server: VllmServer, pgid: int) -> bool:
-    """Nothing of this server's process group is left (other sessions' servers may be running)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+def _group_gone(pgid: int, timeout_s: float = GONE_TIMEOUT_S) -> bool:
+    """Nothing of one server's process group is left. Checked by group, not with vllm_processes(),
+    because other sessions on the machine may run servers of their own. SIGKILLed workers can take
+    a moment to be reaped after stop() returns, hence the wait."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
 
 
 def _serve(engine, log_dir):
@@ -42,12 +50,13 @@ def _serve(engine, log_dir):
         yield server
     finally:
         server.stop()
-        assert _gone(server, pgid), f"vLLM processes of group {pgid} outlived stop()"
+        assert _group_gone(pgid), f"vLLM processes of group {pgid} outlived stop()"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    yield from _serve(TINY_CPU, tmp_path_factory.mktemp("logs"))
+# Function scope: each server is gone before the next starts (both would compute on core 0).
+@pytest.fixture
+def server(tmp_path):
+    yield from _serve(TINY_CPU, tmp_path)
 
 
 def _body(prompt: list[int], output_tokens: int) -> dict:
@@ -62,6 +71,12 @@ async def _repeat_prompt(base_url: str, prompt: list[int]) -> ServerMetricsSampl
                 response = await http.post("/v1/completions", json=_body(prompt, OUTPUT_TOKENS))
                 assert response.json()["usage"]["completion_tokens"] == OUTPUT_TOKENS
                 await asyncio.sleep(0.3)  # let at least one background sample in
+    return sampler
+
+
+async def _sample_once(base_url: str) -> ServerMetricsSampler:
+    async with ServerMetricsSampler(base_url) as sampler:
+        pass
     return sampler
 
 
@@ -82,23 +97,18 @@ def test_repeated_prompt_hits_the_prefix_cache(server):
     assert summary["prefix_cache_hit_rate"] > 0
     assert summary["preemptions"] == 0
     assert 0 <= summary["kv_cache_usage_max"] < 0.01  # 308 tokens of a 524k-token cache
+    print(f"server metrics for a repeated prompt: {summary}")
+
+    # The same server under a wrong base URL: its 404 becomes a warning, not an exception.
+    wrong = asyncio.run(_sample_once(server.base_url + "/v1"))
+    assert wrong.summary() == {}
+    assert wrong.warning == f"no server metrics: GET {server.base_url}/v1/metrics failed: HTTP 404"
 
 
-def test_a_url_that_is_not_vllm_metrics_warns(server):
-    async def run():
-        async with ServerMetricsSampler(server.base_url + "/v1") as sampler:
-            pass
-        return sampler
-
-    sampler = asyncio.run(run())
-    assert sampler.summary() == {}
-    assert sampler.warning == f"no server metrics: GET {server.base_url}/v1/metrics failed: HTTP 404"
-
-
-@pytest.fixture(scope="module")
-def small_kv_server(tmp_path_factory):
+@pytest.fixture
+def small_kv_server(tmp_path):
     engine = TINY_CPU.replace(kv_cache_memory_bytes=SMALL_KV_BYTES, max_model_len=2048)
-    yield from _serve(engine, tmp_path_factory.mktemp("small-kv-logs"))
+    yield from _serve(engine, tmp_path)
 
 
 def _distinct_prompt(i: int) -> list[int]:
@@ -111,21 +121,18 @@ async def _flood(base_url: str) -> ServerMetricsSampler:
                                  limits=httpx.Limits(max_connections=PREEMPT_REQUESTS)) as http:
         async with ServerMetricsSampler(base_url) as sampler:
             responses = await asyncio.gather(*(
-                http.post("/v1/completions", json=_body(
-                    _distinct_prompt(i), PREEMPT_OUTPUT))
+                http.post("/v1/completions", json=_body(_distinct_prompt(i), PREEMPT_OUTPUT))
                 for i in range(PREEMPT_REQUESTS)))
     assert [r.status_code for r in responses] == [200] * PREEMPT_REQUESTS
     return sampler
 
 
 def test_a_tiny_kv_cache_under_load_shows_preemptions(small_kv_server):
-    began = time.perf_counter()
     sampler = asyncio.run(_flood(small_kv_server.base_url))
-    took_s = time.perf_counter() - began
     summary = sampler.summary()
     assert sampler.warning is None
     assert summary["preemptions"] > 0, summary
     assert summary["kv_cache_usage_max"] > 0.5, summary
     assert summary["requests_waiting_max"] > 0, summary
     assert summary["generation_tokens"] == PREEMPT_REQUESTS * PREEMPT_OUTPUT
-    assert took_s < PREEMPTION_BUDGET_S
+    print(f"server metrics under a 4 MiB KV cache: {summary}")

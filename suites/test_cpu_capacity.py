@@ -1,0 +1,44 @@
+"""The CPU suite, capacity: a rate sweep, the SLO capacity search, and an MLPerf-style Server run.
+
+The SLOs are scaled to the tiny model on two CPU cores; the search's result is gated like any
+other metric (slo_capacity_req_s, higher is better).
+"""
+
+import pytest
+
+from pytest_llmperf import SLO, ServerScenario, Workload, judge_server, server_workload
+from suites.tiny import CPU_TOLERANCE, TINY_CPU
+
+pytestmark = [pytest.mark.cpu, pytest.mark.engine(TINY_CPU),
+              pytest.mark.llmperf(tolerance=CPU_TOLERANCE)]
+
+BASE = Workload.fixed(input_tokens=128, output_tokens=32, num_requests=40, rate=1.0, seed=5)
+# Each capacity probe runs ~5 s whatever its rate, so a high rate is judged in steady state rather
+# than on a sub-second burst.
+PROBE = Workload.fixed(input_tokens=128, output_tokens=32, num_requests=2000, rate=1.0,
+                       duration_s=5.0, seed=5, name="capacity-probe")
+TINY_SLO = SLO(max={"ttft_s.p99": 0.1, "tpot_s.p99": 0.02})
+
+
+def test_rate_sweep(llmperf):
+    """Throughput against latency at 4, 8, 16 and 32 requests/s (the Lambda-style curve)."""
+    sweep = llmperf.sweep(BASE, rates=[4.0, 8.0, 16.0, 32.0])
+    throughputs = [point.metrics.output_throughput_tok_s for point in sweep.points]
+    assert throughputs[-1] > throughputs[0], "more offered load, more output"
+    print("\n".join(sweep.table()))
+
+
+def test_slo_capacity(llmperf):
+    capacity = llmperf.capacity(PROBE, TINY_SLO, low=4.0, high=16.0, rel_tol=0.15, max_runs=7)
+    assert capacity.rate_req_s > 0, capacity.note
+
+
+def test_mlperf_server_scenario(llmperf):
+    """Poisson at 20 QPS for at least 10 s and 459 queries (the fewest that can pass MLPerf's
+    early stopping at p99), judged against p99 limits scaled to this model."""
+    scenario = ServerScenario(target_qps=20.0, ttft_p99_s=0.5, tpot_p99_s=0.1,
+                              min_duration_s=10.0, min_queries=459)
+    base = Workload.fixed(input_tokens=64, output_tokens=16, num_requests=1, rate=1.0, seed=6)
+    result = llmperf.run(server_workload(scenario, base))
+    verdict = judge_server(scenario, result.metrics, records=result.records)
+    assert verdict.valid, str(verdict)

@@ -1,0 +1,60 @@
+"""The CPU suite, workload shapes: published profiles, shared prefixes, datasets, text and chat.
+
+Profiles are inference-benchmarker's (REFERENCE.md section 3), scaled down to fit the tiny
+model's 2048-token context: `scale=0.1` keeps each length distribution's shape at a tenth of
+its size.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from pytest_llmperf import Fixed, Workload
+from suites.tiny import CPU_TOLERANCE, TINY_CPU
+
+DATA = Path(__file__).resolve().parent / "data"
+
+pytestmark = [pytest.mark.cpu, pytest.mark.engine(TINY_CPU),
+              pytest.mark.llmperf(tolerance=CPU_TOLERANCE)]
+
+
+@pytest.mark.parametrize("profile, scale", [
+    ("chat", 0.25), ("classification", 0.1), ("code-generation", 0.1), ("fixed-length", 0.1),
+])
+def test_profile(llmperf, profile, scale):
+    result = llmperf.run(Workload.profile(profile, num_requests=24, scale=scale, concurrency=8))
+    assert result.completed == 24
+    assert result.length_mismatches == 0
+
+
+def test_random_lengths(llmperf):
+    """Uniform lengths around 256 in / 32 out, +-50% (vllm bench's random dataset)."""
+    result = llmperf.run(Workload.random(input_tokens=256, output_tokens=32, range_ratio=0.5,
+                                         num_requests=32, concurrency=8))
+    assert result.completed == 32
+
+
+def test_shared_prefix_hits_the_prefix_cache(llmperf):
+    """4 prefixes of 512 tokens, each reused: most prompt tokens should come from the cache."""
+    result = llmperf.run(Workload.shared_prefix(num_prefixes=4, prefix_tokens=512,
+                                                suffix_tokens=32, output_tokens=16,
+                                                num_requests=32, concurrency=4))
+    assert result.completed == 32
+    if "prefix_cache_hit_rate" in result.server_metrics:
+        assert result.server_metrics["prefix_cache_hit_rate"] > 0.5
+
+
+def test_jsonl_dataset_as_text_prompts(llmperf):
+    result = llmperf.run(Workload.dataset(DATA / "prompts.jsonl", num_requests=12, concurrency=4))
+    assert result.completed == 12
+    assert result.length_mismatches == 0
+
+
+def test_chat_completions_with_text_prompts(llmperf):
+    """The chat endpoint (the tiny model ships a chat template); text prompts of exact length."""
+    result = llmperf.run(Workload.synthetic(
+        input_tokens=Fixed(tokens=64),
+        output_tokens=Fixed(tokens=32),
+        num_requests=16, concurrency=4, prompt_format="text", api="chat", name="chat-text"))
+    assert result.completed == 16
+    assert result.output_tokens == 16 * 32
