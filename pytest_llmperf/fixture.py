@@ -6,6 +6,7 @@ it can be built and tested on its own.
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -56,10 +57,22 @@ def options_of(item: pytest.Item) -> TestOptions:
         raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.llmperf: {exc}") from None
 
 
+# Tests sharing an engine carry @pytest.mark.xdist_group("llmperf-<digest>"); under
+# `--dist loadgroup` pytest-xdist appends "@<group>" to their node ids, which must not leak into
+# baseline keys or the update command shown to users.
+XDIST_GROUP_PREFIX = "llmperf-"
+_XDIST_SUFFIX = re.compile(r"@" + XDIST_GROUP_PREFIX + r"[0-9a-f]+$")
+
+
+def user_nodeid(item: pytest.Item) -> str:
+    """The node id a user would type (without pytest-xdist's group suffix)."""
+    return _XDIST_SUFFIX.sub("", item.nodeid)
+
+
 def baseline_key(item: pytest.Item, run_number: int) -> str:
     """The test's table in its suite's baseline file: the node id after the file name
     ("test_x[64]", "TestA::test_x"); a second run in the same test gets "#2", and so on."""
-    key = item.nodeid.split("::", 1)[-1]
+    key = user_nodeid(item).split("::", 1)[-1]
     return key if run_number == 1 else f"{key}#{run_number}"
 
 
@@ -130,8 +143,9 @@ class Llmperf:
     def _engine(self, engine: Engine | None) -> Engine:
         engine = engine or engine_of(self._item)
         if engine is None:
-            pytest.fail(f"{self._item.nodeid}: no engine: add @pytest.mark.engine(Engine(...)) "
-                        "or pass engine=... to llmperf.run", pytrace=False)
+            pytest.fail(f"{user_nodeid(self._item)}: no engine: add "
+                        "@pytest.mark.engine(Engine(...)) or pass engine=... to llmperf.run",
+                        pytrace=False)
         return engine
 
     def _next_key(self) -> str:
@@ -145,7 +159,7 @@ class Llmperf:
         # keys of the gated measurements after them do not depend on how many points there were.
         key = f"{baseline_key(self._item, 1)}@{workload.name}" if point else self._next_key()
         try:
-            result = self._session.run(self._item.nodeid, key, engine, workload, repeat)
+            result = self._session.run(user_nodeid(self._item), key, engine, workload, repeat)
         except EngineStartError as exc:
             failure = str(exc)
         else:
@@ -160,7 +174,7 @@ class Llmperf:
                      estimates: dict[str, Estimate], detail: str) -> None:
         engine = self._engine(engine)
         key = self._next_key()
-        test_id = result_id(self._item.nodeid, key)
+        test_id = result_id(user_nodeid(self._item), key)
         judgement = self._session.judge_estimates(
             self._item, test_id, key, estimates, engine=self._session.engine_identity(engine),
             workload=workload.to_dict(), options=self.options, slo=None,

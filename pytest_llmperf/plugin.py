@@ -6,6 +6,7 @@ where vLLM is not installed: vLLM only ever runs in the server subprocess.
 
 from __future__ import annotations
 
+import os
 import signal
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,10 +16,11 @@ import pytest
 from pytest_llmperf import hardware as hardware_mod
 from pytest_llmperf import hookspecs, markers, report
 from pytest_llmperf import settings as settings_mod
+from pytest_llmperf.engines.leases import GpuLeases, visible_gpus
 from pytest_llmperf.engines.pool import EnginePool, vllm_factory
 from pytest_llmperf.engines.server import CPU_ENGINE_NICE
 from pytest_llmperf.engines.spec import Engine
-from pytest_llmperf.fixture import Llmperf, engine_of
+from pytest_llmperf.fixture import XDIST_GROUP_PREFIX, Llmperf, engine_of
 from pytest_llmperf.session import LlmperfSession
 
 SESSION_KEY = pytest.StashKey[LlmperfSession]()
@@ -78,8 +80,10 @@ def pytest_configure(config: pytest.Config) -> None:
     nice = engine_nice(settings, hardware)
     factory = vllm_factory(settings.path(settings.log_dir), settings.startup_timeout,
                            _engine_env(config), nice=nice)
+    leases = GpuLeases(visible_gpus(hardware.device_count)) if hardware.is_gpu else None
     config.stash[SESSION_KEY] = LlmperfSession(
-        settings=settings, pool=EnginePool(factory, capacity=settings.keep_engines),
+        settings=settings,
+        pool=EnginePool(factory, capacity=settings.keep_engines, leases=leases),
         hardware_class=hardware.hardware_class, engine_nice=nice,
         fingerprint=hardware_mod.current_fingerprint(hardware).to_dict(),
     )
@@ -102,7 +106,14 @@ def pytest_llmperf_detect_hardware(config: pytest.Config):
 
 @pytest.hookimpl(trylast=True)
 def pytest_llmperf_engine_env(config: pytest.Config):
-    return {}
+    """Under pytest-xdist on CPU hardware, worker N computes on core N (mod the cores): two
+    engines never share a core. GPUs are not assigned here but leased per engine (leases.py)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    hardware = config.stash.get(HARDWARE_KEY, None)
+    if not worker.startswith("gw") or hardware is None or hardware.is_gpu:
+        return {}
+    cores = sorted(os.sched_getaffinity(0))
+    return {"VLLM_CPU_OMP_THREADS_BIND": str(cores[int(worker[2:]) % len(cores)])}
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -142,9 +153,21 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         llmperf.notes += llmperf.write_outputs(started=session.config.stash[STARTED_KEY])
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """With `-n N` and no --dist, distribute by group: tests that share an engine go to one
+    worker, so each engine starts once per session (pytest-xdist's own default would be
+    `load`, which scatters them and starts every engine on every worker)."""
+    numprocesses = getattr(config.option, "numprocesses", None)
+    if numprocesses and getattr(config.option, "dist", "no") == "no":
+        config.option.dist = "loadgroup"
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
-    """Skip tests whose hardware is absent; then group tests by engine so each starts once."""
+    """Skip tests whose hardware is absent; group tests by engine so each starts once (and
+    tag the groups for pytest-xdist's loadgroup scheduling)."""
     hardware = config.stash.get(HARDWARE_KEY, None)
     for item in items:
         requirement = markers.parse_requirements(
@@ -156,6 +179,20 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
     items[:] = order_by_engine(items)
+    for item in items:
+        engine = engine_of(item)
+        if engine is not None:
+            item.add_marker(pytest.mark.xdist_group(XDIST_GROUP_PREFIX + engine.digest()))
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """The last test of an engine's group stops it: its memory and GPUs go to the next group
+    (or to another pytest-xdist worker) instead of idling until the session ends."""
+    engine = engine_of(item)
+    if engine is not None and (nextitem is None or engine_of(nextitem) != engine):
+        session = item.config.stash.get(SESSION_KEY, None)
+        if session is not None:
+            session.pool.stop(engine)
 
 
 def order_by_engine(items: list[pytest.Item]) -> list[pytest.Item]:

@@ -193,7 +193,7 @@ class ServerMetricsSampler:
 
     @property
     def warning(self) -> str | None:
-        """Why the summary is empty or rests on fewer samples than taken; None when all went well."""
+        """Why the summary is empty or rests on fewer samples than taken; None if none failed."""
         if self._error is None:
             return None
         if self._samples < 2:

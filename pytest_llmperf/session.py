@@ -16,9 +16,10 @@ from pytest_llmperf import baselines, checks, gate, runfile
 from pytest_llmperf.client import ClientOptions
 from pytest_llmperf.engines.pool import EnginePool
 from pytest_llmperf.engines.spec import Engine
+from pytest_llmperf.fixture import user_nodeid
 from pytest_llmperf.metrics import RunMetrics, compute_metrics
 from pytest_llmperf.result import Result, result_id
-from pytest_llmperf.runner import Endpoint, measure
+from pytest_llmperf.runner import Endpoint, Measurement, measure
 from pytest_llmperf.settings import Settings
 from pytest_llmperf.stats import Estimate
 from pytest_llmperf.workloads import Workload
@@ -72,20 +73,23 @@ class LlmperfSession:
         endpoint, start_s = self.endpoint_for(engine, workload)
         # The same requests and arrival schedule every repeat: only the engine's timing varies.
         requests, warmup = workload.build(self.tokenizer_for(engine))
-        runs: list[tuple[RunMetrics, list]] = []
+        runs: list[tuple[RunMetrics, Measurement]] = []
         for attempt in range(repeat):
-            records = measure(endpoint, requests, workload.pattern, seed=workload.seed,
-                              warmup=warmup if attempt == 0 else (),
-                              duration_s=workload.duration_s)
-            runs.append((compute_metrics(records), records))
+            measured = measure(endpoint, requests, workload.pattern, seed=workload.seed,
+                               warmup=warmup if attempt == 0 else (),
+                               duration_s=workload.duration_s)
+            runs.append((compute_metrics(measured.records), measured))
         # The representative run (its records and summaries) is the median by output throughput.
-        metrics, records = sorted(runs, key=lambda run: run[0].output_throughput_tok_s)[
+        metrics, measured = sorted(runs, key=lambda run: run[0].output_throughput_tok_s)[
             len(runs) // 2]
+        if measured.warning and measured.warning not in self.notes:
+            self.notes.append(measured.warning)
         result = Result(
             test_id=result_id(nodeid, key), key=key,
             engine=self.engine_identity(engine), engine_label=engine.label(),
             workload=workload.to_dict(), workload_label=workload.label(),
-            metrics=metrics, runs=tuple(run[0] for run in runs), records=tuple(records),
+            metrics=metrics, runs=tuple(run[0] for run in runs),
+            records=tuple(measured.records), server_metrics=measured.server_metrics,
             fingerprint=dict(self.fingerprint), engine_start_s=start_s,
         )
         self.results.append(result)
@@ -138,7 +142,7 @@ class LlmperfSession:
         """Any named metrics (a run's, an SLO capacity, an offline throughput) through the SLO
         check and then the baseline gate, saved-run comparison or baseline update."""
         judgement = checks.check_slo(estimates, slo, known=known)
-        ref = self.baseline_ref(item.path, item.nodeid, key)
+        ref = self.baseline_ref(item.path, user_nodeid(item), key)
         if self.settings.update_baselines:
             if not judgement.failed:
                 self.pending[item.nodeid].append(PendingUpdate(
@@ -168,6 +172,7 @@ class LlmperfSession:
     def apply_updates(self, nodeid: str, passed: bool) -> None:
         """Write a test's pending baseline updates once the test as a whole has passed."""
         for update in self.pending.pop(nodeid, []):
+            nodeid = update.ref.nodeid  # as the user types it
             if not passed:
                 self.notes.append(f"{nodeid}: baseline not updated (the test failed)")
                 continue

@@ -11,6 +11,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Callable, Protocol
 
+from pytest_llmperf.engines.leases import GpuLeases, Lease
 from pytest_llmperf.engines.server import EngineStartError, VllmServer
 from pytest_llmperf.engines.spec import Engine
 
@@ -26,14 +27,18 @@ class Server(Protocol):
     def stop(self) -> None: ...
 
 
-ServerFactory = Callable[[Engine], Server]
+# factory(engine, extra_env) -> a server not yet started; extra_env carries the GPU lease.
+ServerFactory = Callable[[Engine, dict[str, str]], Server]
 
 
 class EnginePool:
-    def __init__(self, factory: ServerFactory, capacity: int = 1) -> None:
+    def __init__(self, factory: ServerFactory, capacity: int = 1,
+                 leases: GpuLeases | None = None) -> None:
         self._factory = factory
         self._capacity = capacity
+        self._leases = leases  # None on CPU hardware: no GPUs to hand out
         self._running: OrderedDict[Engine, Server] = OrderedDict()
+        self._held: dict[Engine, Lease] = {}
         self._failed: dict[Engine, EngineStartError] = {}
         self.starts: list[tuple[Engine, float]] = []  # (spec, seconds to healthy), for the report
 
@@ -44,28 +49,40 @@ class EnginePool:
         if engine in self._failed:
             raise self._failed[engine]
         while len(self._running) >= self._capacity:  # free memory before the next start
-            _, oldest = self._running.popitem(last=False)
-            oldest.stop()
-        server = self._factory(engine)
+            self.stop(next(iter(self._running)))
+        lease = self._leases.acquire(engine.gpus_needed) if self._leases else None
+        server = self._factory(engine, lease.env if lease else {})
         try:
             server.start()
         except EngineStartError as exc:
+            if lease:
+                lease.release()
             self._failed[engine] = exc
             raise
         self._running[engine] = server
+        if lease:
+            self._held[engine] = lease
         self.starts.append((engine, server.start_time_s or 0.0))
         return server
 
-    def stop_all(self) -> None:
-        while self._running:
-            _, server = self._running.popitem(last=False)
+    def stop(self, engine: Engine) -> None:
+        """Stop one engine (if running) and hand its GPUs back."""
+        server = self._running.pop(engine, None)
+        if server is not None:
             server.stop()
+        lease = self._held.pop(engine, None)
+        if lease is not None:
+            lease.release()
+
+    def stop_all(self) -> None:
+        for engine in list(self._running):
+            self.stop(engine)
 
 
 def vllm_factory(log_dir: Path, startup_timeout_s: float,
                  extra_env: dict[str, str] | None = None, nice: int = 0) -> ServerFactory:
-    def make(engine: Engine) -> VllmServer:
-        return VllmServer(engine, log_dir, extra_env=extra_env,
+    def make(engine: Engine, lease_env: dict[str, str]) -> VllmServer:
+        return VllmServer(engine, log_dir, extra_env={**(extra_env or {}), **lease_env},
                           startup_timeout_s=startup_timeout_s, nice=nice)
 
     return make

@@ -24,7 +24,8 @@ import httpx
 from pytest_llmperf.engines.spec import Engine
 
 STARTUP_TIMEOUT_S = 900.0  # an 8B model with torch.compile and CUDA graphs can take minutes
-STOP_TIMEOUT_S = 15.0  # SIGTERM -> SIGKILL; vLLM on CPU stops in ~2 s
+STOP_TIMEOUT_S = 15.0
+PORT_ATTEMPTS = 3  # SIGTERM -> SIGKILL; vLLM on CPU stops in ~2 s
 HEALTH_POLL_S = 0.5
 LOG_TAIL_LINES = 15
 # Niceness for engines that share CPU cores with the load generator (see _lower_autogroup).
@@ -120,19 +121,35 @@ class VllmServer:
                 "--host", self.host, "--port", str(self.port)]
 
     def start(self) -> "VllmServer":
-        """Start the server and block until /health answers 200 (or raise EngineStartError)."""
+        """Start the server and block until /health answers 200 (or raise EngineStartError).
+
+        free_port() can race with another process (a pytest-xdist worker starting its own
+        engine) taking the same port first; such a start is retried on a new port."""
         self._preflight()
+        began = time.perf_counter()
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                self._start_once()
+                break
+            except EngineStartError:
+                if attempt == PORT_ATTEMPTS or not self._port_was_taken():
+                    raise
+        self.start_time_s = time.perf_counter() - began
+        return self
+
+    def _start_once(self) -> None:
         self.port = free_port(self.host)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.log_dir / f"vllm-{self.port}.log"
-        env = {**os.environ, **self.engine.environment(), **self.extra_env}
-        began = time.perf_counter()
+        added = {**self.engine.environment(), **self.extra_env}
         with open(self.log_path, "w") as log:
             log.write("$ " + " ".join(self.command()) + "\n")
+            log.write("# env: " + " ".join(f"{k}={v}" for k, v in sorted(added.items())) + "\n")
             log.flush()
             self.process = subprocess.Popen(
                 self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, start_new_session=True, preexec_fn=_child_setup(self.nice),
+                env={**os.environ, **added}, start_new_session=True,
+                preexec_fn=_child_setup(self.nice),
             )
         _LIVE.add(self)
         if self.nice:
@@ -142,8 +159,9 @@ class VllmServer:
         except BaseException:
             self.stop()
             raise
-        self.start_time_s = time.perf_counter() - began
-        return self
+
+    def _port_was_taken(self) -> bool:
+        return any("address already in use" in line.lower() for line in log_tail(self.log_path))
 
     def _preflight(self) -> None:
         """Catch a missing local model before paying for a vLLM start, which would report it as

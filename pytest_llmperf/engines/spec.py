@@ -7,6 +7,7 @@ reads in a failing test is what they would type by hand.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -134,6 +135,11 @@ class Engine:
         for name, value in self.extra_args:
             args += _extra_flag(name, value)
         return args
+
+    def digest(self) -> str:
+        """A short name for this spec that is the same in every process (hash() is not)."""
+        text = json.dumps(self.to_dict(), sort_keys=True, default=str)
+        return hashlib.sha1(text.encode()).hexdigest()[:10]
 
     def environment(self) -> dict[str, str]:
         return {k: str(v) for k, v in self.env}

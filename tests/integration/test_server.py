@@ -31,9 +31,9 @@ def tokenizer():
 def test_numbers_hold_together(server, tokenizer):
     workload = Workload.fixed(input_tokens=96, output_tokens=32, num_requests=24, concurrency=6)
     requests, _ = workload.build(tokenizer)
-    records = measure(Endpoint(server.base_url, TINY_CPU.model_name), requests, workload.pattern,
-                      seed=workload.seed)
-    m = compute_metrics(records)
+    measured = measure(Endpoint(server.base_url, TINY_CPU.model_name), requests,
+                       workload.pattern, seed=workload.seed)
+    records, m = measured.records, compute_metrics(measured.records)
     assert (m.completed, m.failed, m.length_mismatches, m.tokens_estimated) == (24, 0, 0, 0)
     assert m.output_tokens == 24 * 32
     assert m.prompt_tokens == 24 * 96  # token-id prompts: exact input length, no BOS added
@@ -46,13 +46,17 @@ def test_numbers_hold_together(server, tokenizer):
     assert m.output_throughput_tok_s == pytest.approx(m.output_tokens / m.duration_s, rel=1e-9)
     assert m.total_throughput_tok_s == pytest.approx(24 * (96 + 32) / m.duration_s, rel=1e-9)
     assert m.queue_s.max < 0.05  # closed loop: the client is never the bottleneck
+    # The server's own counters agree with the client's, for the measured requests only.
+    assert measured.server_metrics["generation_tokens"] == 24 * 32
+    assert measured.server_metrics["prompt_tokens"] == 24 * 96
+    assert measured.warning is None
 
 
 def test_rate_schedule_is_kept(server, tokenizer):
     workload = Workload.fixed(input_tokens=64, output_tokens=16, num_requests=30, rate=10.0, seed=3)
     requests, _ = workload.build(tokenizer)
-    records = measure(Endpoint(server.base_url, TINY_CPU.model_name), requests, workload.pattern,
-                      seed=workload.seed)
+    records = measure(Endpoint(server.base_url, TINY_CPU.model_name), requests,
+                      workload.pattern, seed=workload.seed).records
     m = compute_metrics(records)
     assert m.completed == 30
     assert m.queue_s.p99 < 0.05, f"client lagged behind the Poisson schedule: {m.queue_s}"
@@ -62,7 +66,8 @@ def test_wrong_model_name_is_a_recorded_failure(server, tokenizer):
     """A failing request becomes data (HTTP status and body), never an exception."""
     workload = Workload.fixed(input_tokens=8, output_tokens=4, num_requests=2, concurrency=2)
     requests, _ = workload.build(tokenizer)
-    records = measure(Endpoint(server.base_url, "no-such-model"), requests, workload.pattern, seed=0)
+    records = measure(Endpoint(server.base_url, "no-such-model"), requests, workload.pattern,
+                      seed=0).records
     assert [r.ok for r in records] == [False, False]
     assert records[0].error.startswith("HTTP 404: ")
     assert "no-such-model" in records[0].error
