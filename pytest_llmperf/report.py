@@ -22,9 +22,13 @@ COLUMNS: tuple[tuple[str, str, float, str], ...] = (
     ("ITL p50", "itl_s.p50", 1e3, "{:.2f}"),
     ("E2EL p50", "e2el_s.p50", 1e3, "{:.0f}"),
     ("queue p99", "queue_s.p99", 1e3, "{:.2f}"),
+    # Server-side, from vLLM's /metrics during the run (blank for servers without them).
+    ("KV max%", "server:kv_cache_usage_max", 100, "{:.0f}"),
+    ("hit%", "server:prefix_cache_hit_rate", 100, "{:.0f}"),
 )
-UNITS_LINE = "latencies in ms (TTFT time to first token, TPOT time per output token after the " \
-             "first, ITL token-normalized inter-token latency, E2EL end to end, queue = client lag)"
+UNITS_LINE = ("latencies in ms (TTFT time to first token, TPOT time per output token after the "
+              "first, ITL token-normalized inter-token latency, E2EL end to end, queue = client "
+              "lag); KV max% = peak KV-cache use, hit% = prefix-cache hit rate (server /metrics)")
 
 
 def _cell(value: float, scale: float, fmt: str) -> str:
@@ -33,11 +37,17 @@ def _cell(value: float, scale: float, fmt: str) -> str:
     return fmt.format(value * scale)
 
 
+def _value(result: Result, name: str) -> float | None:
+    if name.startswith("server:"):
+        return result.server_metrics.get(name.partition(":")[2])
+    return result.value(name)
+
+
 def summary_rows(results: Sequence[Result], verdicts: dict[str, str]) -> list[list[str]]:
     rows = []
     for result in results:
         cells = [result.test_id, result.engine_label, result.workload_label]
-        cells += [_cell(result.value(name), scale, fmt) for _, name, scale, fmt in COLUMNS]
+        cells += [_cell(_value(result, name), scale, fmt) for _, name, scale, fmt in COLUMNS]
         cells.append(verdicts.get(result.test_id, ""))
         rows.append(cells)
     return rows

@@ -1,0 +1,96 @@
+"""Two engines at once under pytest-xdist, and suites run against a server started elsewhere."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from pytest_llmperf.engines.server import CPU_ENGINE_NICE, VllmServer
+from suites.tiny import TINY_CPU
+from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
+
+pytestmark = requires_vllm
+
+TWO_ENGINES = """
+import pytest
+from pytest_llmperf import Workload
+from suites.tiny import TINY_CPU
+
+A = TINY_CPU
+B = TINY_CPU.replace(max_num_seqs=8)
+W = Workload.fixed(input_tokens=32, output_tokens=16, num_requests=16, concurrency=4)
+
+@pytest.mark.engine(A)
+def test_a1(llmperf): llmperf.run(W)
+
+@pytest.mark.engine(B)
+def test_b1(llmperf): llmperf.run(W)
+
+@pytest.mark.engine(A)
+def test_a2(llmperf): llmperf.run(W)
+
+@pytest.mark.engine(B)
+def test_b2(llmperf): llmperf.run(W)
+"""
+
+
+def test_two_workers_two_engines_distinct_ports_and_cores(pytester: pytest.Pytester,
+                                                          monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    pytester.makepyfile(test_two=TWO_ENGINES)
+    logs = pytester.path / "logs"
+    result = pytester.runpytest_subprocess("-n", "2", "-v", "-p", "no:cacheprovider",
+                                           "--llmperf-log-dir", str(logs), timeout=600)
+    result.assert_outcomes(passed=4)
+    assert leftover_vllm_processes() == []
+
+    headers = [path.read_text().splitlines()[:2] for path in sorted(logs.glob("vllm-*.log"))]
+    assert len(headers) == 2, "each engine started exactly once"
+    ports = {re.search(r"--port (\d+)", command).group(1) for command, _ in headers}
+    cores = {re.search(r"VLLM_CPU_OMP_THREADS_BIND=(\d+)", env).group(1) for _, env in headers}
+    assert len(ports) == 2 and cores == {"0", "1"}
+
+    # Tests sharing an engine ran on one worker: [gwN] PASSED test_two.py::test_a1@llmperf-...
+    worker_of = {m.group(2): m.group(1) for m in
+                 re.finditer(r"\[(gw\d)\] .*PASSED test_two\.py::(test_\w+)", result.stdout.str())}
+    assert worker_of["test_a1"] == worker_of["test_a2"] != worker_of["test_b1"] == \
+        worker_of["test_b2"], worker_of
+
+
+@pytest.fixture(scope="module")
+def outside_server(tmp_path_factory):
+    """A vLLM server the plugin did not start (as a Ray cluster or trtllm-serve would be)."""
+    server = VllmServer(TINY_CPU, tmp_path_factory.mktemp("outside"), nice=CPU_ENGINE_NICE)
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_endpoint_mode_measures_a_server_it_did_not_start(pytester: pytest.Pytester,
+                                                          monkeypatch, outside_server):
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    pytester.makepyfile(test_endpoint="""
+        import pytest
+        from pytest_llmperf import Workload
+        from suites.tiny import TINY_CPU
+
+        @pytest.mark.cpu
+        @pytest.mark.engine(TINY_CPU)
+        def test_against_endpoint(llmperf):
+            result = llmperf.run(Workload.fixed(input_tokens=32, output_tokens=16,
+                                                num_requests=12, concurrency=4))
+            assert result.output_tokens == 12 * 16
+            assert result.server_metrics["generation_tokens"] == 12 * 16
+    """)
+    logs = pytester.path / "logs"
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--llmperf-endpoint", outside_server.base_url,
+        "--llmperf-hardware", "cpu", "--llmperf-log-dir", str(logs),
+        "--llmperf-json", "run.json", timeout=300)
+    result.assert_outcomes(passed=1)
+    assert not logs.exists() or not list(logs.glob("vllm-*.log")), "no engine was started"
+    document = json.loads((pytester.path / "run.json").read_text())
+    assert document["llmperf"]["results"][0]["key"] == "test_against_endpoint"
+    assert outside_server.running, "the plugin leaves a server it did not start alone"

@@ -1,0 +1,368 @@
+"""Judging one result: SLOs, the baseline file, a saved run, and the verdict word for the table.
+
+Baseline files are real TOML files in tmp_path, written with baselines.update_baseline, and the
+working directory is tmp_path, so the paths in messages are the short relative ones a user sees.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_llmperf import baselines, checks, gate
+from pytest_llmperf.baselines import BaselineEntry
+from pytest_llmperf.metrics import compute_metrics
+from pytest_llmperf.records import RequestRecord
+from pytest_llmperf.stats import Estimate
+
+FILE = "baselines/cpu/test_cpu.toml"
+KEY = "test_fixed[64]"
+NODEID = "suites/test_cpu.py::test_fixed[64]"
+WHERE = f'[{FILE} :: "{KEY}"]'
+UPDATE = f'pytest --llmperf-update-baselines "{NODEID}"'
+ENGINE = {"model": "suites/models/tiny-llama", "max_num_seqs": 8}
+
+TTFT = BaselineEntry(value=0.1, spread=0.0, direction="lower", tolerance=0.1, n=1)
+TPUT = BaselineEntry(value=1000.0, spread=0.0, direction="higher", tolerance=0.1, n=1)
+
+
+def est(value: float) -> Estimate:
+    return Estimate(value, 0.0, 1)
+
+
+# 100 ms TTFT and 1000 tok/s: exactly the baseline above.
+ON_BASELINE = {"ttft_s.p50": est(0.1), "output_throughput_tok_s": est(1000.0)}
+
+
+@pytest.fixture
+def ref(tmp_path, monkeypatch) -> checks.BaselineRef:
+    monkeypatch.chdir(tmp_path)
+    return checks.BaselineRef(tmp_path / FILE, KEY, NODEID)
+
+
+def write(ref: checks.BaselineRef, engine=ENGINE, **entries: BaselineEntry) -> None:
+    metrics = entries or {"ttft_s.p50": TTFT, "output_throughput_tok_s": TPUT}
+    provenance = baselines.make_provenance({"device": "cpu"}, engine, {"num_prompts": 64})
+    baselines.update_baseline(ref.path, ref.key, metrics, provenance)
+
+
+def verdict(status: str) -> gate.Verdict:
+    return gate.Verdict("ttft_s.p50", status, 0.1, 0.1, 0.0, 0.01, 10.0, f"ttft_s.p50 {status}")
+
+
+def judged(*statuses: str, **kwargs) -> checks.Judgement:
+    return checks.Judgement(report=gate.GateReport(tuple(verdict(s) for s in statuses)), **kwargs)
+
+
+# ------------------------------------------------------------------ Judgement.label
+
+
+def test_label_error_wins_over_everything():
+    assert judged("missed", "regression", error="broken file").label() == "ERROR"
+
+
+def test_label_missed_target_before_regression():
+    # A hard target is the stronger statement; the table shows it first.
+    assert judged("pass", "regression", "missed").label() == "MISSED TARGET"
+
+
+def test_label_regression():
+    assert judged("pass", "improvement", "regression").label() == "REGRESSION"
+
+
+def test_label_no_baseline():
+    note = f'no baseline for this hardware: {FILE} has no ["{KEY}"]'
+    assert judged("pass", notes=[note]).label() == "no baseline"
+
+
+def test_label_no_baseline_does_not_hide_a_missed_target():
+    note = f'no baseline for this hardware: {FILE} has no ["{KEY}"]'
+    assert judged("missed", notes=[note]).label() == "MISSED TARGET"
+
+
+def test_label_stale_baseline():
+    assert judged("pass", "improvement").label() == "pass (stale baseline)"
+
+
+def test_label_pass():
+    assert judged("pass", "pass").label() == "pass"
+    assert checks.Judgement().label() == "pass"  # nothing to check is not a failure
+
+
+def test_failed_warnings_and_failure_text():
+    judgement = judged("pass", "improvement", "regression")
+    assert judgement.failed
+    assert judgement.warnings == ["ttft_s.p50 improvement"]
+    assert judgement.failure_text() == "ttft_s.p50 regression"
+    broken = checks.Judgement(error="bad file")
+    assert broken.failed and broken.failure_text() == "bad file"
+    assert not judged("pass", "improvement").failed
+
+
+def test_combine_keeps_the_first_error_all_notes_and_every_verdict():
+    first = judged("pass", notes=["a"])
+    second = judged("regression", error="e1", notes=["b"])
+    third = checks.Judgement(error="e2")
+    combined = checks.combine(first, second, third)
+    assert combined.error == "e1"
+    assert combined.notes == ["a", "b"]
+    assert [v.status for v in combined.report.verdicts] == ["pass", "regression"]
+    assert first.notes == ["a"]  # the inputs are not changed
+
+
+# ------------------------------------------------------------------ estimates and SLOs
+
+
+def test_estimates_of_takes_the_median_over_repeats():
+    def run(ttft: float):
+        record = RequestRecord(index=0, expected_prompt_tokens=4, expected_output_tokens=2,
+                               scheduled_s=0.0, sent_s=0.0, chunk_times_s=[ttft, ttft + 0.5],
+                               chunk_tokens=[1, 1], usage_output_tokens=2)
+        return compute_metrics([record])
+
+    estimates = checks.estimates_of([run(0.25), run(1.0), run(0.5)])
+    assert estimates["ttft_s.p50"].value == 0.5
+    assert estimates["ttft_s.p50"].n == 3
+    assert estimates["completed"] == Estimate(1.0, 0.0, 3)
+
+
+def test_check_slo_without_slo_is_an_empty_pass():
+    judgement = checks.check_slo(ON_BASELINE, None, known=ON_BASELINE.__contains__)
+    assert judgement.report.verdicts == ()
+    assert judgement.label() == "pass"
+
+
+def test_check_slo_met_and_missed():
+    slo = gate.SLO(max={"ttft_s.p50": 0.05}, min={"output_throughput_tok_s": 500})
+    judgement = checks.check_slo(ON_BASELINE, slo, known=ON_BASELINE.__contains__)
+    assert judgement.label() == "MISSED TARGET"
+    assert judgement.failure_text() == "ttft_s.p50 missed its target: 100.0 ms, target <= 50.0 ms"
+
+
+def test_check_slo_unknown_metric_is_one_error_line():
+    slo = gate.SLO(max={"ttft_s.p5": 0.1})
+    judgement = checks.check_slo(ON_BASELINE, slo, known=ON_BASELINE.__contains__)
+    assert judgement.error == (
+        "SLO: SLO names unknown metric 'ttft_s.p5'; use the metric names of the report, "
+        "e.g. 'ttft_s.p50' or 'output_throughput_tok_s'"
+    )
+    assert judgement.label() == "ERROR"
+    assert judgement.report.verdicts == ()
+
+
+# ------------------------------------------------------------------ baselines
+
+
+def test_shown_path_is_relative_to_the_working_directory(ref):
+    assert ref.shown == Path(FILE)
+
+
+def test_no_baseline_is_a_note(ref):
+    judgement = checks.check_against_baseline(ON_BASELINE, ref, ENGINE, require=False)
+    assert judgement.error is None
+    assert judgement.notes == [f'no baseline for this hardware: {FILE} has no ["{KEY}"]']
+    assert judgement.label() == "no baseline"
+    assert not judgement.failed
+
+
+def test_no_baseline_with_require_is_an_error_with_the_command(ref):
+    judgement = checks.check_against_baseline(ON_BASELINE, ref, ENGINE, require=True)
+    assert judgement.error == (
+        f'no baseline for this hardware: {FILE} has no ["{KEY}"] (--llmperf-require-baseline); '
+        f"create it with: {UPDATE}"
+    )
+    assert judgement.failed
+
+
+def test_file_with_other_tests_but_not_this_one(ref):
+    baselines.update_baseline(ref.path, "test_other", {"ttft_s.p50": TTFT}, {})
+    judgement = checks.check_against_baseline(ON_BASELINE, ref, ENGINE, require=False)
+    assert judgement.label() == "no baseline"
+
+
+def test_on_the_baseline_passes(ref):
+    write(ref)
+    judgement = checks.check_against_baseline(ON_BASELINE, ref, ENGINE, require=True)
+    assert judgement.error is None
+    assert [(v.name, v.status) for v in judgement.report.verdicts] == [
+        ("output_throughput_tok_s", "pass"), ("ttft_s.p50", "pass"),
+    ]
+    assert judgement.label() == "pass"
+    assert judgement.baseline is not None and judgement.baseline.test_id == KEY
+
+
+def test_regression_against_the_baseline(ref):
+    write(ref)
+    slower = {**ON_BASELINE, "ttft_s.p50": est(0.2)}
+    judgement = checks.check_against_baseline(slower, ref, ENGINE, require=False)
+    assert judgement.label() == "REGRESSION"
+    assert judgement.failure_text() == (
+        "ttft_s.p50 regressed: 200.0 ms vs baseline 100.0 ms (+100.0%, allowed +10.0%, lower is "
+        f"better) {WHERE}; if this change is intended, update with: {UPDATE}"
+    )
+
+
+def test_improvement_beyond_the_band_is_a_stale_baseline_warning(ref):
+    write(ref)
+    faster = {**ON_BASELINE, "output_throughput_tok_s": est(2000.0)}
+    judgement = checks.check_against_baseline(faster, ref, ENGINE, require=False)
+    assert not judgement.failed
+    assert judgement.label() == "pass (stale baseline)"
+    assert judgement.warnings == [
+        "output_throughput_tok_s improved beyond the band: 2000 tok/s vs baseline 1000 tok/s "
+        f"(+100.0%, band ±10.0%) {WHERE}: baseline is stale; refresh with: {UPDATE}"
+    ]
+
+
+def test_baseline_for_another_engine_is_an_error(ref):
+    write(ref)
+    other = {**ENGINE, "max_num_seqs": 16, "enforce_eager": True}
+    judgement = checks.check_against_baseline(ON_BASELINE, ref, other, require=False)
+    assert judgement.error == (
+        f'{FILE}: ["{KEY}"]: baseline was measured with another engine configuration '
+        "(enforce_eager (absent) -> true, max_num_seqs 8 -> 16); if the change is intended, "
+        "regenerate it with --llmperf-update-baselines"
+    )
+    assert judgement.label() == "ERROR"
+    assert judgement.report.verdicts == ()  # numbers from another engine are not compared
+
+
+def test_engine_field_set_to_none_matches_an_absent_one(ref):
+    write(ref)
+    judgement = checks.check_against_baseline(ON_BASELINE, ref, {**ENGINE, "seed": None},
+                                              require=False)
+    assert judgement.error is None
+
+
+def test_malformed_baseline_is_an_error_line(ref):
+    ref.path.parent.mkdir(parents=True)
+    ref.path.write_text(f'["{KEY}".metrics."ttft_s.p50"]\nvalue = 0.1\n')
+    judgement = checks.check_against_baseline(ON_BASELINE, ref, ENGINE, require=False)
+    assert judgement.error == (
+        f'{FILE}: ["{KEY}"].metrics."ttft_s.p50": missing "spread", "n", "direction", '
+        '"tolerance"; fix the entry or regenerate it with --llmperf-update-baselines'
+    )
+    assert judgement.label() == "ERROR"
+
+
+def test_a_gated_metric_missing_from_the_run_regresses(ref):
+    write(ref)
+    judgement = checks.check_against_baseline({"ttft_s.p50": est(0.1)}, ref, ENGINE,
+                                              require=False)
+    assert judgement.failure_text() == (
+        f"output_throughput_tok_s not measured in this run (baseline 1000 tok/s) {WHERE}; "
+        f"if this change is intended, update with: {UPDATE}"
+    )
+
+
+# ------------------------------------------------------------------ saved runs (A/B)
+
+SAVED = Path(".llmperf/runs/before.json")
+
+
+def test_saved_run_without_the_test_is_a_note():
+    judgement = checks.check_against_saved(ON_BASELINE, None, SAVED, KEY)
+    assert judgement.notes == [f'not in the saved run {SAVED} :: "{KEY}": nothing to compare']
+    assert not judgement.failed
+
+
+@pytest.mark.xfail(strict=True, reason="a test absent from the saved run gets the verdict 'pass' "
+                   "though nothing was compared (label() only knows the 'no baseline' note)")
+def test_label_when_the_saved_run_lacks_the_test_is_not_pass():
+    assert checks.check_against_saved(ON_BASELINE, None, SAVED, KEY).label() != "pass"
+
+
+def test_saved_run_gates_only_the_default_metrics():
+    saved = {
+        "ttft_s.p50": TTFT,
+        # p99 and error_rate are saved in a run but not gated by default (too noisy / zero band).
+        "ttft_s.p99": BaselineEntry(value=0.01, spread=0.0, direction="lower", tolerance=0.1, n=1),
+        "error_rate": BaselineEntry(value=0.0, spread=0.0, direction="lower", tolerance=0.1, n=1),
+    }
+    current = {**ON_BASELINE, "ttft_s.p99": est(1.0), "error_rate": est(0.5)}
+    judgement = checks.check_against_saved(current, saved, SAVED, KEY)
+    assert sorted(judgement.baseline.metrics) == ["ttft_s.p50"]
+    assert [(v.name, v.status) for v in judgement.report.verdicts] == [("ttft_s.p50", "pass")]
+    assert judgement.label() == "pass"
+
+
+def test_saved_run_regression_has_no_update_command():
+    # Against a saved run there is no baseline to update: the message just says where.
+    judgement = checks.check_against_saved({"ttft_s.p50": est(0.2)}, {"ttft_s.p50": TTFT},
+                                           SAVED, KEY)
+    assert judgement.label() == "REGRESSION"
+    assert judgement.failure_text() == (
+        "ttft_s.p50 regressed: 200.0 ms vs baseline 100.0 ms (+100.0%, allowed +10.0%, lower is "
+        f'better) [{SAVED} :: "{KEY}"]'
+    )
+
+
+@pytest.mark.xfail(strict=True, reason="an improvement over a saved run is labelled 'pass (stale "
+                   "baseline)', though there is no baseline (the CLI says 'improved')")
+def test_label_of_an_improvement_over_a_saved_run_does_not_say_stale():
+    judgement = checks.check_against_saved({"ttft_s.p50": est(0.05)}, {"ttft_s.p50": TTFT},
+                                           SAVED, KEY)
+    assert judgement.warnings  # the improvement itself is reported
+    assert "stale" not in judgement.label()
+
+
+# ------------------------------------------------------------------ --llmperf-update-baselines
+
+
+def test_updated_entries_for_a_new_baseline(ref):
+    entries = checks.updated_entries(ON_BASELINE, ref, None)
+    # Only the gated metrics the run measured; default tolerance and each metric's direction.
+    assert entries == {
+        "output_throughput_tok_s": BaselineEntry(1000.0, 0.0, "higher", 0.1, 1),
+        "ttft_s.p50": BaselineEntry(0.1, 0.0, "lower", 0.1, 1),
+    }
+
+
+def test_updated_entries_keep_a_hand_edited_tolerance(ref):
+    edited = BaselineEntry(value=0.1, spread=0.0, direction="lower", tolerance=0.25, n=1)
+    write(ref, **{"ttft_s.p50": edited, "output_throughput_tok_s": TPUT})
+    entries = checks.updated_entries({**ON_BASELINE, "ttft_s.p50": est(0.12)}, ref, None)
+    assert entries["ttft_s.p50"] == BaselineEntry(0.12, 0.0, "lower", 0.25, 1)
+    assert entries["output_throughput_tok_s"].tolerance == 0.1
+
+
+def test_updated_entries_keep_a_metric_added_by_hand(ref):
+    p99 = BaselineEntry(value=0.3, spread=0.0, direction="lower", tolerance=0.5, n=1)
+    write(ref, **{"ttft_s.p99": p99})
+    current = {**ON_BASELINE, "ttft_s.p99": est(0.4)}
+    entries = checks.updated_entries(current, ref, None)
+    assert entries["ttft_s.p99"] == BaselineEntry(0.4, 0.0, "lower", 0.5, 1)
+    assert sorted(entries) == ["output_throughput_tok_s", "ttft_s.p50", "ttft_s.p99"]
+
+
+def test_updated_entries_marker_tolerance_overrides_every_entry(ref):
+    edited = BaselineEntry(value=0.1, spread=0.0, direction="lower", tolerance=0.25, n=1)
+    write(ref, **{"ttft_s.p50": edited})
+    entries = checks.updated_entries(ON_BASELINE, ref, 0.05)
+    assert {name: e.tolerance for name, e in entries.items()} == {
+        "output_throughput_tok_s": 0.05, "ttft_s.p50": 0.05,
+    }
+
+
+def test_updated_entries_replace_a_broken_table_whole(ref):
+    ref.path.parent.mkdir(parents=True)
+    ref.path.write_text(f'["{KEY}".metrics."ttft_s.p50"]\nvalue = "fast"\n')
+    entries = checks.updated_entries(ON_BASELINE, ref, None)
+    assert entries["ttft_s.p50"] == BaselineEntry(0.1, 0.0, "lower", 0.1, 1)
+
+
+def test_updated_entries_with_explicit_gated_names(ref):
+    # Capacity and offline tests gate whatever they measured, not the run defaults.
+    capacity = {"slo_capacity_req_s": Estimate(12.5, 0.5, 3)}
+    entries = checks.updated_entries(capacity, ref, None, gated=("slo_capacity_req_s",))
+    assert entries == {"slo_capacity_req_s": BaselineEntry(12.5, 0.5, "higher", 0.1, 3)}
+
+
+def test_updated_entries_round_trip_through_the_file(ref):
+    # What is written must load back and pass against the run it came from.
+    baselines.update_baseline(ref.path, ref.key, checks.updated_entries(ON_BASELINE, ref, None),
+                              baselines.make_provenance({}, ENGINE, {}))
+    judgement = checks.check_against_baseline(ON_BASELINE, ref, ENGINE, require=True)
+    assert judgement.label() == "pass"
+    assert len(judgement.report.verdicts) == 2

@@ -1,0 +1,180 @@
+"""Settings: one value per option from command line > ini > environment > default, with errors
+that name where the bad value came from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_llmperf.settings import OPTIONS, Settings, parse_bool, resolve
+
+
+def sources(cli=None, ini=None):
+    """get_cli / get_ini as the plugin passes them: by option name and by ini key."""
+    cli, ini = cli or {}, ini or {}
+    return (lambda name: cli.get(name)), (lambda key: ini.get(key))
+
+
+def settings(cli=None, ini=None, env=None, rootdir=Path(".")) -> Settings:
+    get_cli, get_ini = sources(cli, ini)
+    return resolve(get_cli, get_ini, env or {}, rootdir=rootdir)
+
+
+def test_defaults():
+    assert settings() == Settings(
+        log_dir=Path(".llmperf/logs"), startup_timeout=900.0, keep_engines=1, engine_nice="auto",
+        hardware=None, endpoint=None, baseline_dir=Path("baselines"), repeat=1, json=None,
+        require_baseline=False, update_baselines=False, save=None, compare=None,
+        rootdir=Path("."),
+    )
+
+
+def test_names_derive_from_the_option():
+    option = next(o for o in OPTIONS if o.name == "startup_timeout")
+    assert (option.flag, option.ini, option.env) == (
+        "--llmperf-startup-timeout", "llmperf_startup_timeout", "LLMPERF_STARTUP_TIMEOUT"
+    )
+
+
+def test_command_line_beats_ini_beats_environment():
+    # The CLI value arrives already parsed by argparse (an int here, not a string).
+    assert settings(cli={"repeat": 5}, ini={"llmperf_repeat": "3"},
+                    env={"LLMPERF_REPEAT": "2"}).repeat == 5
+    assert settings(ini={"llmperf_repeat": "3"}, env={"LLMPERF_REPEAT": "2"}).repeat == 3
+    assert settings(env={"LLMPERF_REPEAT": "2"}).repeat == 2
+    assert settings().repeat == 1
+
+
+def test_an_empty_ini_value_falls_through_to_the_environment():
+    # pytest returns "" for an ini key that is declared but not set.
+    assert settings(ini={"llmperf_repeat": ""}, env={"LLMPERF_REPEAT": "4"}).repeat == 4
+
+
+def test_values_are_parsed_per_option():
+    resolved = settings(
+        ini={"llmperf_startup_timeout": "60", "llmperf_log_dir": "/var/log/llmperf",
+             "llmperf_engine_nice": "10", "llmperf_hardware": "h100:8"},
+        env={"LLMPERF_JSON": "out/run.json", "LLMPERF_ENDPOINT": "http://127.0.0.1:8000"},
+    )
+    assert resolved.startup_timeout == 60.0 and isinstance(resolved.startup_timeout, float)
+    assert resolved.log_dir == Path("/var/log/llmperf")
+    assert resolved.engine_nice == 10
+    assert resolved.hardware == "h100:8"
+    assert resolved.json == Path("out/run.json")
+    assert resolved.endpoint == "http://127.0.0.1:8000"
+
+
+def test_empty_json_path_in_the_environment_means_none():
+    assert settings(env={"LLMPERF_JSON": ""}).json is None
+
+
+def test_parse_error_names_the_environment_variable():
+    with pytest.raises(ValueError) as excinfo:
+        settings(env={"LLMPERF_REPEAT": "x"})
+    assert str(excinfo.value) == (
+        "$LLMPERF_REPEAT='x': invalid literal for int() with base 10: 'x'"
+    )
+
+
+def test_parse_error_names_the_ini_key():
+    with pytest.raises(ValueError) as excinfo:
+        settings(ini={"llmperf_engine_nice": "low"})
+    assert str(excinfo.value) == (
+        "ini llmperf_engine_nice='low': invalid literal for int() with base 10: 'low'"
+    )
+
+
+def test_a_valid_cli_value_hides_a_broken_environment_value():
+    # The first source with a value wins; later ones are not even parsed.
+    assert settings(cli={"repeat": 2}, env={"LLMPERF_REPEAT": "x"}).repeat == 2
+
+
+@pytest.mark.parametrize("text", ["1", "true", "YES", " on "])
+def test_parse_bool_true(text):
+    assert parse_bool(text) is True
+
+
+@pytest.mark.parametrize("text", ["0", "false", "No", "off", ""])
+def test_parse_bool_false(text):
+    assert parse_bool(text) is False
+
+
+def test_bool_parse_error_names_the_variable():
+    with pytest.raises(ValueError) as excinfo:
+        settings(env={"LLMPERF_UPDATE_BASELINES": "maybe"})
+    assert str(excinfo.value) == "$LLMPERF_UPDATE_BASELINES='maybe': expected true/false, got 'maybe'"
+
+
+def test_flag_only_options_ignore_ini():
+    # Updating baselines is an action for one run, never a standing setting in pytest.ini.
+    ini = {"llmperf_update_baselines": "true", "llmperf_require_baseline": "true"}
+    resolved = settings(ini=ini)
+    assert resolved.update_baselines is False
+    assert resolved.require_baseline is False
+
+
+def test_flag_only_options_still_read_the_environment_and_the_command_line():
+    # CI sets LLMPERF_REQUIRE_BASELINE=1 for the whole job.
+    assert settings(env={"LLMPERF_REQUIRE_BASELINE": "1"}).require_baseline is True
+    assert settings(cli={"update_baselines": True}).update_baselines is True
+
+
+def test_flag_only_is_exactly_the_two_actions():
+    assert [o.name for o in OPTIONS if o.flag_only] == ["require_baseline", "update_baselines"]
+
+
+@pytest.mark.parametrize(
+    ("cli", "message"),
+    [
+        ({"repeat": 0}, "--llmperf-repeat=0: must be 1 or more"),
+        ({"keep_engines": 0}, "--llmperf-keep-engines=0: must be 1 or more"),
+        ({"engine_nice": 20}, "--llmperf-engine-nice=20: use auto or 0-19"),
+        ({"engine_nice": -1}, "--llmperf-engine-nice=-1: use auto or 0-19"),
+        ({"startup_timeout": 0.0}, "--llmperf-startup-timeout=0.0: must be > 0"),
+    ],
+)
+def test_validation_messages(cli, message):
+    with pytest.raises(ValueError) as excinfo:
+        settings(cli=cli)
+    assert str(excinfo.value) == message
+
+
+def test_validation_applies_to_values_from_the_environment_too():
+    with pytest.raises(ValueError) as excinfo:
+        settings(env={"LLMPERF_REPEAT": "0"})
+    assert str(excinfo.value) == "--llmperf-repeat=0: must be 1 or more"
+
+
+@pytest.mark.parametrize("nice", [0, 19])
+def test_engine_nice_range_is_inclusive(nice):
+    assert settings(cli={"engine_nice": nice}).engine_nice == nice
+
+
+def test_engine_nice_auto_from_ini():
+    assert settings(ini={"llmperf_engine_nice": "auto"}).engine_nice == "auto"
+
+
+@pytest.mark.xfail(strict=True, reason="startup_timeout=nan passes validation (nan <= 0 is False)")
+def test_startup_timeout_nan_is_refused():
+    with pytest.raises(ValueError, match=r"^\$LLMPERF_STARTUP_TIMEOUT|^--llmperf-startup-timeout"):
+        settings(env={"LLMPERF_STARTUP_TIMEOUT": "nan"})
+
+
+def test_relative_paths_are_relative_to_rootdir(tmp_path):
+    resolved = settings(rootdir=tmp_path)
+    assert resolved.path(resolved.baseline_dir) == tmp_path / "baselines"
+    assert resolved.path(resolved.log_dir) == tmp_path / ".llmperf" / "logs"
+    assert resolved.path(Path("/abs/dir")) == Path("/abs/dir")
+
+
+def test_settings_are_frozen():
+    with pytest.raises(AttributeError):
+        settings().repeat = 2  # type: ignore[misc]
+
+
+def test_environ_defaults_to_the_process_environment(monkeypatch):
+    # environ=None means os.environ, so a real CI variable is seen.
+    monkeypatch.setenv("LLMPERF_KEEP_ENGINES", "3")
+    get_cli, get_ini = sources()
+    assert resolve(get_cli, get_ini).keep_engines == 3
