@@ -330,6 +330,27 @@ def engine_mismatch(baseline: Baseline, engine: Mapping[str, Any]) -> str | None
     )
 
 
+# What must match for a baseline's numbers to apply: the device (the GPU model, or the CPU model
+# for CPU runs), how many, and on the CPU the cores. The hardware class alone is too coarse (an
+# H100 PCIe is not an H100 SXM; one "cpu" is not another).
+HARDWARE_KEYS = ("device_name", "device_count", "cpu_cores")
+
+
+def hardware_mismatch(baseline: Baseline, fingerprint: Mapping[str, Any]) -> str | None:
+    """One line naming what differs between the baseline's hardware and this machine's; None
+    when they match or the baseline recorded no fingerprint."""
+    recorded = baseline.provenance.get("fingerprint")
+    if not isinstance(recorded, dict):
+        return None
+    keys = HARDWARE_KEYS if fingerprint.get("hardware_class") == "cpu" else HARDWARE_KEYS[:2]
+    changed = [f"{key} {_show(recorded.get(key))} -> {_show(fingerprint.get(key))}"
+               for key in keys if recorded.get(key) != fingerprint.get(key)]
+    if not changed:
+        return None
+    return (f"{baseline.path}: {_key(baseline.test_id)}: baseline is from other hardware "
+            f"({', '.join(changed)}); not gated")
+
+
 def save_run(path: str | os.PathLike[str], run: Mapping[str, Any]) -> None:
     """Write a run (for --llmperf-save / --llmperf-compare) as JSON, atomically, keys sorted.
 

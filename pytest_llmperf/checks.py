@@ -84,7 +84,8 @@ class BaselineRef:
 
 
 def check_against_baseline(estimates: dict[str, Estimate], ref: BaselineRef,
-                           engine: dict[str, Any], *, require: bool) -> Judgement:
+                           engine: dict[str, Any], fingerprint: dict[str, Any], *,
+                           require: bool) -> Judgement:
     try:
         baseline = baselines.load_baseline(ref.shown, ref.key)
     except baselines.BaselineError as exc:
@@ -95,6 +96,12 @@ def check_against_baseline(estimates: dict[str, Estimate], ref: BaselineRef,
             return Judgement(error=f"{note} (--llmperf-require-baseline); create it with: "
                                    f'pytest --llmperf-update-baselines "{ref.nodeid}"')
         return Judgement(notes=[note])
+    other = baselines.hardware_mismatch(baseline, fingerprint)
+    if other:  # numbers from another machine say nothing about this one: a note, not a verdict
+        if require:
+            return Judgement(error=f"{other} (--llmperf-require-baseline); make one here with: "
+                                   f'pytest --llmperf-update-baselines "{ref.nodeid}"')
+        return Judgement(notes=[other])
     mismatch = baselines.engine_mismatch(baseline, engine)
     if mismatch:
         return Judgement(error=mismatch, baseline=baseline)

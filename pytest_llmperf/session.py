@@ -153,7 +153,8 @@ class LlmperfSession:
             judgement = checks.combine(judgement, self._check_saved(estimates, key))
         else:
             judgement = checks.combine(judgement, checks.check_against_baseline(
-                estimates, ref, engine, require=self.settings.require_baseline))
+                estimates, ref, engine, self.fingerprint,
+                require=self.settings.require_baseline))
         self.verdicts[test_id] = judgement.label()
         self.notes += [f"{test_id}: {note}" for note in judgement.notes]
         return judgement

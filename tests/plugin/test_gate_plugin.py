@@ -186,3 +186,14 @@ def test_compare_with_a_missing_saved_run_is_one_line(suite):
     result = suite.runpytest("--llmperf-compare", "nope")
     result.assert_outcomes(failed=3)
     assert_lines(result, *["*nope*"])
+
+
+def test_baseline_from_other_hardware_is_a_note_not_a_verdict(suite, monkeypatch):
+    suite.runpytest("--llmperf-update-baselines").assert_outcomes(passed=3)
+    path = suite.path / "baselines/cpu/test_suite.toml"
+    path.write_text(path.read_text().replace("cpu_cores = 2", "cpu_cores = 64"))
+    monkeypatch.setenv("FAKE_b", "0.5,0.01")  # would be a regression on the same machine
+    result = suite.runpytest()
+    result.assert_outcomes(passed=3)
+    assert_lines(result, '*test_suite.py::test_b: baselines/cpu/test_suite.toml: ["test_b"]: '
+                         "baseline is from other hardware (cpu_cores 64 -> 2); not gated")
