@@ -17,9 +17,11 @@ from pytest_llmperf import baselines, gate
 from pytest_llmperf.stats import Estimate, combine_runs
 
 # What the summary's verdict column says.
-PASSED, REGRESSED, MISSED, STALE, NO_BASELINE, ERROR = (
-    "pass", "REGRESSION", "MISSED TARGET", "pass (stale baseline)", "no baseline", "ERROR",
+PASSED, REGRESSED, MISSED, STALE, IMPROVED, ERROR = (
+    "pass", "REGRESSION", "MISSED TARGET", "pass (stale baseline)", "pass (improved)", "ERROR",
 )
+# Why a measurement was not gated (the verdict column says so instead of "pass").
+NO_BASELINE, OTHER_HARDWARE, NOT_COMPARED = "no baseline", "other hardware", "not compared"
 
 
 @dataclass
@@ -28,6 +30,8 @@ class Judgement:
     error: str | None = None
     notes: list[str] = field(default_factory=list)
     baseline: baselines.Baseline | None = None
+    ungated: str | None = None  # NO_BASELINE, OTHER_HARDWARE or NOT_COMPARED
+    saved_run: bool = False  # gated against a saved run (A/B), not a baseline
 
     @property
     def failed(self) -> bool:
@@ -48,9 +52,11 @@ class Judgement:
             return MISSED
         if gate.REGRESSION in statuses:
             return REGRESSED
-        if self.baseline is None and any(n.startswith("no baseline") for n in self.notes):
-            return NO_BASELINE
-        return STALE if gate.IMPROVEMENT in statuses else PASSED
+        if self.ungated:
+            return self.ungated
+        if gate.IMPROVEMENT in statuses:
+            return IMPROVED if self.saved_run else STALE
+        return PASSED
 
 
 def estimates_of(runs) -> dict[str, Estimate]:
@@ -95,13 +101,13 @@ def check_against_baseline(estimates: dict[str, Estimate], ref: BaselineRef,
         if require:
             return Judgement(error=f"{note} (--llmperf-require-baseline); create it with: "
                                    f'pytest --llmperf-update-baselines "{ref.nodeid}"')
-        return Judgement(notes=[note])
+        return Judgement(notes=[note], ungated=NO_BASELINE)
     other = baselines.hardware_mismatch(baseline, fingerprint)
     if other:  # numbers from another machine say nothing about this one: a note, not a verdict
         if require:
             return Judgement(error=f"{other} (--llmperf-require-baseline); make one here with: "
                                    f'pytest --llmperf-update-baselines "{ref.nodeid}"')
-        return Judgement(notes=[other])
+        return Judgement(notes=[other], ungated=OTHER_HARDWARE)
     mismatch = baselines.engine_mismatch(baseline, engine)
     if mismatch:
         return Judgement(error=mismatch, baseline=baseline)
@@ -114,10 +120,12 @@ def check_against_saved(estimates: dict[str, Estimate], saved_entries, path: Pat
     """A/B: gate against a saved run's estimates (no engine check: the engine may differ on
     purpose, e.g. a vLLM upgrade or a new config)."""
     if saved_entries is None:
-        return Judgement(notes=[f'not in the saved run {path} :: "{key}": nothing to compare'])
+        return Judgement(notes=[f'not in the saved run {path} :: "{key}": nothing to compare'],
+                         ungated=NOT_COMPARED)
     entries = {name: e for name, e in saved_entries.items() if name in gate.DEFAULT_GATED}
     baseline = baselines.Baseline(metrics=entries, path=str(path), test_id=key)
-    return Judgement(report=gate.check_baseline(estimates, baseline), baseline=baseline)
+    return Judgement(report=gate.check_baseline(estimates, baseline), baseline=baseline,
+                     saved_run=True)
 
 
 def combine(*judgements: Judgement) -> Judgement:
@@ -127,6 +135,8 @@ def combine(*judgements: Judgement) -> Judgement:
         out.error = out.error or judgement.error
         out.notes += judgement.notes
         out.baseline = out.baseline or judgement.baseline
+        out.ungated = out.ungated or judgement.ungated
+        out.saved_run = out.saved_run or judgement.saved_run
     return out
 
 

@@ -73,7 +73,8 @@ class OpenAIStreamClient:
                 raise ValueError("chat requests need text prompts, not token ids")
             body["messages"] = [{"role": "user", "content": request.prompt}]
         else:
-            body["prompt"] = request.prompt if isinstance(request.prompt, str) else list(request.prompt)
+            prompt = request.prompt
+            body["prompt"] = prompt if isinstance(prompt, str) else list(prompt)
         if self.options.vllm_extensions:
             # ignore_eos alone does not stop every EOS id; min_tokens does (REFERENCE.md s.4).
             body.update(min_tokens=request.output_tokens, ignore_eos=True, return_token_ids=True)
@@ -114,7 +115,8 @@ class OpenAIStreamClient:
             return True
         payload = json.loads(data)
         if "error" in payload:
-            record.error = f"server error in stream: {json.dumps(payload['error'])[:ERROR_BODY_CHARS]}"
+            detail = json.dumps(payload["error"])[:ERROR_BODY_CHARS]
+            record.error = f"server error in stream: {detail}"
             return True
         usage = payload.get("usage")
         if usage:

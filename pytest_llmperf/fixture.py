@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

@@ -109,12 +109,13 @@ class LlmperfSession:
         return identity
 
     def run_offline(self, engine: Engine, workload: Workload):
-        """Offline mode needs the accelerator to itself: running server engines stop first."""
+        """Offline mode needs the accelerator to itself: running server engines stop first. It
+        runs at normal priority: there is no client to protect from it, only its throughput."""
         from pytest_llmperf.engines.offline import run_offline
 
         self.pool.stop_all()
         requests, _ = workload.build(self.tokenizer_for(engine))
-        return run_offline(engine, requests, self.log_dir(), nice=self.engine_nice)
+        return run_offline(engine, requests, self.log_dir())
 
     def record_extra(self, test_id: str, estimates: dict[str, Estimate], detail: str) -> None:
         """Metrics that are not a run (an SLO capacity, offline throughput), for the summary."""

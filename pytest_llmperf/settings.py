@@ -1,4 +1,4 @@
-"""One frozen Settings object, resolved once per session: command line > ini > environment > default.
+"""One frozen Settings object, resolved once per session: command line > ini > env > default.
 
 Each option is declared once in OPTIONS; the plugin registers the command-line flag and the ini key
 from the same declaration, so help text, ini name, environment variable and default never drift.
@@ -141,5 +141,5 @@ def _validate(settings: Settings) -> None:
         raise ValueError(f"--llmperf-keep-engines={settings.keep_engines}: must be 1 or more")
     if settings.engine_nice != "auto" and not 0 <= settings.engine_nice <= 19:
         raise ValueError(f"--llmperf-engine-nice={settings.engine_nice}: use auto or 0-19")
-    if settings.startup_timeout <= 0:
+    if not settings.startup_timeout > 0:  # also refuses NaN
         raise ValueError(f"--llmperf-startup-timeout={settings.startup_timeout}: must be > 0")

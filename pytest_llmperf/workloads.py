@@ -209,6 +209,10 @@ def load_pattern(*, concurrency: int | None = None, rate: float | None = None,
                  ramp: tuple[float, float, str] | None = None) -> LoadPattern:
     """concurrency=N (closed loop), rate=R (Poisson, gamma with burstiness; with concurrency a
     capped open loop), or ramp=(start_rps, end_rps, "linear"|"exponential")."""
+    if ramp is not None and rate is not None:
+        raise ValueError("give rate=R or ramp=(start, end, strategy), not both")
+    if burstiness != 1.0 and rate is None:
+        raise ValueError("burstiness applies to rate=R arrivals; give a rate too")
     if ramp is not None:
         start, end, strategy = ramp
         return Ramp(start_rps=start, end_rps=end, strategy=strategy, max_concurrency=concurrency)

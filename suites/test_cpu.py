@@ -34,7 +34,7 @@ def test_poisson_rate(llmperf):
 
 
 def test_gamma_bursty_rate(llmperf):
-    """Gamma arrivals, burstiness 0.25: the same mean rate in bursts (as vllm bench --burstiness)."""
+    """Gamma arrivals, burstiness 0.25: the same mean rate, in bursts (vllm bench --burstiness)."""
     result = llmperf.run(Workload.fixed(input_tokens=128, output_tokens=32, num_requests=48,
                                         rate=8.0, burstiness=0.25, seed=2))
     assert result.completed == 48

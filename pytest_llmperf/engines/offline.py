@@ -13,27 +13,24 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.engines.server import (
-    STARTUP_TIMEOUT_S,
-    STOP_TIMEOUT_S,
-    EngineStartError,
-    _child_setup,
-    _error_line,
-    _lower_autogroup,
-    log_tail,
+from pytest_llmperf.engines.process import (
+    check_model_path,
+    engine_error,
+    spawn,
+    stop_group,
 )
-from pytest_llmperf.engines.spec import Engine, _is_pairs, _thaw_pairs
+from pytest_llmperf.engines.server import STARTUP_TIMEOUT_S
+from pytest_llmperf.engines.spec import Engine, is_pairs, thaw_pairs
 from pytest_llmperf.records import Request
 
 WORKER_MODULE = "pytest_llmperf.engines.offline_worker"
+OFFLINE = " (offline)"  # in error messages, after the engine's label
 # Engine start (up to STARTUP_TIMEOUT_S for a large model) plus the run itself.
 OFFLINE_TIMEOUT_S = STARTUP_TIMEOUT_S + 900.0
 JOB_VERSION = 1
@@ -93,8 +90,8 @@ def llm_kwargs(engine: Engine) -> dict[str, Any]:
 
 
 def _plain(value: Any) -> Any:
-    if _is_pairs(value):
-        return _thaw_pairs(value)
+    if is_pairs(value):
+        return thaw_pairs(value)
     if isinstance(value, str) and value.lstrip().startswith("{"):
         try:
             return json.loads(value)
@@ -144,87 +141,25 @@ def run_offline(engine: Engine, requests: list[Request], log_dir: Path, *, nice:
     runs past `timeout_s`; nothing it started is left running, whatever happens."""
     if not requests:
         raise ValueError("run_offline: no requests")
-    _preflight(engine)
+    check_model_path(engine, OFFLINE)
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     stem = log_dir / f"vllm-offline-{os.getpid()}-{next(_RUN_IDS)}"
     job, result, log = (stem.with_suffix(s) for s in (".job.json", ".result.json", ".log"))
     result.unlink(missing_ok=True)  # a stale result must never pass for this run's
     write_job(job, engine, requests)
-    proc = _spawn(engine, [str(job), str(result)], log, nice)
+    command = [sys.executable, "-m", WORKER_MODULE, str(job), str(result)]
+    # Unbuffered, so the log's last lines are the child's last words even when it is killed.
+    proc = spawn(command, {**engine.environment(), "PYTHONUNBUFFERED": "1"}, log, nice)
     try:
         code = proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        raise _run_error(engine, f"did not finish in {timeout_s:.0f} s", log) from None
+        raise engine_error(engine, f"did not finish in {timeout_s:.0f} s", log, OFFLINE) from None
     finally:
-        _stop_group(proc)
+        stop_group(proc)
     if code != 0 or not result.is_file():
         what = f"exited with code {code}" if code != 0 else "exited without a result"
-        raise _run_error(engine, what, log)
+        raise engine_error(engine, what, log, OFFLINE)
     return OfflineResult.from_counts(json.loads(result.read_text()), log)
 
 
-def _preflight(engine: Engine) -> None:
-    """A missing local model fails here, not after ~15 s of vLLM start (as the server does)."""
-    model = engine.model
-    if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().exists():
-        raise EngineStartError(
-            f"vLLM engine {engine.label()!r}: model path {model} does not exist; point "
-            "Engine(model=...) at a local model directory or a Hugging Face model id"
-        )
-
-
-def _spawn(engine: Engine, args: list[str], log_path: Path, nice: int) -> subprocess.Popen:
-    command = [sys.executable, "-m", WORKER_MODULE, *args]
-    # Unbuffered, so the log's last lines are the child's last words even when it is killed.
-    env = {**os.environ, **engine.environment(), "PYTHONUNBUFFERED": "1"}
-    with open(log_path, "w") as log:
-        log.write("$ " + " ".join(command) + "\n")
-        log.flush()
-        proc = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-            start_new_session=True, preexec_fn=_child_setup(nice),
-        )
-    if nice:
-        _lower_autogroup(proc.pid, nice)
-    return proc
-
-
-def _stop_group(proc: subprocess.Popen) -> None:
-    """End the child's whole session: after a clean exit the engine-core process is normally
-    gone already; a lingering one gets SIGTERM, then SIGKILL after STOP_TIMEOUT_S."""
-    _signal_group(proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None and not _group_alive(proc.pid):
-            return
-        time.sleep(0.05)
-    _signal_group(proc.pid, signal.SIGKILL)
-    try:
-        proc.wait(timeout=STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:  # pragma: no cover - a zombie we cannot reap
-        pass
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # pragma: no cover - someone else's group reusing the id
-        return False
-    return True
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _run_error(engine: Engine, what: str, log: Path) -> EngineStartError:
-    reason = _error_line(log_tail(log))
-    return EngineStartError(
-        f"vLLM engine {engine.label()!r} (offline) {what}: {reason} (full log: {log})"
-    )

@@ -44,11 +44,11 @@ def _freeze(value: Any) -> Any:
     return value
 
 
-def _thaw_pairs(pairs: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
-    return {k: (_thaw_pairs(v) if _is_pairs(v) else v) for k, v in pairs}
+def thaw_pairs(pairs: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+    return {k: (thaw_pairs(v) if is_pairs(v) else v) for k, v in pairs}
 
 
-def _is_pairs(value: Any) -> bool:
+def is_pairs(value: Any) -> bool:
     return (
         isinstance(value, tuple)
         and bool(value)
@@ -94,10 +94,10 @@ class Engine:
     def __post_init__(self) -> None:
         for name in ("speculative_config", "extra_args", "env"):
             object.__setattr__(self, name, _freeze(getattr(self, name)))
-        if self.tensor_parallel_size is not None and self.tensor_parallel_size < 1:
-            raise ValueError(
-                f"Engine(tensor_parallel_size={self.tensor_parallel_size}): must be >= 1"
-            )
+        for name in ("tensor_parallel_size", "pipeline_parallel_size"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"Engine({name}={value}): must be >= 1")
 
     @property
     def gpus_needed(self) -> int:
@@ -113,7 +113,7 @@ class Engine:
         """A copy with some fields changed (dataclasses.replace, re-frozen)."""
         current = {f.name: getattr(self, f.name) for f in fields(self)}
         for name in ("speculative_config", "extra_args", "env"):
-            current[name] = _thaw_pairs(current[name]) if _is_pairs(current[name]) else current[name]
+            current[name] = thaw_pairs(current[name]) if is_pairs(current[name]) else current[name]
         current.update(changes)
         return Engine(**current)
 
@@ -130,8 +130,10 @@ class Engine:
                 args.append(_flag(name) if value else _flag("no_" + name))
         if self.enforce_eager:
             args.append("--enforce-eager")
-        if self.speculative_config:
-            args += ["--speculative-config", json.dumps(_thaw_pairs(self.speculative_config))]
+        if isinstance(self.speculative_config, str):  # already JSON, as vLLM's CLI takes it
+            args += ["--speculative-config", self.speculative_config]
+        elif self.speculative_config:
+            args += ["--speculative-config", json.dumps(thaw_pairs(self.speculative_config))]
         for name, value in self.extra_args:
             args += _extra_flag(name, value)
         return args
@@ -150,7 +152,7 @@ class Engine:
         for key, value in asdict(self).items():
             if value is None or value == ():
                 continue
-            out[key] = _thaw_pairs(value) if _is_pairs(value) else value
+            out[key] = thaw_pairs(value) if is_pairs(value) else value
         return out
 
     def label(self) -> str:
@@ -198,6 +200,8 @@ def _extra_flag(name: str, value: Any) -> list[str]:
         return [flag]
     if value is False:
         return ["--no-" + flag[2:]]
-    if _is_pairs(value):
-        return [flag, json.dumps(_thaw_pairs(value))]
+    if is_pairs(value):
+        return [flag, json.dumps(thaw_pairs(value))]
+    if isinstance(value, tuple):  # a list: vLLM's multi-value flags take one value per word
+        return [flag, *map(str, value)]
     return [flag, str(value)]

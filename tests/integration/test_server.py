@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from pytest_llmperf import Workload

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from pytest_llmperf import Engine
-from pytest_llmperf.engines import offline
+from pytest_llmperf.engines import offline, process
 from pytest_llmperf.engines.offline import (
     OfflineResult,
     llm_kwargs,
@@ -215,7 +215,7 @@ def test_timeout_ends_the_child_and_its_children(fake_worker, monkeypatch):
     began = time.monotonic()
     with pytest.raises(EngineStartError, match=r"\(offline\) did not finish in 3 s: "):
         run_offline(engine, REQUESTS, fake_worker / "logs", timeout_s=3)
-    assert time.monotonic() - began < 3 + offline.STOP_TIMEOUT_S
+    assert time.monotonic() - began < 3 + process.STOP_TIMEOUT_S
     pids = [int(p) for p in pids_file.read_text().split()]
     assert len(pids) == 2 and not any(_alive(pid) for pid in pids)
 

@@ -157,8 +157,6 @@ def test_extra_lines_nan_value():
     assert line == ["t::x: slo_capacity_req_s = nan (d)  MISSED TARGET"]
 
 
-@pytest.mark.xfail(strict=True, reason="Result.value() sorts repeats with NaN in them (order-"
-                   "dependent), so the table shows a number where the gate's median is NaN")
 def test_a_repeat_with_no_ttft_shows_a_dash_as_the_gate_sees_nan():
     # Repeat 3 failed every request. The gate (stats.combine_repeats) makes the whole estimate
     # NaN so a partly missing run cannot pass; the table must not show a TTFT for it either.

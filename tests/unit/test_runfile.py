@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_llmperf import runfile
 from pytest_llmperf.baselines import BaselineEntry, BaselineError
 from pytest_llmperf.gate import DEFAULT_GATED
 from pytest_llmperf.metrics import compute_metrics

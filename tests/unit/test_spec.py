@@ -120,8 +120,6 @@ def test_extra_args_come_after_the_known_flags():
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="a list value in extra_args is passed as its Python tuple "
-                   "repr ('(1, 2)'), which vLLM cannot parse")
 def test_extra_args_list_value_is_not_a_python_repr():
     args = Engine(model=TINY, extra_args={"cuda_graph_sizes": [1, 2]}).server_args()
     # vLLM takes list options as separate values (nargs='+') or as JSON; either would do.
@@ -131,8 +129,6 @@ def test_extra_args_list_value_is_not_a_python_repr():
     )
 
 
-@pytest.mark.xfail(strict=True, reason="speculative_config given as a JSON string is accepted, "
-                   "then server_args() crashes with 'not enough values to unpack'")
 def test_speculative_config_as_a_json_string():
     # vLLM's own flag takes a JSON string, so users will write one; accept it or refuse it early.
     try:
@@ -251,7 +247,8 @@ def test_tensor_parallel_size_below_one_is_refused(tp):
     ("tp", "pp", "gpus"), [(None, None, 1), (2, None, 2), (None, 4, 4), (2, 4, 8), (1, 1, 1)]
 )
 def test_gpus_needed_is_tp_times_pp(tp, pp, gpus):
-    assert Engine(model=TINY, tensor_parallel_size=tp, pipeline_parallel_size=pp).gpus_needed == gpus
+    engine = Engine(model=TINY, tensor_parallel_size=tp, pipeline_parallel_size=pp)
+    assert engine.gpus_needed == gpus
 
 
 def test_model_name_is_the_served_name_when_renamed():

@@ -296,8 +296,6 @@ def test_workload_without_a_pattern_fails_with_the_same_message():
         Workload.fixed(input_tokens=1, output_tokens=1, num_requests=1)
 
 
-@pytest.mark.xfail(strict=True, reason="load_pattern(rate=R, ramp=...) silently drops the rate "
-                   "instead of refusing the conflicting arguments")
 def test_rate_and_ramp_together_are_refused():
     with pytest.raises(ValueError):
         load_pattern(rate=2.0, ramp=(1.0, 4.0, "linear"))
