@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import math
 
-import pytest
-
 from pytest_llmperf import checks
 from pytest_llmperf.metrics import compute_metrics
 from pytest_llmperf.records import RequestRecord
