@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf import hardware as hardware_mod
-from pytest_llmperf import hookspecs, markers, report
+from pytest_llmperf import hookspecs, markers, outputs
 from pytest_llmperf import settings as settings_mod
 from pytest_llmperf.engines.leases import GpuLeases, visible_gpus
 from pytest_llmperf.engines.pool import EnginePool, vllm_factory
@@ -147,10 +147,28 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    llmperf = session.config.stash.get(SESSION_KEY, None)
-    if llmperf is not None:
-        llmperf.pool.stop_all()
-        llmperf.notes += llmperf.write_outputs(started=session.config.stash[STARTED_KEY])
+    """Stop engines; then a pytest-xdist worker hands its report to the controller, and the
+    controller (or a plain run) writes the JSON files from everyone's results."""
+    config = session.config
+    llmperf = config.stash.get(SESSION_KEY, None)
+    if llmperf is None:
+        return
+    llmperf.pool.stop_all()
+    mine = outputs.payload(llmperf, config.stash[STARTED_KEY])
+    if hasattr(config, "workerinput"):
+        config.workeroutput["llmperf"] = mine
+        return
+    llmperf.payloads.append(mine)
+    llmperf.payloads[-1]["notes"] += outputs.write_documents(llmperf, llmperf.payloads)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """pytest-xdist controller: collect a finished worker's report."""
+    llmperf = node.config.stash.get(SESSION_KEY, None)
+    share = getattr(node, "workeroutput", {}).get("llmperf")
+    if llmperf is not None and share:
+        llmperf.payloads.append(share)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -170,10 +188,13 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     tag the groups for pytest-xdist's loadgroup scheduling)."""
     hardware = config.stash.get(HARDWARE_KEY, None)
     for item in items:
-        requirement = markers.parse_requirements(
-            (mark.name, mark.args, mark.kwargs) for mark in item.iter_markers()
-            if mark.name in markers.MARKER_DOCS
-        )
+        try:
+            requirement = markers.parse_requirements(
+                (mark.name, mark.args, mark.kwargs) for mark in item.iter_markers()
+                if mark.name in markers.MARKER_DOCS
+            )
+        except (TypeError, ValueError) as exc:
+            raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
         if hardware is not None:
             reason = markers.skip_reason(requirement, hardware)
             if reason:
@@ -222,14 +243,8 @@ def pytest_runtest_makereport(item: pytest.Item, call):
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     session = config.stash.get(SESSION_KEY, None)
-    if session is None or not (session.results or session.extras):
-        return
-    terminalreporter.section("llmperf")
-    for line in report.summary_lines(session.results, session.verdicts):
-        terminalreporter.write_line(line)
-    for engine, seconds in session.pool.starts:
-        terminalreporter.write_line(f"engine {engine.label()}: healthy after {seconds:.1f} s")
-    for line in report.extra_lines(session.extras, session.verdicts):
-        terminalreporter.write_line(line)
-    for note in session.notes:
-        terminalreporter.write_line(note)
+    lines = outputs.summary(session.payloads) if session is not None else []
+    if lines:
+        terminalreporter.section("llmperf")
+        for line in lines:
+            terminalreporter.write_line(line)

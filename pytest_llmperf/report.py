@@ -65,12 +65,17 @@ def format_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
+HEADER = ["test", "engine", "workload", *(c[0] for c in COLUMNS), "verdict"]
+
+
+def table_lines(rows: list[list[str]]) -> list[str]:
+    """The table for rows from summary_rows (possibly from several pytest-xdist workers)."""
+    return format_table(HEADER, rows) + [UNITS_LINE] if rows else []
+
+
 def summary_lines(results: Sequence[Result], verdicts: dict[str, str] | None = None) -> list[str]:
     """The table; `verdicts` maps a test id to its gate verdict (e.g. "pass", "REGRESSION")."""
-    if not results:
-        return []
-    header = ["test", "engine", "workload", *(c[0] for c in COLUMNS), "verdict"]
-    return format_table(header, summary_rows(results, verdicts or {})) + [UNITS_LINE]
+    return table_lines(summary_rows(results, verdicts or {}))
 
 
 def extra_lines(extras, verdicts: dict[str, str]) -> list[str]:

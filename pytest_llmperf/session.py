@@ -47,6 +47,8 @@ class LlmperfSession:
     pending: dict[str, list[PendingUpdate]] = field(default_factory=lambda: defaultdict(list))
     extras: list[tuple[str, dict[str, Estimate], str]] = field(default_factory=list)
     engine_nice: int = 0
+    # Report payloads (outputs.payload) of this process and, on an xdist controller, its workers.
+    payloads: list[dict[str, Any]] = field(default_factory=list)
     _tokenizers: dict[str, Any] = field(default_factory=dict)
     _saved_run: Any = None
 
@@ -189,23 +191,6 @@ class LlmperfSession:
 
     def runs_dir(self) -> Path:
         return self.settings.path(RUNS_DIR)
-
-    def write_outputs(self, started) -> list[str]:
-        """--llmperf-json and --llmperf-save; returns lines for the terminal."""
-        targets = []
-        if self.settings.json:
-            targets.append(self.settings.path(self.settings.json))
-        if self.settings.save:
-            targets.append(self.runs_dir() / f"{self.settings.save}.json")
-        if not targets or not self.results:
-            return []
-        document = runfile.run_document(
-            self.results, verdicts=self.verdicts, fingerprint=self.fingerprint,
-            commit=git_commit(self.settings.rootdir), started=started)
-        for path in targets:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            runfile.write_run(path, document)
-        return [f"results written to {path}" for path in targets]
 
 
 def _known_metric(metrics: RunMetrics):

@@ -42,9 +42,20 @@ def test_two_workers_two_engines_distinct_ports_and_cores(pytester: pytest.Pytes
     pytester.makepyfile(test_two=TWO_ENGINES)
     logs = pytester.path / "logs"
     result = pytester.runpytest_subprocess("-n", "2", "-v", "-p", "no:cacheprovider",
-                                           "--llmperf-log-dir", str(logs), timeout=600)
+                                           "--llmperf-log-dir", str(logs),
+                                           "--llmperf-json", "run.json", timeout=600)
     result.assert_outcomes(passed=4)
     assert leftover_vllm_processes() == []
+
+    # The controller shows one table and writes one file with every worker's results.
+    rows = [line for line in result.stdout.lines if line.startswith("test_two.py::test_")]
+    assert sorted(row.split()[0] for row in rows) == [
+        "test_two.py::test_a1", "test_two.py::test_a2", "test_two.py::test_b1",
+        "test_two.py::test_b2"]
+    assert len([line for line in result.stdout.lines if line.startswith("engine tiny-llama")]) == 2
+    document = json.loads((pytester.path / "run.json").read_text())
+    assert sorted(r["key"] for r in document["llmperf"]["results"]) == [
+        "test_a1", "test_a2", "test_b1", "test_b2"]
 
     headers = [path.read_text().splitlines()[:2] for path in sorted(logs.glob("vllm-*.log"))]
     assert len(headers) == 2, "each engine started exactly once"
