@@ -6,6 +6,7 @@ Owned by the plugin (one per pytest session, kept in `config.stash`), never a mo
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -153,7 +154,8 @@ class LlmperfSession:
                     baselines.make_provenance(self.fingerprint, engine, workload,
                                               commit=git_commit(self.settings.rootdir))))
         elif self.settings.compare:
-            judgement = checks.combine(judgement, self._check_saved(estimates, key))
+            judgement = checks.combine(judgement,
+                                       self._check_saved(estimates, key, options.tolerance))
         else:
             judgement = checks.combine(judgement, checks.check_against_baseline(
                 estimates, ref, engine, self.fingerprint,
@@ -162,7 +164,9 @@ class LlmperfSession:
         self.notes += [f"{test_id}: {note}" for note in judgement.notes]
         return judgement
 
-    def _check_saved(self, estimates, key: str) -> checks.Judgement:
+    def _check_saved(self, estimates, key: str, tolerance: float | None) -> checks.Judgement:
+        """Against --llmperf-compare's run, with the test's own tolerance (the saved run keeps
+        values and spreads, not bands)."""
         try:
             if self._saved_run is None:
                 path = runfile.resolve_saved(self.settings.compare, self.runs_dir())
@@ -170,8 +174,11 @@ class LlmperfSession:
         except baselines.BaselineError as exc:
             return checks.Judgement(error=str(exc))
         path, saved = self._saved_run
-        entries = saved.results[key].entries() if key in saved.results else None
-        return checks.check_against_saved(estimates, entries, path, key)
+        entries = None
+        if key in saved.results:
+            band = {} if tolerance is None else {"tolerance": tolerance}
+            entries = saved.results[key].entries(**band)
+        return checks.check_against_saved(estimates, entries, Path(os.path.relpath(path)), key)
 
     def apply_updates(self, nodeid: str, passed: bool) -> None:
         """Write a test's pending baseline updates once the test as a whole has passed."""
