@@ -9,7 +9,7 @@ is lost.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -89,9 +89,14 @@ class BaselineRef:
         return Path(os.path.relpath(self.path))
 
 
+def only_metrics(baseline: baselines.Baseline, names: tuple[str, ...]) -> baselines.Baseline:
+    return replace(baseline, metrics={n: e for n, e in baseline.metrics.items() if n in names})
+
+
 def check_against_baseline(estimates: dict[str, Estimate], ref: BaselineRef,
                            engine: dict[str, Any], fingerprint: dict[str, Any], *,
-                           require: bool) -> Judgement:
+                           require: bool, only: tuple[str, ...] | None = None) -> Judgement:
+    """The baseline decides what is gated, unless the test names its metrics (`only`)."""
     try:
         baseline = baselines.load_baseline(ref.shown, ref.key)
     except baselines.BaselineError as exc:
@@ -111,18 +116,20 @@ def check_against_baseline(estimates: dict[str, Estimate], ref: BaselineRef,
     mismatch = baselines.engine_mismatch(baseline, engine)
     if mismatch:
         return Judgement(error=mismatch, baseline=baseline)
+    if only is not None:
+        baseline = only_metrics(baseline, only)
     return Judgement(report=gate.check_baseline(estimates, baseline, ref.nodeid),
                      baseline=baseline)
 
 
 def check_against_saved(estimates: dict[str, Estimate], saved_entries, path: Path,
-                        key: str) -> Judgement:
+                        key: str, gated: tuple[str, ...] = gate.DEFAULT_GATED) -> Judgement:
     """A/B: gate against a saved run's estimates (no engine check: the engine may differ on
     purpose, e.g. a vLLM upgrade or a new config)."""
     if saved_entries is None:
         return Judgement(notes=[f'not in the saved run {path} :: "{key}": nothing to compare'],
                          ungated=NOT_COMPARED)
-    entries = {name: e for name, e in saved_entries.items() if name in gate.DEFAULT_GATED}
+    entries = {name: e for name, e in saved_entries.items() if name in gated}
     baseline = baselines.Baseline(metrics=entries, path=str(path), test_id=key)
     return Judgement(report=gate.check_baseline(estimates, baseline), baseline=baseline,
                      saved_run=True)
@@ -141,13 +148,17 @@ def combine(*judgements: Judgement) -> Judgement:
 
 
 def updated_entries(estimates: dict[str, Estimate], ref: BaselineRef, tolerance: float | None,
-                    gated: tuple[str, ...] = gate.DEFAULT_GATED,
+                    gated: tuple[str, ...] = gate.DEFAULT_GATED, *, exact: bool = False,
                     ) -> dict[str, baselines.BaselineEntry]:
-    """Entries to write for --llmperf-update-baselines, keeping hand-edited tolerances."""
+    """Entries to write for --llmperf-update-baselines, keeping hand-edited tolerances. With
+    `exact` (the test names its gated metrics) exactly those are written; otherwise a metric
+    added to the file by hand is kept too."""
     try:
         previous = baselines.load_baseline(ref.shown, ref.key)
     except baselines.BaselineError:
         previous = None  # a broken table is replaced whole
+    if exact and previous is not None:
+        previous = only_metrics(previous, gated)
     kwargs = {"tolerance": tolerance} if tolerance is not None else {}
     if tolerance is not None and previous is not None:
         kwargs["overrides"] = {name: tolerance for name in previous.metrics}

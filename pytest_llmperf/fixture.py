@@ -32,6 +32,7 @@ class TestOptions:
     slo: Any = None
     max_error_rate: float = 0.0
     tolerance: float | None = None
+    gate: tuple[str, ...] | None = None  # the metrics the baseline gates (default: DEFAULT_GATED)
 
 
 def engine_of(item: pytest.Item) -> Engine | None:

@@ -30,8 +30,8 @@ HARDWARE_KEY = pytest.StashKey[object]()
 
 ENGINE_MARKER = "engine(spec): the pytest_llmperf.Engine this test measures (tests sharing a " \
                 "spec run together, so each engine starts once)"
-LLMPERF_MARKER = "llmperf(*, repeat=None, slo=None, max_error_rate=0.0, tolerance=None): " \
-                 "per-test measurement and gate settings"
+LLMPERF_MARKER = "llmperf(*, repeat=None, slo=None, max_error_rate=0.0, tolerance=None, " \
+                 "gate=None): per-test measurement and gate settings"
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:

@@ -134,37 +134,50 @@ class LlmperfSession:
         return checks.BaselineRef(directory / f"{Path(suite_path).stem}.toml", key, nodeid)
 
     def judge(self, item, result: Result, options, slo) -> checks.Judgement:
-        """A measured run: its SLOs over every metric, its baseline over the gated ones."""
+        """A measured run: its SLOs over every metric, its baseline over the gated ones (the
+        test's `gate=` list, else the baseline's own, else gate.DEFAULT_GATED)."""
+        known = _known_metric(result.metrics)
+        if options.gate:
+            try:
+                gate.check_names(list(options.gate), known)
+            except gate.UnknownMetricError as exc:
+                judgement = checks.Judgement(error=f"@pytest.mark.llmperf(gate=...): {exc}")
+                self.verdicts[result.test_id] = judgement.label()
+                return judgement
         return self.judge_estimates(
             item, result.test_id, result.key, checks.estimates_of(result.runs),
             engine=result.engine, workload=result.workload, options=options, slo=slo,
-            known=_known_metric(result.metrics), gated=gate.DEFAULT_GATED)
+            known=known, gated=tuple(options.gate or gate.DEFAULT_GATED),
+            exact=bool(options.gate))
 
     def judge_estimates(self, item, test_id: str, key: str, estimates: dict[str, Estimate], *,
                         engine: dict, workload: dict, options, slo, known,
-                        gated: tuple[str, ...]) -> checks.Judgement:
+                        gated: tuple[str, ...], exact: bool = True) -> checks.Judgement:
         """Any named metrics (a run's, an SLO capacity, an offline throughput) through the SLO
-        check and then the baseline gate, saved-run comparison or baseline update."""
+        check and then the baseline gate, saved-run comparison or baseline update. `exact`:
+        gate exactly `gated`, whatever else an existing baseline holds."""
         judgement = checks.check_slo(estimates, slo, known=known)
         ref = self.baseline_ref(item.path, user_nodeid(item), key)
         if self.settings.update_baselines:
             if not judgement.failed:
                 self.pending[item.nodeid].append(PendingUpdate(
-                    ref, checks.updated_entries(estimates, ref, options.tolerance, gated),
+                    ref, checks.updated_entries(estimates, ref, options.tolerance, gated,
+                                                exact=exact),
                     baselines.make_provenance(self.fingerprint, engine, workload,
                                               commit=git_commit(self.settings.rootdir))))
         elif self.settings.compare:
-            judgement = checks.combine(judgement,
-                                       self._check_saved(estimates, key, options.tolerance))
+            judgement = checks.combine(judgement, self._check_saved(
+                estimates, key, options.tolerance, gated))
         else:
             judgement = checks.combine(judgement, checks.check_against_baseline(
                 estimates, ref, engine, self.fingerprint,
-                require=self.settings.require_baseline))
+                require=self.settings.require_baseline, only=gated if exact else None))
         self.verdicts[test_id] = judgement.label()
         self.notes += [f"{test_id}: {note}" for note in judgement.notes]
         return judgement
 
-    def _check_saved(self, estimates, key: str, tolerance: float | None) -> checks.Judgement:
+    def _check_saved(self, estimates, key: str, tolerance: float | None,
+                     gated: tuple[str, ...]) -> checks.Judgement:
         """Against --llmperf-compare's run, with the test's own tolerance (the saved run keeps
         values and spreads, not bands)."""
         try:
@@ -177,8 +190,9 @@ class LlmperfSession:
         entries = None
         if key in saved.results:
             band = {} if tolerance is None else {"tolerance": tolerance}
-            entries = saved.results[key].entries(**band)
-        return checks.check_against_saved(estimates, entries, Path(os.path.relpath(path)), key)
+            entries = saved.results[key].entries(names=gated, **band)
+        return checks.check_against_saved(estimates, entries, Path(os.path.relpath(path)), key,
+                                          gated)
 
     def apply_updates(self, nodeid: str, passed: bool) -> None:
         """Write a test's pending baseline updates once the test as a whole has passed."""

@@ -197,3 +197,26 @@ def test_baseline_from_other_hardware_is_a_note_not_a_verdict(suite, monkeypatch
     result.assert_outcomes(passed=3)
     assert_lines(result, '*test_suite.py::test_b: baselines/cpu/test_suite.toml: ["test_b"]: '
                          "baseline is from other hardware (cpu_cores 64 -> 2); not gated")
+
+
+def test_a_test_can_name_the_metrics_its_baseline_gates(suite, monkeypatch):
+    (suite.path / "test_suite.py").write_text(SUITE.replace(
+        "def test_a(llmperf):", '@pytest.mark.llmperf(gate=("tpot_s.p50",))\ndef test_a(llmperf):'))
+    suite.runpytest("--llmperf-update-baselines").assert_outcomes(passed=3)
+    text = (suite.path / "baselines/cpu/test_suite.toml").read_text()
+    table_a = text[text.index("[test_a.metrics"):text.index("[test_a.provenance")]
+    assert table_a.count(".metrics.") == 1 and "tpot_s.p50" in table_a
+    monkeypatch.setenv("FAKE_a", "0.3,0.01")  # TTFT triples: not gated for test_a
+    suite.runpytest().assert_outcomes(passed=3)
+    monkeypatch.setenv("FAKE_a", "0.1,0.03")  # TPOT triples: gated
+    result = suite.runpytest()
+    result.assert_outcomes(passed=2, failed=1)
+    assert_lines(result, "tpot_s.p50 regressed: 30.0 ms vs baseline 10.0 ms *")
+
+
+def test_an_unknown_gate_metric_is_one_line(suite):
+    (suite.path / "test_suite.py").write_text(SUITE.replace(
+        "def test_a(llmperf):", '@pytest.mark.llmperf(gate=("tpot.p50",))\ndef test_a(llmperf):'))
+    result = suite.runpytest()
+    result.assert_outcomes(passed=2, failed=1)
+    assert_lines(result, "@pytest.mark.llmperf(gate=...): *tpot.p50*")

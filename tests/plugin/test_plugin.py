@@ -33,7 +33,7 @@ def test_markers_are_registered_with_signatures(pytester: pytest.Pytester):
     result = pytester.runpytest("--markers")
     for line in ("@pytest.mark.engine(spec):*",
                  "@pytest.mark.llmperf(*, repeat=None, slo=None, max_error_rate=0.0, "
-                 "tolerance=None):*",
+                 "tolerance=None, gate=None):*",
                  "@pytest.mark.cpu:*", "@pytest.mark.h100:*", "@pytest.mark.h200:*",
                  "@pytest.mark.a100(memory_gb=None):*", "@pytest.mark.gpus(n):*"):
         result.stdout.fnmatch_lines([line])
