@@ -56,11 +56,20 @@ class LlmperfSession:
     # ------------------------------------------------------------------ measuring
 
     def tokenizer_for(self, engine: Engine):
+        """The engine's tokenizer for prompt generation; for a model shipped as a bare
+        architecture config (no tokenizer files), its vocabulary from config.json."""
         path = engine.tokenizer or engine.model
         if path not in self._tokenizers:
             from pytest_llmperf.prompts import load_tokenizer
+            from pytest_llmperf.vocab import vocab_from_config
 
-            self._tokenizers[path] = load_tokenizer(path)
+            try:
+                self._tokenizers[path] = load_tokenizer(path)
+            except FileNotFoundError:
+                vocab = vocab_from_config(path)
+                if vocab is None:
+                    raise
+                self._tokenizers[path] = vocab
         return self._tokenizers[path]
 
     def endpoint_for(self, engine: Engine, workload: Workload) -> tuple[Endpoint, float | None]:

@@ -62,13 +62,52 @@ def deviations(runs: list[dict]) -> dict[str, float]:
     return dict(sorted(worst.items()))
 
 
+def rejudge(runs: list[dict], names: tuple[str, ...], tolerance: float) -> list[list[str]]:
+    """The tests each run would have failed had the baselines gated `names` at `tolerance`:
+    the same measurements through the same gate (gate.check_metric), judged again."""
+    from pytest_llmperf.baselines import BaselineEntry
+    from pytest_llmperf.gate import check_metric
+    from pytest_llmperf.stats import Estimate
+
+    tables = {f"suites/{path.stem}.py::{key}": table
+              for path in (REPO / "baselines" / "cpu").glob("*.toml")
+              for key, table in tomllib.loads(path.read_text()).items()}
+    failed_per_run = []
+    for run in runs:
+        failed = []
+        for result in run["document"].get("llmperf", {}).get("results", []):
+            table = tables.get(result["test_id"], {}).get("metrics", {})
+            for name in names:
+                value = result["metrics"].get(name, {}).get("value")
+                if name not in table or value is None:
+                    continue
+                entry = BaselineEntry(**{**table[name], "tolerance": tolerance})
+                if check_metric(name, Estimate(value, 0.0, 1), entry).failed:
+                    failed.append(result["key"])
+                    break
+        failed_per_run.append(failed)
+    return failed_per_run
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--delay", type=float, default=0.005, help="induced s per model step")
     parser.add_argument("--out", type=Path, default=REPO / ".llmperf" / "calibration")
     parser.add_argument("--keep", action="store_true", help="keep the existing baselines")
+    parser.add_argument("--rejudge", metavar="METRICS", help="only judge the runs in --out again, "
+                        "gating these comma-separated metrics at --tolerance")
+    parser.add_argument("--tolerance", type=float, default=0.5)
     args = parser.parse_args()
+    if args.rejudge:
+        names = tuple(args.rejudge.split(","))
+        for kind in ("unchanged", "induced"):
+            runs = [{"document": json.loads(p.read_text())}
+                    for p in sorted(args.out.glob(f"{kind}-*.json"))]
+            failed = rejudge(runs, names, args.tolerance)
+            print(f"{kind}: {sum(1 for f in failed if f)} of {len(runs)} runs fail "
+                  f"({sum(map(len, failed))} test failures): {failed}")
+        return 0
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.keep:
         run_suite(args.out, "baseline", {}, "--llmperf-update-baselines")

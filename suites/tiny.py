@@ -23,3 +23,9 @@ TINY_CPU = Engine(
 # baseline (or worse than 3x the measured noise, if that is wider). Chosen from repeated
 # unchanged runs on the 2-core CI machine; see README "Baselines on a noisy machine".
 CPU_TOLERANCE = 0.5
+
+# The same architecture shipped as a bare config (no tokenizer files), served with
+# skip_tokenizer_init: the path the GPU suites take with suites/models/llama-*, run on the CPU.
+TINY_CPU_NO_TOKENIZER = TINY_CPU.replace(
+    model=str(MODELS / "tiny-llama-arch"), extra_args={"skip-tokenizer-init": True},
+)
