@@ -10,10 +10,10 @@ import math
 import pytest
 
 from pytest_llmperf import SLO, Workload
-from suites.tiny import CPU_TOLERANCE, TINY_CPU
+from suites.tiny import CPU_GATED, CPU_TOLERANCE, TINY_CPU
 
 pytestmark = [pytest.mark.cpu, pytest.mark.engine(TINY_CPU),
-              pytest.mark.llmperf(tolerance=CPU_TOLERANCE)]
+              pytest.mark.llmperf(tolerance=CPU_TOLERANCE, gate=CPU_GATED)]
 
 
 def test_fixed_length_concurrency(llmperf):

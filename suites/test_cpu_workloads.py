@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf import Fixed, Workload
-from suites.tiny import CPU_TOLERANCE, TINY_CPU
+from suites.tiny import CPU_GATED, CPU_TOLERANCE, TINY_CPU, TINY_CPU_NO_TOKENIZER
 
 DATA = Path(__file__).resolve().parent / "data"
 
 pytestmark = [pytest.mark.cpu, pytest.mark.engine(TINY_CPU),
-              pytest.mark.llmperf(tolerance=CPU_TOLERANCE)]
+              pytest.mark.llmperf(tolerance=CPU_TOLERANCE, gate=CPU_GATED)]
 
 
 @pytest.mark.parametrize("profile, scale", [
@@ -58,3 +58,13 @@ def test_chat_completions_with_text_prompts(llmperf):
         num_requests=16, concurrency=4, prompt_format="text", api="chat", name="chat-text"))
     assert result.completed == 16
     assert result.output_tokens == 16 * 32
+
+
+@pytest.mark.engine(TINY_CPU_NO_TOKENIZER)
+def test_architecture_config_without_tokenizer(llmperf):
+    """A model shipped as config.json only, served with skip_tokenizer_init: token-id prompts
+    from the config's vocabulary, token ids back (the GPU suites' Llama path, on the CPU)."""
+    result = llmperf.run(Workload.fixed(input_tokens=128, output_tokens=32, num_requests=32,
+                                        concurrency=8))
+    assert result.output_tokens == 32 * 32
+    assert result.tokens_estimated == 0

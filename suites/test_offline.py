@@ -6,10 +6,10 @@ Collected last on purpose: offline mode stops the server engines to have the mac
 import pytest
 
 from pytest_llmperf import Workload
-from suites.tiny import CPU_TOLERANCE, TINY_CPU
+from suites.tiny import CPU_GATED, CPU_TOLERANCE, TINY_CPU
 
 pytestmark = [pytest.mark.cpu, pytest.mark.engine(TINY_CPU),
-              pytest.mark.llmperf(tolerance=CPU_TOLERANCE)]
+              pytest.mark.llmperf(tolerance=CPU_TOLERANCE, gate=CPU_GATED)]
 
 
 def test_offline_throughput(llmperf):

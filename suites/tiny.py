@@ -20,9 +20,12 @@ TINY_CPU = Engine(
 )
 
 # The band for CPU-suite baselines: a metric fails only when it is this much worse than its
-# baseline (or worse than 3x the measured noise, if that is wider). Chosen from repeated
-# unchanged runs on the 2-core CI machine; see README "Baselines on a noisy machine".
-CPU_TOLERANCE = 0.5
+# baseline (or worse than 3x the measured noise, if that is wider), and only medians and
+# throughput are gated: tail percentiles of 16-64 requests on two shared cores swing by 2x from
+# run to run. Chosen from 10 unchanged and 10 deliberately slowed runs of this suite on the
+# 2-core CI machine (scripts/calibrate_gate.py; numbers in the README).
+CPU_TOLERANCE = 0.75
+CPU_GATED = ("ttft_s.p50", "tpot_s.p50", "e2el_s.p50", "output_throughput_tok_s")
 
 # The same architecture shipped as a bare config (no tokenizer files), served with
 # skip_tokenizer_init: the path the GPU suites take with suites/models/llama-*, run on the CPU.
