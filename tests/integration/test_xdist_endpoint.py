@@ -41,7 +41,8 @@ def test_two_workers_two_engines_distinct_ports_and_cores(pytester: pytest.Pytes
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     pytester.makepyfile(test_two=TWO_ENGINES)
     logs = pytester.path / "logs"
-    result = pytester.runpytest_subprocess("-n", "2", "-v", "-p", "no:cacheprovider",
+    result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "-v",
+                                           "-p", "no:cacheprovider",
                                            "--llmperf-log-dir", str(logs),
                                            "--llmperf-json", "run.json", timeout=600)
     result.assert_outcomes(passed=4)
