@@ -200,10 +200,15 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
     items[:] = order_by_engine(items)
-    for item in items:
-        engine = engine_of(item)
-        if engine is not None:
-            item.add_marker(pytest.mark.xdist_group(XDIST_GROUP_PREFIX + engine.digest()))
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Tag each test with its engine's xdist_group as it is collected: pytest-xdist's worker
+    turns the tag into a node-id suffix in its own collection_modifyitems, which runs before
+    ours, so by then the tag must already be there."""
+    engine = engine_of(item)
+    if engine is not None:
+        item.add_marker(pytest.mark.xdist_group(XDIST_GROUP_PREFIX + engine.digest()))
 
 
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
