@@ -49,9 +49,7 @@ def test_two_workers_two_engines_distinct_ports_and_cores(pytester: pytest.Pytes
     assert leftover_vllm_processes() == []
 
     # The controller shows one table and writes one file with every worker's results.
-    rows = [line for line in result.stdout.lines  # table rows, not the notes below it
-            if line.startswith("test_two.py::test_") and not line.split()[0].endswith(":")]
-    assert sorted(row.split()[0] for row in rows) == [
+    assert sorted(row.split()[0] for row in summary_table_rows(result.stdout.lines)) == [
         "test_two.py::test_a1", "test_two.py::test_a2", "test_two.py::test_b1",
         "test_two.py::test_b2"]
     assert len([line for line in result.stdout.lines if line.startswith("engine tiny-llama")]) == 2
@@ -70,6 +68,14 @@ def test_two_workers_two_engines_distinct_ports_and_cores(pytester: pytest.Pytes
                  re.finditer(r"\[(gw\d)\] .*PASSED test_two\.py::(test_\w+)", result.stdout.str())}
     assert worker_of["test_a1"] == worker_of["test_a2"] != worker_of["test_b1"] == \
         worker_of["test_b2"], worker_of
+
+
+def summary_table_rows(lines: list[str]) -> list[str]:
+    """The llmperf table's rows: between its header and its units line. Not the notes below it,
+    nor pytest -v's progress lines (under --dist loadgroup those read test_a1@llmperf-<group>)."""
+    start = next(i for i, line in enumerate(lines) if line.startswith("test ") and "verdict" in line)
+    end = next(i for i, line in enumerate(lines) if line.startswith("latencies in ms"))
+    return lines[start + 2:end]  # + 2: the header and its rule
 
 
 @pytest.fixture(scope="module")
