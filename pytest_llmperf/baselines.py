@@ -331,9 +331,11 @@ def engine_mismatch(baseline: Baseline, engine: Mapping[str, Any]) -> str | None
 
 
 # What must match for a baseline's numbers to apply: the device (the GPU model, or the CPU model
-# for CPU runs), how many, and on the CPU the cores. The hardware class alone is too coarse (an
-# H100 PCIe is not an H100 SXM; one "cpu" is not another).
-HARDWARE_KEYS = ("device_name", "device_count", "cpu_cores")
+# for CPU runs), how many, and on the CPU the cores and the CPU's generation (its signature: a
+# VM's model name may not tell). The hardware class alone is too coarse (an H100 PCIe is not an
+# H100 SXM; one "cpu" is not another).
+GPU_HARDWARE_KEYS = ("device_name", "device_count")
+CPU_HARDWARE_KEYS = (*GPU_HARDWARE_KEYS, "cpu_cores", "cpu_signature")
 
 
 def hardware_mismatch(baseline: Baseline, fingerprint: Mapping[str, Any]) -> str | None:
@@ -342,7 +344,7 @@ def hardware_mismatch(baseline: Baseline, fingerprint: Mapping[str, Any]) -> str
     recorded = baseline.provenance.get("fingerprint")
     if not isinstance(recorded, dict):
         return None
-    keys = HARDWARE_KEYS if fingerprint.get("hardware_class") == "cpu" else HARDWARE_KEYS[:2]
+    keys = CPU_HARDWARE_KEYS if fingerprint.get("hardware_class") == "cpu" else GPU_HARDWARE_KEYS
     changed = [f"{key} {_show(recorded.get(key))} -> {_show(fingerprint.get(key))}"
                for key in keys if recorded.get(key) != fingerprint.get(key)]
     if not changed:

@@ -88,6 +88,7 @@ class Hardware:
     cpu_model: str | None = None
     cpu_cores: int | None = None
     cpu_flags: tuple[str, ...] = ()
+    cpu_signature: str | None = None
 
     @property
     def is_gpu(self) -> bool:
@@ -231,7 +232,21 @@ def from_cpu(proc: Path = Path("/proc")) -> Hardware:
         cpu_model=model,
         cpu_cores=_usable_cpus(),
         cpu_flags=tuple(flag for flag in INTERESTING_CPU_FLAGS if flag in flags),
+        cpu_signature=_cpu_signature(cpuinfo),
     )
+
+
+# A VM's "model name" can hide the CPU's generation ("AMD EPYC" for Zen 4 and Zen 5 alike), and
+# two generations behind one name ran the CPU suite 2-3x apart on this project's CI machines. The
+# vendor's family and model numbers (x86) or implementer and part (Arm) tell them apart.
+_CPU_SIGNATURE_FIELDS = (("vendor_id", "{}"), ("cpu family", "family {}"), ("model", "model {}"),
+                         ("CPU implementer", "implementer {}"), ("CPU part", "part {}"))
+
+
+def _cpu_signature(cpuinfo: str) -> str | None:
+    parts = [fmt.format(value) for key, fmt in _CPU_SIGNATURE_FIELDS
+             if (value := _cpuinfo_value(cpuinfo, key))]
+    return " ".join(parts) or None
 
 
 def _usable_cpus() -> int | None:
@@ -331,9 +346,8 @@ def detect_hardware(
     cpu = from_cpu()
     if found.hardware_class == "cpu":  # an override: the real CPU's facts, labelled as such
         return replace(cpu, source=found.source)
-    return replace(
-        found, cpu_model=cpu.cpu_model, cpu_cores=cpu.cpu_cores, cpu_flags=cpu.cpu_flags
-    )
+    return replace(found, cpu_model=cpu.cpu_model, cpu_cores=cpu.cpu_cores,
+                   cpu_flags=cpu.cpu_flags, cpu_signature=cpu.cpu_signature)
 
 
 # ---------------------------------------------------------------- fingerprint

@@ -52,8 +52,8 @@ import json
 import pathlib
 import platform
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 import tokenizers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
 VOCAB_SIZE = 4096
 UNK, BOS, EOS = "<unk>", "<s>", "</s>"
@@ -148,7 +148,8 @@ def write_json(path: pathlib.Path, data: dict) -> None:
 
 
 def main() -> None:
-    default_out = pathlib.Path(__file__).resolve().parent.parent / "suites" / "models" / "tiny-llama"
+    repo = pathlib.Path(__file__).resolve().parent.parent
+    default_out = repo / "suites" / "models" / "tiny-llama"
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=pathlib.Path, default=default_out)
     out = parser.parse_args().out
@@ -168,7 +169,8 @@ def main() -> None:
         "clean_up_tokenization_spaces": False,
         "chat_template": CHAT_TEMPLATE,
     })
-    write_json(out / "special_tokens_map.json", {"bos_token": BOS, "eos_token": EOS, "unk_token": UNK})
+    write_json(out / "special_tokens_map.json",
+               {"bos_token": BOS, "eos_token": EOS, "unk_token": UNK})
     write_json(out / "generation_config.json", {"bos_token_id": ids[BOS], "eos_token_id": ids[EOS]})
     write_json(out / "config.json", model_config(tok.get_vocab_size(), ids[BOS], ids[EOS]))
 

@@ -269,11 +269,24 @@ def test_cpu_core_count_matters_only_on_the_cpu(ref):
                    fingerprint={**HERE, "vllm": "0.33.0"}).report.verdicts != ()
 
 
+def test_another_cpu_generation_behind_the_same_model_name_is_other_hardware(ref):
+    zen4 = {**HERE, "device_name": "AMD EPYC", "cpu_signature": "AuthenticAMD family 25 model 17"}
+    write(ref, fingerprint=zen4)
+    zen5 = {**zen4, "cpu_signature": "AuthenticAMD family 26 model 2"}
+    judgement = against(ON_BASELINE, ref, require=False, fingerprint=zen5)
+    assert judgement.notes == [
+        f'{FILE}: ["{KEY}"]: baseline is from other hardware (cpu_signature "AuthenticAMD '
+        'family 25 model 17" -> "AuthenticAMD family 26 model 2"); not gated'
+    ]
+    assert judgement.report.verdicts == ()
+
+
 def test_gpu_runs_ignore_cpu_cores(ref):
     h100 = {"hardware_class": "h100", "device_name": "NVIDIA H100 80GB HBM3", "device_count": 1,
             "cpu_cores": 16}
     write(ref, fingerprint=h100)
-    judgement = against(ON_BASELINE, ref, require=False, fingerprint={**h100, "cpu_cores": 26})
+    judgement = against(ON_BASELINE, ref, require=False,
+                        fingerprint={**h100, "cpu_cores": 26, "cpu_signature": "GenuineIntel"})
     assert judgement.notes == [] and judgement.label() == "pass"
     assert len(judgement.report.verdicts) == 2
 

@@ -326,10 +326,24 @@ def test_cpu_from_fake_proc(tmp_path):
     assert hardware.memory_mib == 16000
 
 
+def test_cpu_signature_tells_generations_behind_one_model_name_apart(tmp_path):
+    zen = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: {}\nmodel\t\t: {}\n" \
+          "model name\t: AMD EPYC\nflags\t\t: avx2 avx512f\n"
+    (tmp_path / "cpuinfo").write_text(zen.format(25, 17))
+    zen4 = from_cpu(tmp_path)
+    (tmp_path / "cpuinfo").write_text(zen.format(26, 2))
+    zen5 = from_cpu(tmp_path)
+    assert zen4.cpu_model == zen5.cpu_model == "AMD EPYC"
+    assert zen4.cpu_signature == "AuthenticAMD family 25 model 17"
+    assert zen5.cpu_signature == "AuthenticAMD family 26 model 2"
+
+
 def test_cpu_on_arm_reads_features(tmp_path):
-    (tmp_path / "cpuinfo").write_text("processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n")
+    (tmp_path / "cpuinfo").write_text("processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n"
+                                      "CPU implementer\t: 0x41\nCPU part\t: 0xd4f\n")
     hardware = from_cpu(tmp_path)
     assert hardware.cpu_flags == ("asimd", "sve", "bf16", "i8mm")
+    assert hardware.cpu_signature == "implementer 0x41 part 0xd4f"
     assert hardware.memory_mib is None
 
 
