@@ -30,6 +30,7 @@ __all__ = [
     "Rate",
     "Send",
     "arrival_offsets",
+    "counts_slot_waits",
     "run_load",
 ]
 
@@ -120,6 +121,12 @@ class Ramp:
 
 
 LoadPattern = Concurrency | Rate | Ramp
+
+
+def counts_slot_waits(pattern: LoadPattern) -> bool:
+    """True for an open loop under a concurrency cap: there a request waiting for a free slot
+    keeps its arrival time, so its queue time holds the engine's backlog, not only client lag."""
+    return not isinstance(pattern, Concurrency) and pattern.max_concurrency is not None
 
 
 def arrival_offsets(pattern: LoadPattern, n: int, seed: int) -> np.ndarray:

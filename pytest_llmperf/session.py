@@ -18,7 +18,7 @@ from pytest_llmperf.client import ClientOptions
 from pytest_llmperf.engines.pool import EnginePool
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.fixture import user_nodeid
-from pytest_llmperf.loadgen import Concurrency
+from pytest_llmperf.loadgen import counts_slot_waits
 from pytest_llmperf.metrics import RunMetrics, client_lag_note, compute_metrics
 from pytest_llmperf.result import Result, result_id
 from pytest_llmperf.runner import Endpoint, Measurement, measure
@@ -106,10 +106,7 @@ class LlmperfSession:
             fingerprint=dict(self.fingerprint), engine_start_s=start_s,
         )
         self.results.append(result)
-        pattern = workload.pattern
-        capped_open_loop = (not isinstance(pattern, Concurrency)
-                            and pattern.max_concurrency is not None)
-        if lag := client_lag_note(metrics, slot_waits_count=capped_open_loop):
+        if lag := client_lag_note(metrics, slot_waits_count=counts_slot_waits(workload.pattern)):
             self.notes.append(f"{result.test_id}: {lag}")
         return result
 

@@ -17,7 +17,10 @@ BASE = Workload.fixed(input_tokens=128, output_tokens=32, num_requests=40, rate=
 # than on a sub-second burst.
 PROBE = Workload.fixed(input_tokens=128, output_tokens=32, num_requests=2000, rate=1.0,
                        duration_s=5.0, seed=5, name="capacity-probe")
-TINY_SLO = SLO(max={"ttft_s.p99": 0.1, "tpot_s.p99": 0.02})
+# p90, not p99: a 5 s probe at 4 req/s holds ~20 requests, whose p99 is their slowest one, and one
+# stall of a shared 2-core machine (TTFT 112 ms at 4 req/s, seen once in four runs) then decided
+# the whole search.
+TINY_SLO = SLO(max={"ttft_s.p90": 0.1, "tpot_s.p90": 0.02})
 
 
 def test_rate_sweep(llmperf):
@@ -29,7 +32,9 @@ def test_rate_sweep(llmperf):
 
 
 def test_slo_capacity(llmperf):
-    capacity = llmperf.capacity(PROBE, TINY_SLO, low=4.0, high=16.0, rel_tol=0.15, max_runs=7)
+    # From 4 and 32 req/s, doubling and then bisecting to 15% converges within 8 probes for any
+    # capacity from 4 to 256 req/s (two CI machines found 32 and 64 with p99 targets).
+    capacity = llmperf.capacity(PROBE, TINY_SLO, low=4.0, high=32.0, rel_tol=0.15, max_runs=8)
     assert capacity.rate_req_s > 0, capacity.note
 
 
