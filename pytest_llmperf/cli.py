@@ -40,9 +40,9 @@ class CliError(Exception):
 # ---------------------------------------------------------------- compare
 
 
-def _metric_names(text: str | None) -> tuple[str, ...]:
+def _metric_names(text: str | None) -> tuple[str, ...] | None:
     if text is None:
-        return gate.DEFAULT_GATED
+        return None  # each test's own
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     if not names:
         raise CliError(f"--metrics {text!r} names no metric; e.g. --metrics ttft_s.p50,tpot_s.p50")
@@ -106,10 +106,20 @@ def _metric_row(
     return cells, verdict
 
 
+def gate_of(reference: SavedResult, names: Sequence[str] | None,
+            tolerance: float | None) -> tuple[Sequence[str], float]:
+    """The metrics and tolerance a test is judged by: the command line's, else those the test
+    declared when A was measured (as `--llmperf-compare` judges it), else the defaults."""
+    band = next(t for t in (tolerance, reference.tolerance, gate.DEFAULT_TOLERANCE)
+                if t is not None)
+    return names or reference.gated or gate.DEFAULT_GATED, band
+
+
 def compare_runs(
-    a: RunFile, b: RunFile, names: Sequence[str], tolerance: float
+    a: RunFile, b: RunFile, names: Sequence[str] | None = None, tolerance: float | None = None
 ) -> tuple[list[list[str]], list[gate.Verdict]]:
-    """Table rows (tests in A's order, then B's extras) and every verdict judged."""
+    """Table rows (tests in A's order, then B's extras) and every verdict judged. `names` and
+    `tolerance` override every test's own (see gate_of)."""
     rows: list[list[str]] = []
     verdicts: list[gate.Verdict] = []
     for key in [*a.results, *(k for k in b.results if k not in a.results)]:
@@ -117,8 +127,9 @@ def compare_runs(
             rows.append(_only_row(key, "-", in_a=key in a.results))
             continue
         present = set(a.results[key].estimates) | set(b.results[key].estimates)
-        for name in (n for n in names if n in present):
-            row, verdict = _metric_row(key, name, a.results[key], b.results[key], tolerance)
+        judged, band = gate_of(a.results[key], names, tolerance)
+        for name in (n for n in judged if n in present):
+            row, verdict = _metric_row(key, name, a.results[key], b.results[key], band)
             rows.append(row)
             verdicts += [verdict] if verdict else []
     return rows, verdicts
@@ -158,7 +169,7 @@ def _compare(args: argparse.Namespace) -> int:
     a, b = _read(args.a), _read(args.b)
     known = {name for run in (a, b) for saved in run.results.values() for name in saved.estimates}
     try:
-        gate.check_names(names, known, what="--metrics")
+        gate.check_names(names or (), known, what="--metrics")
     except gate.UnknownMetricError as exc:
         raise CliError(str(exc)) from None
     rows, verdicts = compare_runs(a, b, names, args.tolerance)
@@ -234,11 +245,13 @@ def make_parser() -> argparse.ArgumentParser:
     compare.add_argument("a", metavar="A.json", help="reference run (before the change)")
     compare.add_argument("b", metavar="B.json", help="candidate run (after the change)")
     compare.add_argument("--metrics", metavar="NAMES", default=None,
-                         help="comma-separated metrics to judge (default: "
+                         help="comma-separated metrics to judge, for every test (default: each "
+                              "test's own gate= list as recorded in A, else "
                               f"{','.join(gate.DEFAULT_GATED)})")
-    compare.add_argument("--tolerance", type=_tolerance, default=gate.DEFAULT_TOLERANCE,
-                         metavar="FRACTION", help="allowed relative change, widened by noise "
-                                                  f"(default: {gate.DEFAULT_TOLERANCE})")
+    compare.add_argument("--tolerance", type=_tolerance, default=None, metavar="FRACTION",
+                         help="allowed relative change, widened by noise, for every test "
+                              "(default: each test's own tolerance= as recorded in A, else "
+                              f"{gate.DEFAULT_TOLERANCE})")
     compare.set_defaults(run=_compare)
     env = commands.add_parser("env", help="print this machine's fingerprint (for bug reports)",
                               description="Print the hardware and software fingerprint that "

@@ -22,7 +22,7 @@ def payload(session, started) -> dict[str, Any]:
 
         document = runfile.run_document(
             session.results, verdicts=session.verdicts, fingerprint=session.fingerprint,
-            commit=git_commit(session.settings.rootdir), started=started)
+            commit=git_commit(session.settings.rootdir), started=started, gates=session.gates)
     return {
         "rows": report.summary_rows(session.results, session.verdicts),
         "extras": report.extra_lines(session.extras, session.verdicts),

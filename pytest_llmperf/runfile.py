@@ -78,10 +78,13 @@ def run_document(
     fingerprint: Mapping[str, Any],
     commit: str | None,
     started: datetime,
+    gates: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The run as a pytest-benchmark JSON document with our data under "llmperf".
 
-    `verdicts` maps a test id (or a baseline key) to its gate verdict, as the summary shows it.
+    `verdicts` maps a test id (or a baseline key) to its gate verdict, as the summary shows it;
+    `gates` maps a test id to the gate settings the test declared ({"tolerance": 0.75,
+    "metrics": [...]}), so `llmperf compare` judges each test as the test itself would.
     """
     return {
         "machine_info": _machine_info(fingerprint),
@@ -92,7 +95,7 @@ def run_document(
         "llmperf": {
             "format": FORMAT,
             "fingerprint": dict(fingerprint),
-            "results": [_result_entry(result, verdicts) for result in results],
+            "results": [_result_entry(result, verdicts, gates or {}) for result in results],
         },
     }
 
@@ -129,7 +132,8 @@ def _finite(value: float | None) -> float | None:
     return float(value) if value is not None and math.isfinite(value) else None
 
 
-def _result_entry(result: Result, verdicts: Mapping[str, str]) -> dict[str, Any]:
+def _result_entry(result: Result, verdicts: Mapping[str, str],
+                  gates: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     runs = result.runs or (result.metrics,)
     estimates = combine_runs([run.flat() for run in runs])
     return {
@@ -152,6 +156,7 @@ def _result_entry(result: Result, verdicts: Mapping[str, str]) -> dict[str, Any]
         "server_metrics": {n: _finite(v) for n, v in sorted(result.server_metrics.items())},
         "verdict": verdicts.get(result.test_id, verdicts.get(result.key, "")),
         "engine_start_s": _finite(result.engine_start_s),
+        "gate": dict(gates.get(result.test_id, {})),
     }
 
 
@@ -266,6 +271,9 @@ class SavedResult:
     verdict: str = ""
     engine_start_s: float | None = None
     path: str = ""
+    # The gate settings the test declared (None: it left them to the defaults).
+    tolerance: float | None = None
+    gated: tuple[str, ...] | None = None
 
     def entries(
         self, names: Iterable[str] | None = DEFAULT_GATED, tolerance: float = DEFAULT_TOLERANCE
@@ -323,6 +331,21 @@ def _metric(path: str, where: str, entry: Any) -> tuple[Estimate, str]:
     return Estimate(value, spread, n), direction
 
 
+def _gate(path: str, where: str, entry: Any) -> tuple[float | None, tuple[str, ...] | None]:
+    """A result's declared gate settings; files written before they were recorded have none."""
+    if entry is None:
+        return None, None
+    if not isinstance(entry, dict):
+        raise _bad(path, where, f"expected an object, got {entry!r}")
+    tolerance, names = entry.get("tolerance"), entry.get("metrics")
+    if tolerance is not None:
+        tolerance = _number(path, f"{where}.tolerance", tolerance)
+    if names is not None and not (isinstance(names, list)
+                                  and all(isinstance(name, str) for name in names)):
+        raise _bad(path, f"{where}.metrics", f"expected a list of metric names, got {names!r}")
+    return tolerance, None if names is None else tuple(names)
+
+
 def _object(value: Any) -> dict[str, Any]:
     return dict(value) if isinstance(value, dict) else {}  # descriptive only: never fatal
 
@@ -337,6 +360,7 @@ def _saved_result(path: str, index: int, item: Any) -> SavedResult:
     if not isinstance(metrics, dict):
         raise _bad(path, f"{where}.metrics", f"expected an object, got {metrics!r}")
     parsed = {name: _metric(path, f"{where}.metrics.{name}", m) for name, m in metrics.items()}
+    tolerance, gated = _gate(path, f"{where}.gate", item.get("gate"))
     return SavedResult(
         key=key,
         test_id=str(item.get("test_id", key)),
@@ -349,6 +373,8 @@ def _saved_result(path: str, index: int, item: Any) -> SavedResult:
         verdict=str(item.get("verdict", "")),
         engine_start_s=item.get("engine_start_s"),
         path=path,
+        tolerance=tolerance,
+        gated=gated,
     )
 
 

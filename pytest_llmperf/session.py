@@ -45,6 +45,8 @@ class LlmperfSession:
     fingerprint: dict[str, Any] = field(default_factory=dict)
     results: list[Result] = field(default_factory=list)
     verdicts: dict[str, str] = field(default_factory=dict)
+    # test id -> the gate settings its test declared, for the run file (see runfile.run_document)
+    gates: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     pending: dict[str, list[PendingUpdate]] = field(default_factory=lambda: defaultdict(list))
     extras: list[tuple[str, dict[str, Estimate], str]] = field(default_factory=list)
@@ -149,6 +151,8 @@ class LlmperfSession:
         """A measured run: its SLOs over every metric, its baseline over the gated ones (the
         test's `gate=` list, else the baseline's own, else gate.DEFAULT_GATED)."""
         known = _known_metric(result.metrics)
+        declared = {"tolerance": options.tolerance, "metrics": options.gate and list(options.gate)}
+        self.gates[result.test_id] = {k: v for k, v in declared.items() if v is not None}
         if options.gate:
             try:
                 gate.check_names(list(options.gate), known)

@@ -7,6 +7,7 @@ messages, summary) is the real plugin. The real engine path is in tests/integrat
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -212,6 +213,17 @@ def test_a_test_can_name_the_metrics_its_baseline_gates(suite, monkeypatch):
     result = suite.runpytest()
     result.assert_outcomes(passed=2, failed=1)
     assert_lines(result, "tpot_s.p50 regressed: 30.0 ms vs baseline 10.0 ms *")
+
+
+def test_the_run_file_records_the_gate_each_test_declared(suite):
+    (suite.path / "test_suite.py").write_text(SUITE.replace(
+        "def test_a(llmperf):",
+        '@pytest.mark.llmperf(tolerance=0.5, gate=("tpot_s.p50",))\ndef test_a(llmperf):'))
+    suite.runpytest("--llmperf-json", "out.json").assert_outcomes(passed=3)
+    results = json.loads((suite.path / "out.json").read_text())["llmperf"]["results"]
+    gates = {result["key"]: result["gate"] for result in results}
+    assert gates["test_a"] == {"tolerance": 0.5, "metrics": ["tpot_s.p50"]}
+    assert gates["test_b"] == {}  # left to the defaults
 
 
 def test_an_unknown_gate_metric_is_one_line(suite):

@@ -16,9 +16,13 @@ from tests.unit.test_runfile import FINGERPRINT, document, make_result
 TEST = "suites/test_cpu.py::test_fixed[64]"
 
 
-def save(path: Path, *results, fingerprint=FINGERPRINT, commit="3f2c1e0") -> str:
-    write_run(path, document(*results, fingerprint=fingerprint, commit=commit))
+def save_document(path: Path, doc: dict) -> str:
+    write_run(path, doc)
     return str(path)
+
+
+def save(path: Path, *results, fingerprint=FINGERPRINT, commit="3f2c1e0") -> str:
+    return save_document(path, document(*results, fingerprint=fingerprint, commit=commit))
 
 
 def compare(capsys, *argv: str) -> tuple[int, list[str], str]:
@@ -68,6 +72,26 @@ def test_injected_regression_exits_1_with_the_verdict_line(capsys, tmp_path, bef
         "ttft_s.p50 regressed: 300.0 ms vs baseline 200.0 ms (+50.0%, allowed +10.0%, lower is "
         f'better) [{before} :: "test_fixed[64]"]',
     ]
+
+
+def test_each_test_is_judged_by_the_gate_it_declared_unless_the_command_line_says(
+        capsys, tmp_path):
+    declared = {TEST: {"tolerance": 0.75, "metrics": ["ttft_s.p50", "tpot_s.p50"]}}
+    def run_file(name, ttft):
+        doc = document(make_result(TEST, (ttft,) * 4))
+        doc["llmperf"]["results"][0]["gate"] = declared[TEST]
+        return save_document(tmp_path / name, doc)
+    before, after = run_file("before.json", 0.2), run_file("after.json", 0.3)
+    # TTFT +50%: within the test's own 75% band; only its two declared metrics are judged.
+    code, lines, _ = compare(capsys, before, after)
+    assert code == 0
+    assert [line.split()[1] for line in lines[5:7]] == ["ttft_s.p50", "tpot_s.p50"]
+    assert "test_fixed[64]  ttft_s.p50  200.0 ms  300.0 ms  +50.0%   ±75.0%  pass" in lines
+    assert lines[8] == "0 regression(s), 0 improved, 2 pass; 0 test(s) in one file only"
+    # The command line overrides every test's own.
+    code, lines, _ = compare(capsys, before, after, "--tolerance", "0.1")
+    assert code == 1
+    assert "test_fixed[64]  ttft_s.p50  200.0 ms  300.0 ms  +50.0%   ±10.0%  REGRESSION" in lines
 
 
 def test_improvement_is_reported_and_passes(capsys, tmp_path, before):

@@ -283,6 +283,12 @@ def valid_doc() -> dict:
          "got 'up'"),
         (lambda d: d["llmperf"]["results"].append(d["llmperf"]["results"][0]),
          "llmperf.results[1].key: 'test_fixed[64]' appears twice"),
+        (lambda d: d["llmperf"]["results"][0].update(gate=0.5),
+         "llmperf.results[0].gate: expected an object, got 0.5"),
+        (lambda d: d["llmperf"]["results"][0].update(gate={"tolerance": "wide"}),
+         "llmperf.results[0].gate.tolerance: expected a number or null, got 'wide'"),
+        (lambda d: d["llmperf"]["results"][0].update(gate={"metrics": "ttft_s.p50"}),
+         "llmperf.results[0].gate.metrics: expected a list of metric names, got 'ttft_s.p50'"),
     ],
 )
 def test_malformed_run_file(tmp_path, edit, problem):
@@ -357,3 +363,19 @@ def test_resolve_saved_says_what_it_looked_for(tmp_path):
     assert str(info.value) == (
         "out/x.json: no such run file; write one with --llmperf-json out/x.json")
 
+
+
+def test_the_gate_a_test_declared_travels_with_its_result(tmp_path):
+    gates = {"suites/test_cpu.py::test_fixed[64]": {"tolerance": 0.75, "metrics": ["tpot_s.p50"]}}
+    doc = run_document([make_result()], verdicts={}, fingerprint=FINGERPRINT, commit=None,
+                       started=STARTED, gates=gates)
+    assert doc["llmperf"]["results"][0]["gate"] == {"tolerance": 0.75, "metrics": ["tpot_s.p50"]}
+    saved = read_run(write_json(tmp_path / "run.json", doc)).results["test_fixed[64]"]
+    assert (saved.tolerance, saved.gated) == (0.75, ("tpot_s.p50",))
+
+
+def test_a_run_file_without_gate_settings_reads_as_the_defaults(tmp_path):
+    data = valid_doc()
+    del data["llmperf"]["results"][0]["gate"]  # as files written before it was recorded
+    saved = read_run(write_json(tmp_path / "old.json", data)).results["test_fixed[64]"]
+    assert (saved.tolerance, saved.gated) == (None, None)
