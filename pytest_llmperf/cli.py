@@ -68,10 +68,13 @@ def _band(verdict: gate.Verdict, tolerance: float, fmt: Any) -> str:
     # "these runs are too noisy to see a smaller change", not "a large change is fine".
     if math.isnan(verdict.band):  # B has no value: there is no band to show
         return "-"
-    mark = NOISE_MARK if verdict.band > tolerance * abs(verdict.reference) * (1 + 1e-9) else ""
+    change = verdict.value - verdict.reference
+    floor = gate.tolerance_floor(tolerance, verdict.reference, change)
+    mark = NOISE_MARK if verdict.band > floor * (1 + 1e-9) else ""
+    sign = gate.band_side(change, verdict.reference)
     if verdict.reference:
-        return f"±{verdict.band_pct:.1f}%{mark}"
-    return f"±{fmt(verdict.band)}{mark}"
+        return f"{sign}{verdict.band_pct:.1f}%{mark}"
+    return f"{sign}{fmt(verdict.band)}{mark}"
 
 
 def _delta(verdict: gate.Verdict, fmt: Any) -> str:

@@ -2,10 +2,16 @@
 
 Relative gate. A metric regresses when it is worse than the baseline by more than
 
-    allowed = max(tolerance x |baseline|, NOISE_K x noise),  noise = sqrt(s_baseline^2 + s_now^2)
+    allowed = max(floor, NOISE_K x noise),  noise = sqrt(s_baseline^2 + s_now^2)
 
 in the metric's own direction, and is reported as an improvement (a stale baseline: a warning,
-never a failure) when it is better by more than the same band. `s` is each side's robust spread
+never a failure) when it is better by more than the same band. The floor makes the tolerance a
+factor, as asv's --factor is: a change by more than (1 + tolerance) times, either way. Upwards
+that is tolerance x |baseline|; downwards tolerance / (1 + tolerance) x |baseline|. So a
+latency may grow 50% and a throughput fall 33% under a 0.5 tolerance: both are 1.5 times
+worse. (A plain -50% would let a throughput halve, and wide bands of 1.0 or more could never fail
+a throughput at all.) For a 10% tolerance the two readings differ by under a point: +10% / -9.1%.
+`s` is each side's robust spread
 (stats.py). The two spreads add in quadrature because the gate judges a difference of two
 independent noisy estimates, and the variance of a difference is the sum of the variances. The
 tolerance is a floor in the spirit of asv's 10% factor and Bencher's percentage thresholds; the
@@ -49,9 +55,11 @@ __all__ = [
     "check_metric",
     "check_names",
     "check_target",
+    "band_side",
     "check_targets",
     "make_entries",
     "metric_direction",
+    "tolerance_floor",
 ]
 
 NOISE_K = 3.0
@@ -156,15 +164,25 @@ def _as_estimate(current: Estimate | float) -> Estimate:
     return current if isinstance(current, Estimate) else Estimate(float(current), 0.0, 1)
 
 
-def _band_text(
-    status: str, entry: BaselineEntry, allowed: float, noisy: bool, fmt: Callable[[float], str]
-) -> str:
+def tolerance_floor(tolerance: float, base: float, delta: float) -> float:
+    """The tolerance's share of the band on the side the value moved to (module docstring)."""
+    return abs(base) * (tolerance if band_side(delta, base) == "+" else tolerance / (1 + tolerance))
+
+
+def band_side(delta: float, base: float) -> str:
+    """"+" or "-": the side of the band a change is shown against. A change that reads +0.0%
+    (a rounding-sized step down included) is shown against the upper side."""
+    shown = round(_percent(delta, base), 1) if base else delta
+    return "-" if shown < 0 else "+"
+
+
+def _band_text(status: str, entry: BaselineEntry, allowed: float, delta: float, noisy: bool,
+               fmt: Callable[[float], str]) -> str:
     size = f"{_percent(allowed, entry.value):.1f}%" if entry.value else fmt(allowed)
-    source = f" = {NOISE_K:g} x noise" if noisy else ""
+    band = band_side(delta, entry.value) + size + (f" = {NOISE_K:g} x noise" if noisy else "")
     if status == REGRESSION:
-        sign = "+" if entry.direction == "lower" else "-"
-        return f"allowed {sign}{size}{source}, {entry.direction} is better"
-    return f"band ±{size}{source}"
+        return f"allowed {band}, {entry.direction} is better"
+    return f"band {band}"
 
 
 def check_metric(
@@ -182,10 +200,10 @@ def check_metric(
     if math.isnan(current.value):
         message = f"{name} has no value (NaN) vs baseline {fmt(base)}{hint}"
         return Verdict(name, REGRESSION, current.value, base, math.nan, math.nan, math.nan, message)
-    floor = baseline.tolerance * abs(base)
+    delta = current.value - base
+    floor = tolerance_floor(baseline.tolerance, base, delta)
     noise = NOISE_K * math.hypot(baseline.spread, current.spread)
     allowed = max(floor, noise)
-    delta = current.value - base
     worse = delta if baseline.direction == "lower" else -delta
     # isclose: a value exactly on the band edge must not fail on a rounding error.
     if abs(worse) <= allowed or math.isclose(abs(worse), allowed, rel_tol=1e-9):
@@ -196,7 +214,7 @@ def check_metric(
         status, verb = IMPROVEMENT, "improved beyond the band"
     # A zero baseline (an idle counter) has no percentages: show the change itself.
     change = f"{_percent(delta, base):+.1f}%" if base else "+-"[delta < 0] + fmt(abs(delta))
-    band = _band_text(status, baseline, allowed, noise > floor, fmt)
+    band = _band_text(status, baseline, allowed, delta, noise > floor, fmt)
     hint = origin.hint(status) if origin else ""
     shown = f"{fmt(current.value)} vs baseline {fmt(base)}"
     message = f"{name} {verb}: {shown} ({change}, {band}){hint}"

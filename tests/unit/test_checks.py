@@ -221,7 +221,7 @@ def test_improvement_beyond_the_band_is_a_stale_baseline_warning(ref):
     assert judgement.label() == "pass (stale baseline)"
     assert judgement.warnings == [
         "output_throughput_tok_s improved beyond the band: 2000 tok/s vs baseline 1000 tok/s "
-        f"(+100.0%, band ±10.0%) {WHERE}: baseline is stale; refresh with: {UPDATE}"
+        f"(+100.0%, band +10.0%) {WHERE}: baseline is stale; refresh with: {UPDATE}"
     ]
 
 

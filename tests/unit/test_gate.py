@@ -51,7 +51,7 @@ def test_throughput_regression_message_says_higher_is_better():
     verdict = check_metric("output_throughput_tok_s", 3800.0, TPUT, origin=ORIGIN)
     assert verdict.message == (
         "output_throughput_tok_s regressed: 3800 tok/s vs baseline 4300 tok/s (-11.6%, allowed "
-        f"-10.0%, higher is better) {WHERE}; if this change is intended, update with: {UPDATE}"
+        f"-9.1%, higher is better) {WHERE}; if this change is intended, update with: {UPDATE}"
     )
 
 
@@ -60,7 +60,7 @@ def test_improvement_beyond_the_band_is_a_stale_baseline_warning():
     assert verdict.status == "improvement" and not verdict.failed
     assert verdict.message == (
         "output_throughput_tok_s improved beyond the band: 5100 tok/s vs baseline 4300 tok/s "
-        f"(+18.6%, band ±10.0%) {WHERE}: baseline is stale; refresh with: {UPDATE}"
+        f"(+18.6%, band +10.0%) {WHERE}: baseline is stale; refresh with: {UPDATE}"
     )
 
 
@@ -68,7 +68,7 @@ def test_pass_message():
     verdict = check_metric("ttft_s.p50", 0.215, TTFT, origin=ORIGIN)
     assert verdict.status == "pass" and not verdict.failed
     assert verdict.message == (
-        f"ttft_s.p50 within the band: 215.0 ms vs baseline 210.0 ms (+2.4%, band ±10.0%) {WHERE}"
+        f"ttft_s.p50 within the band: 215.0 ms vs baseline 210.0 ms (+2.4%, band +10.0%) {WHERE}"
     )
 
 
@@ -85,41 +85,60 @@ def test_saved_run_origin_has_no_update_command_and_no_stale_claim():
     verdict = check_metric("output_throughput_tok_s", 5100.0, TPUT, origin=origin)
     assert verdict.message == (
         "output_throughput_tok_s improved beyond the band: 5100 tok/s vs baseline 4300 tok/s "
-        '(+18.6%, band ±10.0%) [saved run "before-upgrade" :: "test_fixed[64]"]'
+        '(+18.6%, band +10.0%) [saved run "before-upgrade" :: "test_fixed[64]"]'
     )
 
 
-# Band = max(tolerance x |baseline|, K x sqrt(s_base^2 + s_now^2)), checked on both sides of
-# both directions. Baseline 100, tolerance 10% -> floor 10. Spreads 4 and 3 -> noise 5 -> K x 5
-# = 15 wins over the floor; with no spread the floor (10) is the band.
+# Band = max(floor, K x sqrt(s_base^2 + s_now^2)), checked on both sides of both directions.
+# Baseline 100, tolerance 10%: the floor is 10 upwards (110 is 1.1x the baseline) and
+# 100 - 100/1.1 = 9.09 downwards (90.91 is 1/1.1x). Spreads 4 and 3 -> noise 5 -> K x 5 = 15
+# wins over either floor.
+DOWN = 100 - 100 / 1.1
+
+
 @pytest.mark.parametrize(
-    ("direction", "spreads", "value", "status"),
+    ("direction", "spreads", "value", "status", "band"),
     [
-        ("lower", (0.0, 0.0), 109.9, "pass"),
-        ("lower", (0.0, 0.0), 110.0, "pass"),  # exactly on the edge passes
-        ("lower", (0.0, 0.0), 110.1, "regression"),
-        ("lower", (0.0, 0.0), 89.9, "improvement"),
-        ("lower", (4.0, 3.0), 114.9, "pass"),
-        ("lower", (4.0, 3.0), 115.1, "regression"),
-        ("lower", (4.0, 3.0), 85.1, "pass"),
-        ("lower", (4.0, 3.0), 84.9, "improvement"),
-        ("higher", (0.0, 0.0), 90.1, "pass"),
-        ("higher", (0.0, 0.0), 90.0, "pass"),
-        ("higher", (0.0, 0.0), 89.9, "regression"),
-        ("higher", (0.0, 0.0), 110.1, "improvement"),
-        ("higher", (4.0, 3.0), 85.1, "pass"),
-        ("higher", (4.0, 3.0), 84.9, "regression"),
-        ("higher", (4.0, 3.0), 114.9, "pass"),
-        ("higher", (4.0, 3.0), 115.1, "improvement"),
+        ("lower", (0.0, 0.0), 109.9, "pass", 10.0),
+        ("lower", (0.0, 0.0), 110.0, "pass", 10.0),  # exactly on the edge passes
+        ("lower", (0.0, 0.0), 110.1, "regression", 10.0),
+        ("lower", (0.0, 0.0), 90.95, "pass", DOWN),
+        ("lower", (0.0, 0.0), 100 / 1.1, "pass", DOWN),
+        ("lower", (0.0, 0.0), 90.8, "improvement", DOWN),
+        ("lower", (4.0, 3.0), 114.9, "pass", 15.0),
+        ("lower", (4.0, 3.0), 115.1, "regression", 15.0),
+        ("lower", (4.0, 3.0), 85.1, "pass", 15.0),
+        ("lower", (4.0, 3.0), 84.9, "improvement", 15.0),
+        ("higher", (0.0, 0.0), 90.95, "pass", DOWN),
+        ("higher", (0.0, 0.0), 100 / 1.1, "pass", DOWN),
+        ("higher", (0.0, 0.0), 90.8, "regression", DOWN),
+        ("higher", (0.0, 0.0), 109.9, "pass", 10.0),
+        ("higher", (0.0, 0.0), 110.1, "improvement", 10.0),
+        ("higher", (4.0, 3.0), 85.1, "pass", 15.0),
+        ("higher", (4.0, 3.0), 84.9, "regression", 15.0),
+        ("higher", (4.0, 3.0), 114.9, "pass", 15.0),
+        ("higher", (4.0, 3.0), 115.1, "improvement", 15.0),
     ],
 )
-def test_band_on_both_sides_of_each_direction(direction, spreads, value, status):
+def test_band_on_both_sides_of_each_direction(direction, spreads, value, status, band):
     baseline = BaselineEntry(
         value=100.0, spread=spreads[0], direction=direction, tolerance=0.1, n=3
     )
     verdict = check_metric("metric", Estimate(value, spreads[1], 3), baseline)
     assert verdict.status == status
-    assert verdict.band == pytest.approx(15.0 if spreads[0] else 10.0)
+    assert verdict.band == pytest.approx(band)
+
+
+def test_a_wide_tolerance_is_a_factor_either_way():
+    # 1.5: a latency may grow to 2.5x, a throughput fall to 1/2.5 = 40%; both still can fail.
+    latency = BaselineEntry(value=100.0, spread=0.0, direction="lower", tolerance=1.5, n=1)
+    throughput = BaselineEntry(value=100.0, spread=0.0, direction="higher", tolerance=1.5, n=1)
+    assert check_metric("metric", 250.0, latency).status == "pass"
+    assert check_metric("metric", 251.0, latency).status == "regression"
+    assert check_metric("metric", 40.0, throughput).status == "pass"
+    assert check_metric("metric", 39.9, throughput).status == "regression"
+    assert check_metric("metric", 39.9, latency).status == "improvement"
+    assert check_metric("metric", 251.0, throughput).status == "improvement"
 
 
 def test_noise_band_message_says_where_the_band_came_from():
@@ -179,7 +198,7 @@ def test_check_baseline_gates_every_baseline_metric_and_reports_missing_ones():
     ])  # fmt: skip
     assert report.warnings == [
         "output_throughput_tok_s improved beyond the band: 5100 tok/s vs baseline 4300 tok/s "
-        f"(+18.6%, band ±10.0%) {WHERE}: baseline is stale; refresh with: {UPDATE}"
+        f"(+18.6%, band +10.0%) {WHERE}: baseline is stale; refresh with: {UPDATE}"
     ]
 
 
