@@ -87,6 +87,10 @@ DIRECTIONS = ("lower", "higher")
 LOCK_TIMEOUT_S = 60.0
 REGENERATE = "fix the entry or regenerate it with --llmperf-update-baselines"
 _ENTRY_FIELDS = ("value", "spread", "n", "direction", "tolerance")
+# A tolerance is a factor minus one (gate.py): 4 lets a metric get 5x worse. Anything above is
+# almost surely a percentage written as a number ("10" for 10%).
+MAX_TOLERANCE = 4.0
+TOLERANCE_RULE = f"a fraction (0.1 means 10%) from 0 to {MAX_TOLERANCE:g}"
 _SIGNIFICANT_DIGITS = 6
 
 
@@ -160,8 +164,8 @@ def _entry(path: Path, key: str, table: Any) -> BaselineEntry:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         _fail(path, key, f'"n" must be an integer >= 1, got {n!r}')
     tolerance = _number(path, key, table, "tolerance")
-    if tolerance > 1:
-        _fail(path, key, f'"tolerance" is a fraction (0.1 means 10%), got {tolerance!r}')
+    if not 0 <= tolerance <= MAX_TOLERANCE:
+        _fail(path, key, f'"tolerance" is {TOLERANCE_RULE}, got {tolerance!r}')
     return BaselineEntry(
         value=_number(path, key, table, "value"),
         spread=_number(path, key, table, "spread"),

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_llmperf import sweeps
+from pytest_llmperf.baselines import MAX_TOLERANCE, TOLERANCE_RULE
 from pytest_llmperf.checks import Judgement
 from pytest_llmperf.engines.server import EngineStartError
 from pytest_llmperf.engines.spec import Engine
@@ -33,6 +34,13 @@ class TestOptions:
     max_error_rate: float = 0.0
     tolerance: float | None = None
     gate: tuple[str, ...] | None = None  # the metrics the baseline gates (default: DEFAULT_GATED)
+
+    def __post_init__(self) -> None:
+        # Checked here, not when the baseline is written after minutes of measuring.
+        if self.tolerance is not None and not (
+                isinstance(self.tolerance, (int, float)) and not isinstance(self.tolerance, bool)
+                and 0 <= self.tolerance <= MAX_TOLERANCE):
+            raise ValueError(f"tolerance is {TOLERANCE_RULE}, got {self.tolerance!r}")
 
 
 def engine_of(item: pytest.Item) -> Engine | None:
@@ -54,7 +62,7 @@ def options_of(item: pytest.Item) -> TestOptions:
         return TestOptions()
     try:
         return TestOptions(*mark.args, **mark.kwargs)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.llmperf: {exc}") from None
 
 

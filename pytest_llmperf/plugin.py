@@ -242,7 +242,9 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     if report.when == "call":
         session = item.config.stash.get(SESSION_KEY, None)
         if session is not None and item.nodeid in session.pending:
-            session.apply_updates(item.nodeid, passed=report.passed)
+            errors = session.apply_updates(item.nodeid, passed=report.passed)
+            if errors:  # the test's own failure, not an INTERNALERROR that ends the session
+                report.outcome, report.longrepr = "failed", "\n".join(errors)
     return report
 
 

@@ -210,19 +210,28 @@ class LlmperfSession:
         return checks.check_against_saved(estimates, entries, Path(os.path.relpath(path)), key,
                                           gated)
 
-    def apply_updates(self, nodeid: str, passed: bool) -> None:
-        """Write a test's pending baseline updates once the test as a whole has passed."""
+    def apply_updates(self, nodeid: str, passed: bool) -> list[str]:
+        """Write a test's pending baseline updates once the test as a whole has passed. Returns
+        the updates that could not be written (one line each: file, key, fix); the measurements
+        stay in the summary and the run file either way."""
+        errors = []
         for update in self.pending.pop(nodeid, []):
             nodeid = update.ref.nodeid  # as the user types it
             if not passed:
                 self.notes.append(f"{nodeid}: baseline not updated (the test failed)")
                 continue
             update.ref.path.parent.mkdir(parents=True, exist_ok=True)
-            baselines.update_baseline(update.ref.path, update.ref.key, update.entries,
-                                      update.provenance)
+            try:
+                baselines.update_baseline(update.ref.path, update.ref.key, update.entries,
+                                          update.provenance)
+            except baselines.BaselineError as exc:
+                errors.append(f"baseline not updated: {exc}")
+                self.verdicts[result_id(nodeid, update.ref.key)] = checks.ERROR
+                continue
             self.notes.append(f"{nodeid}: baseline updated: {update.ref.shown} :: "
                               f'"{update.ref.key}"')
             self.verdicts[result_id(nodeid, update.ref.key)] = "updated"
+        return errors
 
     # ------------------------------------------------------------------ output
 

@@ -19,12 +19,15 @@ TINY_CPU = Engine(
     env={"VLLM_CPU_OMP_THREADS_BIND": "0"},
 )
 
-# The band for CPU-suite baselines: a metric fails only when it is this much worse than its
-# baseline (or worse than 3x the measured noise, if that is wider), and only medians and
-# throughput are gated: tail percentiles of 16-64 requests on two shared cores swing by 2x from
-# run to run. Chosen from 10 unchanged and 10 deliberately slowed runs of this suite on the
-# 2-core CI machine (scripts/calibrate_gate.py; numbers in the README).
-CPU_TOLERANCE = 0.75
+# The band for CPU-suite baselines: a metric fails only when it is more than 2.5x worse than its
+# baseline (a factor of 1 + 1.5; or worse than 3x the measured noise, if that is wider), and only
+# medians and throughput are gated: tail percentiles of 16-64 requests on two shared cores swing
+# by 2x from run to run. Chosen from 10 unchanged and 10 deliberately slowed runs of this suite
+# on the 2-core CI machine (scripts/calibrate_gate.py), with other work on the machine at times,
+# as on a shared runner: unchanged runs moved a median by up to 2.09x (a band of 0.75 failed 2 of
+# 10 runs, 1.0 one), while vLLM made 5 ms/step slower failed most tests of every run even at 1.5
+# (numbers in the README).
+CPU_TOLERANCE = 1.5
 CPU_GATED = ("ttft_s.p50", "tpot_s.p50", "e2el_s.p50", "output_throughput_tok_s")
 
 # The same architecture shipped as a bare config (no tokenizer files), served with

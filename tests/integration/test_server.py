@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llmperf import Workload
+from pytest_llmperf import SLO, Workload
 from pytest_llmperf.engines.server import CPU_ENGINE_NICE, VllmServer
 from pytest_llmperf.metrics import compute_metrics
 from pytest_llmperf.prompts import load_tokenizer
 from pytest_llmperf.runner import Endpoint, measure
+from pytest_llmperf.sweeps import find_capacity, sweep
 from suites.tiny import TINY_CPU
 from tests.conftest import requires_vllm
 
@@ -70,3 +71,38 @@ def test_wrong_model_name_is_a_recorded_failure(server, tokenizer):
     assert [r.ok for r in records] == [False, False]
     assert records[0].error.startswith("HTTP 404: ")
     assert "no-such-model" in records[0].error
+
+
+def measure_with(server, tokenizer):
+    """The `measure` callable sweeps and the capacity search are given: one real run a load."""
+    def run(workload: Workload):
+        requests, _ = workload.build(tokenizer)
+        return compute_metrics(measure(Endpoint(server.base_url, TINY_CPU.model_name), requests,
+                                       workload.pattern, seed=workload.seed,
+                                       duration_s=workload.duration_s).records)
+    return run
+
+
+def test_rate_sweep_on_the_real_engine_traces_more_output_for_more_load(server, tokenizer):
+    base = Workload.fixed(input_tokens=64, output_tokens=16, num_requests=24, rate=1.0, seed=7)
+    curve = sweep(measure_with(server, tokenizer), base, rates=[3.0, 12.0])
+    assert [point.load for point in curve.points] == [3.0, 12.0]
+    assert all(point.metrics.completed == 24 for point in curve.points)
+    low, high = (point.metrics.output_throughput_tok_s for point in curve.points)
+    assert high > 2 * low, f"4x the offered rate gave {low:.0f} -> {high:.0f} tok/s"
+
+
+def test_slo_capacity_search_on_the_real_engine(server, tokenizer):
+    probe = Workload.fixed(input_tokens=64, output_tokens=16, num_requests=1000, rate=1.0,
+                           duration_s=2.0, seed=8)
+    run = measure_with(server, tokenizer)
+    # A loose SLO: the tiny model meets it at 2 req/s; 2 to 16 req/s in at most 5 probes.
+    found = find_capacity(run, probe, SLO(max={"ttft_s.p90": 0.5}), low=2.0, high=8.0,
+                          rel_tol=0.5, max_runs=5)
+    assert found.rate_req_s >= 2.0 and found.engine_runs == len(found.runs) <= 5
+    assert all(r.offered_req_s > 0 for r in found.runs)
+    # An SLO no engine meets (TTFT p90 under 0.1 ms): no capacity, said after the first probe.
+    impossible = find_capacity(run, probe, SLO(max={"ttft_s.p90": 0.0001}), low=2.0, high=8.0)
+    assert (impossible.rate_req_s, impossible.engine_runs) == (0.0, 1)
+    assert impossible.note.startswith("no capacity: even the lowest rate 2 req/s missed: "
+                                      "ttft_s.p90 missed its target: ")

@@ -153,6 +153,17 @@ def test_malformed_baseline_names_file_and_key_and_keeps_the_result(suite):
     assert '"test_a"' in (suite.path / "out.json").read_text(), "the measurement is kept"
 
 
+def test_a_baseline_that_cannot_be_written_fails_its_tests_not_the_session(suite):
+    suite.runpytest("--llmperf-update-baselines").assert_outcomes(passed=3)
+    path = suite.path / "baselines/cpu/test_suite.toml"
+    path.write_text("this is [not toml\n")
+    result = suite.runpytest("--llmperf-update-baselines", "--llmperf-json", "out.json")
+    result.assert_outcomes(failed=3)
+    assert "INTERNALERROR" not in result.stdout.str()
+    assert_lines(result, "baseline not updated: *baselines/cpu/test_suite.toml: *")
+    assert '"test_a"' in (suite.path / "out.json").read_text(), "the measurement is kept"
+
+
 def test_baseline_for_another_engine_is_one_clear_line(suite):
     suite.runpytest("--llmperf-update-baselines").assert_outcomes(passed=3)
     (suite.path / "test_suite.py").write_text(SUITE.replace("max_num_seqs=32", "max_num_seqs=1"))

@@ -85,6 +85,25 @@ def test_a_typo_in_the_llmperf_marker_names_the_test(pytester: pytest.Pytester):
     assert result.ret != 0
 
 
+def test_a_tolerance_written_as_a_percentage_names_the_test(pytester: pytest.Pytester):
+    pytester.makepyfile(f"""
+        import pytest
+        from pytest_llmperf import Engine, Workload
+
+        @pytest.mark.engine({ENGINE_A})
+        @pytest.mark.llmperf(tolerance=10)
+        def test_x(llmperf):
+            llmperf.run(Workload.fixed(input_tokens=8, output_tokens=8, num_requests=1,
+                                       concurrency=1))
+    """)
+    result = pytester.runpytest()
+    result.stdout.fnmatch_lines([
+        "*test_x: @pytest.mark.llmperf: tolerance is a fraction (0.1 means 10%) from 0 to 4, "
+        "got 10",
+    ])
+    assert result.ret != 0
+
+
 def test_tests_are_grouped_so_each_engine_starts_once(pytester: pytest.Pytester):
     pytester.makepyfile(f"""
         import pytest

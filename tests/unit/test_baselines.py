@@ -173,7 +173,7 @@ KEY = 'baselines/cpu/test_cpu.toml: ["test_fixed[64]"]'
         (ENTRY + GOOD.replace("n = 1", "n = 1.5"),
          f'{KEY}.metrics."ttft_s.p50": "n" must be an integer >= 1, got 1.5; {FIX}'),
         (ENTRY + GOOD.replace("tolerance = 0.1", "tolerance = 10"),
-         f'{KEY}.metrics."ttft_s.p50": "tolerance" is a fraction (0.1 means 10%), got 10.0; '
+         f'{KEY}.metrics."ttft_s.p50": "tolerance" is a fraction (0.1 means 10%) from 0 to 4, got 10.0; '
          f"{FIX}"),
     ],
 )  # fmt: skip

@@ -199,7 +199,7 @@ def test_bad_tolerance_is_a_usage_error(capsys, before):
     code, _, err = compare(capsys, before, before, "--tolerance", "10")
     assert code == 2
     assert err.splitlines()[-1] == (
-        "llmperf compare: error: argument --tolerance: is a fraction (0.1 means 10%), got 10")
+        "llmperf compare: error: argument --tolerance: is a fraction (0.1 means 10%) from 0 to 4, got 10")
 
 
 # ---------------------------------------------------------------- env
