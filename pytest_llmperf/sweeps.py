@@ -17,14 +17,8 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from pytest_llmperf import gate
-from pytest_llmperf.loadgen import Concurrency, Ramp, Rate, arrival_offsets, counts_slot_waits
-from pytest_llmperf.metrics import (
-    DISTRIBUTIONS,
-    SCALARS,
-    STATISTICS,
-    RunMetrics,
-    client_lag_note,
-)
+from pytest_llmperf.loadgen import Concurrency, Ramp, Rate, arrival_offsets
+from pytest_llmperf.metrics import DISTRIBUTIONS, SCALARS, STATISTICS, RunMetrics
 from pytest_llmperf.workloads import Workload
 
 __all__ = [
@@ -236,9 +230,9 @@ def judge_rate(workload: Workload, metrics: RunMetrics, slo: gate.SLO) -> Capaci
         failures.append(("request_throughput_req_s",
                          f"saturated: completed {achieved:.2f} req/s < {KEEP_UP:g} x offered "
                          f"{offered:.2f} req/s"))
-    # A rate the client could not offer on time is no capacity of the engine's.
-    if lag := client_lag_note(metrics, slot_waits_count=counts_slot_waits(workload.pattern)):
-        failures.append(("queue_s.p99", lag))
+    # Client lag is left to the note under the summary (session.run), not failed here: a client
+    # that cannot keep up for the whole run fails KEEP_UP above, and failing on its p99 made one
+    # 16 ms spike at 32 req/s halve the CPU suite's capacity.
     report = gate.check_targets(metrics.flat(), slo)
     failures += [(verdict.name, verdict.message) for verdict in report.failures]
     if not failures:
@@ -269,9 +263,8 @@ def find_capacity(
     rel_tol: float = 0.1,
     max_runs: int = 8,
 ) -> Capacity:
-    """The highest rate (requests/s) at which every SLO target holds, no request fails, the
-    engine keeps up (KEEP_UP) and the client keeps its schedule (CLIENT_LAG_LIMIT_S); at most
-    `max_runs` measurements.
+    """The highest rate (requests/s) at which every SLO target holds, no request fails and the
+    engine keeps up (KEEP_UP); at most `max_runs` measurements.
 
     `low` first (if it fails there is no capacity to find); then `high`, doubled while it still
     passes; then bisection in log space (rates span orders of magnitude and the tolerance is

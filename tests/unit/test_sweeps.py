@@ -282,22 +282,11 @@ def test_failed_requests_fail_a_rate_first():
                           "111.1 ms, target <= 10.0 ms")
 
 
-def test_a_rate_the_client_could_not_offer_on_time_does_not_pass():
+def test_client_lag_alone_does_not_fail_a_rate():
+    # One lag spike (p99 38 ms) in a run that kept up: a note under the summary, not a failure.
     workload = rate_workload(BASE, 2.0)
-    lagging = replace(FakeEngine()(workload), queue_s=dist(0.001, 0.0384))
-    run = judge_rate(workload, lagging, SLO_TTFT)
-    assert not run.passed and run.limiting_metric == "queue_s.p99"
-    assert run.reason == (
-        "the client lagged its schedule (queue p99 38.4 ms > 10 ms): the load generator, not the "
-        "engine, limited this measurement; offer less load, or give the client cores the engine "
-        "does not use")
-
-
-def test_waiting_for_a_slot_under_a_cap_is_not_client_lag():
-    workload = rate_workload(replace(BASE, pattern=Rate(requests_per_s=1.0, max_concurrency=2)),
-                             2.0)
-    slow_slots = replace(FakeEngine()(workload), queue_s=dist(0.5, 2.0))
-    assert judge_rate(workload, slow_slots, SLO_TTFT).passed
+    spiky = replace(FakeEngine()(workload), queue_s=dist(0.001, 0.0384))
+    assert judge_rate(workload, spiky, SLO_TTFT).passed
 
 
 def test_a_passing_rate_says_so():
