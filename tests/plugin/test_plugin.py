@@ -67,40 +67,23 @@ def test_a_test_without_engine_fails_with_the_fix(pytester: pytest.Pytester):
     ])
 
 
-def test_a_typo_in_the_llmperf_marker_names_the_test(pytester: pytest.Pytester):
+@pytest.mark.parametrize(("marker_args", "message"), [
+    ("repet=3", "*unexpected keyword argument 'repet'*"),  # a typo
+    ("tolerance=10", "tolerance is a fraction (0.1 means 10%) from 0 to 4, got 10"),  # 10 for 10%
+], ids=["typo", "percentage"])
+def test_a_bad_llmperf_marker_names_the_test(pytester: pytest.Pytester, marker_args, message):
     pytester.makepyfile(f"""
         import pytest
         from pytest_llmperf import Engine, Workload
 
         @pytest.mark.engine({ENGINE_A})
-        @pytest.mark.llmperf(repet=3)
+        @pytest.mark.llmperf({marker_args})
         def test_x(llmperf):
             llmperf.run(Workload.fixed(input_tokens=8, output_tokens=8, num_requests=1,
                                        concurrency=1))
     """)
     result = pytester.runpytest()
-    result.stdout.fnmatch_lines([
-        "*test_x: @pytest.mark.llmperf: *unexpected keyword argument 'repet'*",
-    ])
-    assert result.ret != 0
-
-
-def test_a_tolerance_written_as_a_percentage_names_the_test(pytester: pytest.Pytester):
-    pytester.makepyfile(f"""
-        import pytest
-        from pytest_llmperf import Engine, Workload
-
-        @pytest.mark.engine({ENGINE_A})
-        @pytest.mark.llmperf(tolerance=10)
-        def test_x(llmperf):
-            llmperf.run(Workload.fixed(input_tokens=8, output_tokens=8, num_requests=1,
-                                       concurrency=1))
-    """)
-    result = pytester.runpytest()
-    result.stdout.fnmatch_lines([
-        "*test_x: @pytest.mark.llmperf: tolerance is a fraction (0.1 means 10%) from 0 to 4, "
-        "got 10",
-    ])
+    result.stdout.fnmatch_lines([f"*test_x: @pytest.mark.llmperf: {message}"])
     assert result.ret != 0
 
 
