@@ -236,9 +236,9 @@ def from_cpu(proc: Path = Path("/proc")) -> Hardware:
     )
 
 
-# A VM's "model name" can hide the CPU's generation ("AMD EPYC" for Zen 4 and Zen 5 alike), and
-# two generations behind one name ran the CPU suite 2-3x apart on this project's CI machines. The
-# vendor's family and model numbers (x86) or implementer and part (Arm) tell them apart.
+# A VM's "model name" can hide the CPU's generation ("AMD EPYC" for Zen 4 and Zen 5 alike); two
+# of this project's CI machines, both "AMD EPYC", ran the CPU suite 2.2-2.8x apart. The vendor's
+# family and model numbers (x86) or implementer and part (Arm) tell generations apart.
 _CPU_SIGNATURE_FIELDS = (("vendor_id", "{}"), ("cpu family", "family {}"), ("model", "model {}"),
                          ("CPU implementer", "implementer {}"), ("CPU part", "part {}"))
 
