@@ -251,8 +251,8 @@ def compute_metrics(records: Sequence[RequestRecord]) -> RunMetrics:
 
 # Client lag (scheduled -> sent) beyond this at p99 means the load generator did not keep its own
 # schedule, so the engine saw less load than the workload describes. An unloaded client stays under
-# 1 ms; on the 2-core CI machine, where client and engine share the cores, it passed 10 ms only
-# above ~70 req/s (36-38 ms p99 at 76 and 90 req/s of 128-in/32-out requests).
+# 1 ms; on the 2-core CI machine, where client and engine share the cores, it passed 10 ms above
+# ~70 req/s of 128-in/32-out requests (22-55 ms p99 at 76-128 req/s), and once at 32 req/s (16 ms).
 CLIENT_LAG_LIMIT_S = 0.010
 
 
