@@ -91,6 +91,12 @@ _ENTRY_FIELDS = ("value", "spread", "n", "direction", "tolerance")
 # almost surely a percentage written as a number ("10" for 10%).
 MAX_TOLERANCE = 4.0
 TOLERANCE_RULE = f"a fraction (0.1 means 10%) from 0 to {MAX_TOLERANCE:g}"
+
+
+def is_tolerance(value: object) -> bool:
+    """Does `value` follow TOLERANCE_RULE? (A bool is not a number here.)"""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and 0 <= value <= MAX_TOLERANCE)
 _SIGNIFICANT_DIGITS = 6
 
 
@@ -164,7 +170,7 @@ def _entry(path: Path, key: str, table: Any) -> BaselineEntry:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         _fail(path, key, f'"n" must be an integer >= 1, got {n!r}')
     tolerance = _number(path, key, table, "tolerance")
-    if not 0 <= tolerance <= MAX_TOLERANCE:
+    if not is_tolerance(tolerance):
         _fail(path, key, f'"tolerance" is {TOLERANCE_RULE}, got {tolerance!r}')
     return BaselineEntry(
         value=_number(path, key, table, "value"),

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_llmperf import gate
-from pytest_llmperf.baselines import MAX_TOLERANCE, TOLERANCE_RULE, BaselineError
+from pytest_llmperf.baselines import TOLERANCE_RULE, BaselineError, is_tolerance
 from pytest_llmperf.hardware import current_fingerprint, detect_hardware
 from pytest_llmperf.runfile import RunFile, SavedResult, read_run
 
@@ -54,7 +54,7 @@ def _tolerance(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a fraction such as 0.1, got {text!r}") from None
-    if not 0 <= value <= MAX_TOLERANCE:
+    if not is_tolerance(value):
         raise argparse.ArgumentTypeError(f"is {TOLERANCE_RULE}, got {text}")
     return value
 

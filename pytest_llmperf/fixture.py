@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_llmperf import sweeps
-from pytest_llmperf.baselines import MAX_TOLERANCE, TOLERANCE_RULE
+from pytest_llmperf.baselines import TOLERANCE_RULE, is_tolerance
 from pytest_llmperf.checks import Judgement
 from pytest_llmperf.engines.server import EngineStartError
 from pytest_llmperf.engines.spec import Engine
@@ -37,9 +37,7 @@ class TestOptions:
 
     def __post_init__(self) -> None:
         # Checked here, not when the baseline is written after minutes of measuring.
-        if self.tolerance is not None and not (
-                isinstance(self.tolerance, (int, float)) and not isinstance(self.tolerance, bool)
-                and 0 <= self.tolerance <= MAX_TOLERANCE):
+        if self.tolerance is not None and not is_tolerance(self.tolerance):
             raise ValueError(f"tolerance is {TOLERANCE_RULE}, got {self.tolerance!r}")
 
 
