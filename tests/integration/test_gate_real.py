@@ -18,16 +18,18 @@ from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
 pytestmark = requires_vllm
 
 SLOWDOWN = REPO / "tests" / "integration" / "slowdown"
-# A wide band, as the CPU suite uses: this machine's run-to-run noise must never fail a test,
-# while a 16x weaker scheduler or a 20 ms/step slowdown is far beyond it.
+# The very band and gated metrics the CPU suite ships with (suites/tiny.py): this machine's
+# run-to-run noise must not fail the unchanged rerun (a band of 0.5 did, once in CI: TTFT p50
+# 44.8 -> 78.3 ms), while a 16x weaker scheduler or a 20 ms/step slowdown is far beyond it.
 SUITE = """
 import os
 import pytest
 from pytest_llmperf import Workload
-from suites.tiny import TINY_CPU
+from suites.tiny import CPU_GATED, CPU_TOLERANCE, TINY_CPU
 
 ENGINE = TINY_CPU.replace(max_num_seqs=int(os.environ.get("SEQS", "16")))
-pytestmark = [pytest.mark.engine(ENGINE), pytest.mark.llmperf(tolerance=0.5)]
+pytestmark = [pytest.mark.engine(ENGINE),
+              pytest.mark.llmperf(tolerance=CPU_TOLERANCE, gate=CPU_GATED)]
 
 def test_concurrent(llmperf):
     llmperf.run(Workload.fixed(input_tokens=64, output_tokens=32, num_requests=48,
@@ -59,8 +61,10 @@ def test_weaker_engine_is_caught_and_unchanged_rerun_passes(suite, monkeypatch):
     monkeypatch.setenv("SEQS", "1")
     weaker = run(suite, "--llmperf-compare", "strong")
     weaker.assert_outcomes(failed=1)
-    weaker.stdout.re_match_lines([r"^output_throughput_tok_s regressed: .* vs baseline .* "
-                                  r"\(-\d+\.\d%, allowed -33\.3%, higher is better\) "
+    # TTFT p50 is the widest margin: with one sequence at a time, 16 waiting requests queue
+    # (measured +940% against the +150% allowed; throughput fell 74%, near its -60% edge).
+    weaker.stdout.re_match_lines([r"^ttft_s\.p50 regressed: .* ms vs baseline .* ms "
+                                  r"\(\+\d+\.\d%, allowed \+150\.0%, lower is better\) "
                                   r"\[\.llmperf/runs/strong\.json :: \"test_concurrent\"\]$"])
 
 
@@ -71,7 +75,7 @@ def test_slower_vllm_same_spec_is_caught_by_the_baseline(suite, monkeypatch):
     slower = run(suite)
     slower.assert_outcomes(failed=1)
     slower.stdout.re_match_lines([
-        r"^tpot_s\.p50 regressed: .* ms vs baseline .* ms \(\+\d+\.\d%, allowed \+50\.0%, lower "
+        r"^tpot_s\.p50 regressed: .* ms vs baseline .* ms \(\+\d+\.\d%, allowed \+150\.0%, lower "
         r"is better\) \[baselines/cpu/test_gate_suite\.toml :: \"test_concurrent\"\]; if this "
         r"change is intended, update with: pytest --llmperf-update-baselines "
         r"\"test_gate_suite\.py::test_concurrent\"$",
