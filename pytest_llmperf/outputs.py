@@ -26,8 +26,7 @@ def payload(session, started) -> dict[str, Any]:
     return {
         "rows": report.summary_rows(session.results, session.verdicts),
         "extras": report.extra_lines(session.extras, session.verdicts),
-        "starts": [f"engine {engine.label()}: healthy after {seconds:.1f} s"
-                   for engine, seconds in session.pool.starts],
+        "starts": [[engine.label(), seconds] for engine, seconds in session.pool.starts],
         "notes": list(session.notes),
         "document": document,
     }
@@ -63,9 +62,11 @@ def write_documents(session, payloads: list[dict[str, Any]]) -> list[str]:
 
 
 def summary(payloads: list[dict[str, Any]]) -> list[str]:
-    """The terminal section: the table, then capacities/offline, engine starts and notes."""
+    """The terminal section: the table and its engine legend (with start times), then
+    capacities/offline throughputs and notes."""
     rows = [row for p in payloads for row in p["rows"]]
-    lines = report.table_lines(rows)
-    for key in ("extras", "starts", "notes"):
+    starts = [(label, seconds) for p in payloads for label, seconds in p["starts"]]
+    lines = report.table_lines(rows) + report.engine_lines(rows, starts)
+    for key in ("extras", "notes"):
         lines += [line for p in payloads for line in p[key]]
     return lines

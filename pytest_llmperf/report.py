@@ -6,7 +6,8 @@ Latencies are shown in milliseconds (the unit people quote for TTFT/TPOT), throu
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 
 from pytest_llmperf.result import Result
 
@@ -66,16 +67,61 @@ def format_table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 HEADER = ["test", "engine", "workload", *(c[0] for c in COLUMNS), "verdict"]
+ENGINE = HEADER.index("engine")
+
+
+def engine_keys(labels: Iterable[str]) -> dict[str, str]:
+    """Short names for the engine column, as a full label (every non-default setting) would make
+    the table too wide to read: the model's name, numbered (#1, #2, in order of appearance) where
+    one model is served with several specs. engine_lines spells each one out under the table."""
+    distinct = list(dict.fromkeys(labels))
+    models = Counter(label.split(" ", 1)[0] for label in distinct)
+    numbered: Counter[str] = Counter()
+    keys = {}
+    for label in distinct:
+        model = label.split(" ", 1)[0]
+        if models[model] == 1:
+            keys[label] = model
+        else:
+            numbered[model] += 1
+            keys[label] = f"{model}#{numbered[model]}"
+    return keys
 
 
 def table_lines(rows: list[list[str]]) -> list[str]:
-    """The table for rows from summary_rows (possibly from several pytest-xdist workers)."""
-    return format_table(HEADER, rows) + [UNITS_LINE] if rows else []
+    """The table for rows from summary_rows (possibly from several pytest-xdist workers), engines
+    by their short keys."""
+    if not rows:
+        return []
+    keys = engine_keys(row[ENGINE] for row in rows)
+    keyed = [[*row[:ENGINE], keys[row[ENGINE]], *row[ENGINE + 1:]] for row in rows]
+    return format_table(HEADER, keyed) + [UNITS_LINE]
+
+
+def engine_lines(rows: list[list[str]], starts: Iterable[tuple[str, float]] = ()) -> list[str]:
+    """The legend of the engine column, with each engine's start time where this session started
+    it (`starts`: label and seconds to healthy, from every worker), then engines that started but
+    measured nothing."""
+    seconds: dict[str, list[float]] = {}
+    for label, took in starts:
+        seconds.setdefault(label, []).append(took)
+
+    def healthy(label: str) -> str:
+        took = seconds.pop(label, [])
+        return "healthy after " + ", ".join(f"{s:.1f} s" for s in took) if took else ""
+
+    lines = []
+    for label, key in engine_keys(row[ENGINE] for row in rows).items():
+        lines.append(f"engine {key} = {label}" + (f"; {h}" if (h := healthy(label)) else ""))
+    lines += [f"engine {label}: {healthy(label)}" for label in list(seconds)]
+    return lines
 
 
 def summary_lines(results: Sequence[Result], verdicts: dict[str, str] | None = None) -> list[str]:
-    """The table; `verdicts` maps a test id to its gate verdict (e.g. "pass", "REGRESSION")."""
-    return table_lines(summary_rows(results, verdicts or {}))
+    """The table and its engine legend; `verdicts` maps a test id to its gate verdict (e.g.
+    "pass", "REGRESSION")."""
+    rows = summary_rows(results, verdicts or {})
+    return table_lines(rows) + engine_lines(rows)
 
 
 def extra_lines(extras, verdicts: dict[str, str]) -> list[str]:

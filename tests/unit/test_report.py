@@ -11,7 +11,14 @@ import math
 from pytest_llmperf import checks
 from pytest_llmperf.metrics import compute_metrics
 from pytest_llmperf.records import RequestRecord
-from pytest_llmperf.report import UNITS_LINE, extra_lines, summary_lines, summary_rows
+from pytest_llmperf.report import (
+    UNITS_LINE,
+    engine_keys,
+    engine_lines,
+    extra_lines,
+    summary_lines,
+    summary_rows,
+)
 from pytest_llmperf.result import Result
 from pytest_llmperf.stats import Estimate
 
@@ -54,21 +61,43 @@ def test_the_whole_table():
     results = [ok_result(kv_cache_usage_max=0.4375, prefix_cache_hit_rate=0.75),
                result(FAIL_ID, [failed()])]
     assert summary_lines(results, {OK_ID: "pass"}) == [
-        "test                           engine                 workload                          "
+        "test                           engine      workload                          "
         "  ok  fail  out tok/s  req/s  TTFT p50  TTFT p99  TPOT p50  ITL p50  E2EL p50  queue p99"
         "  KV max%  hit%  verdict",
-        "-----------------------------  ---------------------  ----------------------------------"
+        "-----------------------------  ----------  ----------------------------------"
         "  --  ----  ---------  -----  --------  --------  --------  -------  --------  ---------"
         "  -------  ----  -------",
-        "suites/test_cpu.py::test_ok    tiny-llama eager=True  fixed-16in-4out x1 @ concurrency 1"
+        "suites/test_cpu.py::test_ok    tiny-llama  fixed-16in-4out x1 @ concurrency 1"
         "   1     0        4.0   1.00     250.0     250.0    250.00   250.00      1000      62.50"
         "       44    75  pass",
         # Trailing blanks are stripped: the empty verdict leaves no padding behind.
-        "suites/test_cpu.py::test_fail  tiny-llama eager=True  fixed-16in-4out x1 @ concurrency 1"
+        "suites/test_cpu.py::test_fail  tiny-llama  fixed-16in-4out x1 @ concurrency 1"
         "   0     1        0.0   0.00         -         -         -        -         -      31.25"
         "        -     -",
         UNITS_LINE,
+        # The engine column holds the model's name; its legend spells out the spec.
+        "engine tiny-llama = tiny-llama eager=True",
     ]
+
+
+def test_engine_keys_number_the_specs_of_one_model_in_order_of_appearance():
+    labels = ["tiny seqs=16", "llama-8b tp=1", "tiny seqs=1", "tiny seqs=16", "tiny seqs=8"]
+    assert engine_keys(labels) == {"tiny seqs=16": "tiny#1", "llama-8b tp=1": "llama-8b",
+                                   "tiny seqs=1": "tiny#2", "tiny seqs=8": "tiny#3"}
+
+
+def test_engine_legend_carries_start_times_from_every_worker():
+    rows = [["t::a", "tiny seqs=16"], ["t::b", "tiny seqs=1"], ["t::c", "tiny seqs=16"]]
+    starts = [("tiny seqs=1", 24.56), ("tiny seqs=16", 31.04), ("tiny seqs=16", 25.0),
+              ("ghost", 20.0)]  # started by a test that then failed before measuring
+    assert engine_lines(rows, starts) == [
+        "engine tiny#1 = tiny seqs=16; healthy after 31.0 s, 25.0 s",
+        "engine tiny#2 = tiny seqs=1; healthy after 24.6 s",
+        "engine ghost: healthy after 20.0 s",
+    ]
+    assert engine_lines([], starts) == ["engine tiny seqs=1: healthy after 24.6 s",
+                                        "engine tiny seqs=16: healthy after 31.0 s, 25.0 s",
+                                        "engine ghost: healthy after 20.0 s"]
 
 
 def test_row_cells_in_units_of_the_header():
