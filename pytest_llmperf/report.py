@@ -107,7 +107,7 @@ def engine_lines(rows: list[list[str]], starts: Iterable[tuple[str, float]] = ()
         seconds.setdefault(label, []).append(took)
 
     def healthy(label: str) -> str:
-        took = seconds.pop(label, [])
+        took = seconds.pop(label, [])  # popped: what is left started but measured nothing
         return "healthy after " + ", ".join(f"{s:.1f} s" for s in took) if took else ""
 
     lines = []
