@@ -63,15 +63,13 @@ def _cell(value: float, fmt: Any) -> str:
     return "NaN" if math.isnan(value) else fmt(value)
 
 
-def _band(verdict: gate.Verdict, tolerance: float, fmt: Any) -> str:
+def _band(verdict: gate.Verdict, fmt: Any) -> str:
     # Marked when the measured noise, not the tolerance, set the band: a wide band then says
     # "these runs are too noisy to see a smaller change", not "a large change is fine".
     if math.isnan(verdict.band):  # B has no value: there is no band to show
         return "-"
-    change = verdict.value - verdict.reference
-    floor = gate.tolerance_floor(tolerance, verdict.reference, change)
-    mark = NOISE_MARK if verdict.band > floor * (1 + 1e-9) else ""
-    sign = gate.band_side(change, verdict.reference)
+    mark = NOISE_MARK if verdict.noisy else ""
+    sign = gate.band_side(verdict.value - verdict.reference, verdict.reference)
     if verdict.reference:
         return f"{sign}{verdict.band_pct:.1f}%{mark}"
     return f"{sign}{fmt(verdict.band)}{mark}"
@@ -105,7 +103,7 @@ def _metric_row(
         return [key, name, "NaN", shown, "-", "-", "no value in A"], None
     verdict = gate.check_metric(name, current, entry, origin=gate.Origin(f'{a.path} :: "{key}"'))
     cells = [key, name, fmt(entry.value), _cell(current.value, fmt)]
-    cells += [_delta(verdict, fmt), _band(verdict, tolerance, fmt), VERDICT_WORDS[verdict.status]]
+    cells += [_delta(verdict, fmt), _band(verdict, fmt), VERDICT_WORDS[verdict.status]]
     return cells, verdict
 
 

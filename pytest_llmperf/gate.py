@@ -59,7 +59,6 @@ __all__ = [
     "check_targets",
     "make_entries",
     "metric_direction",
-    "tolerance_floor",
 ]
 
 NOISE_K = 3.0
@@ -120,7 +119,8 @@ class Verdict:
     """One metric's outcome. `reference` is the baseline value or the target's bound.
 
     `delta_pct` is the signed change from the reference (+ means the number went up, whatever
-    the direction); `band` is the allowed change in the metric's unit (0 for targets).
+    the direction); `band` is the allowed change in the metric's unit (0 for targets); `noisy`
+    says the measured noise, not the tolerance, set the band.
     """
 
     name: str
@@ -131,6 +131,7 @@ class Verdict:
     band: float
     band_pct: float
     message: str
+    noisy: bool = False
 
     @property
     def failed(self) -> bool:
@@ -164,7 +165,7 @@ def _as_estimate(current: Estimate | float) -> Estimate:
     return current if isinstance(current, Estimate) else Estimate(float(current), 0.0, 1)
 
 
-def tolerance_floor(tolerance: float, base: float, delta: float) -> float:
+def _tolerance_floor(tolerance: float, base: float, delta: float) -> float:
     """The tolerance's share of the band on the side the value moved to (module docstring)."""
     return abs(base) * (tolerance if band_side(delta, base) == "+" else tolerance / (1 + tolerance))
 
@@ -201,7 +202,7 @@ def check_metric(
         message = f"{name} has no value (NaN) vs baseline {fmt(base)}{hint}"
         return Verdict(name, REGRESSION, current.value, base, math.nan, math.nan, math.nan, message)
     delta = current.value - base
-    floor = tolerance_floor(baseline.tolerance, base, delta)
+    floor = _tolerance_floor(baseline.tolerance, base, delta)
     noise = NOISE_K * math.hypot(baseline.spread, current.spread)
     allowed = max(floor, noise)
     worse = delta if baseline.direction == "lower" else -delta
@@ -214,12 +215,14 @@ def check_metric(
         status, verb = IMPROVEMENT, "improved beyond the band"
     # A zero baseline (an idle counter) has no percentages: show the change itself.
     change = f"{_percent(delta, base):+.1f}%" if base else "+-"[delta < 0] + fmt(abs(delta))
-    band = _band_text(status, baseline, allowed, delta, noise > floor, fmt)
+    noisy = noise > floor
+    band = _band_text(status, baseline, allowed, delta, noisy, fmt)
     hint = origin.hint(status) if origin else ""
     shown = f"{fmt(current.value)} vs baseline {fmt(base)}"
     message = f"{name} {verb}: {shown} ({change}, {band}){hint}"
     delta_pct, band_pct = _percent(delta, base), _percent(allowed, base)
-    return Verdict(name, status, current.value, base, delta_pct, allowed, band_pct, message)
+    return Verdict(name, status, current.value, base, delta_pct, allowed, band_pct, message,
+                   noisy)
 
 
 def check_baseline(

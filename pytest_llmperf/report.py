@@ -74,12 +74,11 @@ def engine_keys(labels: Iterable[str]) -> dict[str, str]:
     """Short names for the engine column, as a full label (every non-default setting) would make
     the table too wide to read: the model's name, numbered (#1, #2, in order of appearance) where
     one model is served with several specs. engine_lines spells each one out under the table."""
-    distinct = list(dict.fromkeys(labels))
-    models = Counter(label.split(" ", 1)[0] for label in distinct)
+    model_of = {label: label.split(" ", 1)[0] for label in labels}  # in order of appearance
+    models = Counter(model_of.values())
     numbered: Counter[str] = Counter()
     keys = {}
-    for label in distinct:
-        model = label.split(" ", 1)[0]
+    for label, model in model_of.items():
         if models[model] == 1:
             keys[label] = model
         else:
