@@ -1,7 +1,9 @@
-"""The `llmperf` command: compare two saved runs, print this machine's fingerprint.
+"""The `llmperf` command: compare two saved runs, print this machine's fingerprint, measure the
+client.
 
     llmperf compare A.json B.json [--metrics ttft_s.p50,...] [--tolerance 0.1]
     llmperf env [--json] [--hardware CLASS[:N]]
+    llmperf bench-client [--streams 64,256] [--rates 100] [--workers N] [--no-vllm]
 
 `compare` judges B (the candidate, e.g. after a vLLM upgrade) against A (the reference) with the
 same gate as the plugin: A's saved value and spread are the baseline, B's the current estimate.
@@ -17,6 +19,7 @@ import math
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pytest_llmperf import gate
@@ -262,7 +265,60 @@ def make_parser() -> argparse.ArgumentParser:
                      help="hardware override as in --llmperf-hardware, e.g. h100, h200:8, cpu "
                           "(default: $LLMPERF_HARDWARE, else detected)")
     env.set_defaults(run=_env)
+    _add_bench_client(commands)
     return parser
+
+
+def _positive_ints(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected whole numbers >= 1 separated by commas, "
+                                         f"e.g. 64,256; got {text!r}")
+    return values
+
+
+def _add_bench_client(commands) -> None:
+    bench = commands.add_parser(
+        "bench-client", help="measure the load generator against a mock server of known timing",
+        description="Run the client (and `vllm bench serve`, when vLLM is installed) against a "
+                    "mock OpenAI server that streams one chunk per stream every --interval-ms; "
+                    "print throughput, CPU per chunk and latencies beside the true values.")
+    bench.add_argument("--interval-ms", type=float, default=10.0,
+                       help="time between two chunks of one stream (default 10)")
+    bench.add_argument("--output-tokens", type=int, default=128,
+                       help="tokens per request (default 128)")
+    bench.add_argument("--streams", type=_positive_ints, default=[64, 256, 512, 1024],
+                       metavar="N,N", help="closed-loop loads (default 64,256,512,1024)")
+    bench.add_argument("--rates", type=_positive_ints, default=None, metavar="R,R",
+                       help="open-loop Poisson rates in req/s (default: the rates that keep "
+                            "about 128 and 512 streams open)")
+    bench.add_argument("--workers", type=lambda text: _positive_ints(text)[0], default=1,
+                       metavar="N",
+                       help="client processes for our client (default 1)")
+    bench.add_argument("--api", choices=("completions", "chat"), default="completions",
+                       help="endpoint to stream from (default completions; vllm bench runs on "
+                            "completions only)")
+    bench.add_argument("--no-vllm", action="store_true",
+                       help="skip `vllm bench serve` (default: run it when vLLM is installed)")
+    bench.add_argument("--tokenizer", default="suites/models/tiny-llama",
+                       help="tokenizer for vllm bench's random prompts "
+                            "(default suites/models/tiny-llama)")
+    bench.add_argument("--json", type=Path, default=None, metavar="PATH",
+                       help="also write the rows as JSON here (default: none)")
+    bench.set_defaults(run=_bench_client)
+
+
+def _bench_client(args: argparse.Namespace) -> int:
+    from pytest_llmperf.clientbench.bench import BenchConfig, main_bench, make_loads
+
+    loads = make_loads(args.streams, args.rates, args.output_tokens, args.interval_ms / 1e3)
+    return main_bench(BenchConfig(
+        interval_ms=args.interval_ms, output_tokens=args.output_tokens,
+        workers=args.workers, api=args.api, loads=loads, with_vllm=not args.no_vllm,
+        tokenizer=args.tokenizer, json_path=args.json))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,25 +1,29 @@
-"""Async httpx client for OpenAI-compatible streaming endpoints -> one RequestRecord per request.
+"""OpenAI-compatible streaming client -> one RequestRecord per request.
 
-It times each streamed chunk on arrival and counts the tokens the chunk carried (vLLM's
-`return_token_ids` gives them exactly; other servers fall back to one token per text chunk, and the
-record says so). Output length is forced with `ignore_eos` plus `min_tokens = max_tokens` and the
-server's `usage` is kept so metrics never count tokens by counting chunks.
+It times each streamed chunk on arrival (http1.py stamps every read before parsing it) and counts
+the tokens the chunk carried (vLLM's `return_token_ids` gives them exactly; other servers fall back
+to one token per text chunk, and the record says so; see sse.py). Output length is forced with
+`ignore_eos` plus `min_tokens = max_tokens` and the server's `usage` is kept so metrics never count
+tokens by counting chunks.
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import httpx
+import msgspec
 
+from pytest_llmperf.http1 import ConnectionPool
 from pytest_llmperf.records import Request, RequestRecord
+from pytest_llmperf.sse import ERROR_BODY_CHARS, StreamDecoder
+
+__all__ = ["ERROR_BODY_CHARS", "ClientOptions", "OpenAIStreamClient"]
 
 REQUEST_TIMEOUT_S = 600.0  # one request, first byte to last; a long generation on CPU is slow
 CONNECT_TIMEOUT_S = 10.0
-ERROR_BODY_CHARS = 300
 
 Api = Literal["completions", "chat"]
 
@@ -44,17 +48,14 @@ class OpenAIStreamClient:
         self.model = model
         self.options = options or ClientOptions()
         self.clock = clock
-        self._http: httpx.AsyncClient | None = None
+        self._pool = ConnectionPool(self.base_url, clock=clock, connect_timeout_s=CONNECT_TIMEOUT_S)
+        self.coalesced_chunks = 0  # token chunks that shared a read with their predecessor
 
     async def __aenter__(self) -> "OpenAIStreamClient":
-        # No connection cap: the load generator decides concurrency, never the HTTP pool.
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-        timeout = httpx.Timeout(REQUEST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
-        self._http = httpx.AsyncClient(base_url=self.base_url, limits=limits, timeout=timeout)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self._http.aclose()
+        self._pool.close()
 
     @property
     def path(self) -> str:
@@ -86,57 +87,25 @@ class OpenAIStreamClient:
             index=index, expected_prompt_tokens=request.prompt_tokens,
             expected_output_tokens=request.output_tokens, scheduled_s=scheduled_s,
         )
+        decoder = StreamDecoder(record)
         try:
-            body = self.body(request)
+            raw = self._pool.request_bytes(self.path, _encode(self.body(request)))
             record.sent_s = self.clock()
-            async with self._http.stream("POST", self.path, json=body) as response:
-                if response.status_code != 200:
-                    text = (await response.aread()).decode(errors="replace")
-                    record.error = f"HTTP {response.status_code}: {text[:ERROR_BODY_CHARS]}"
-                    return record
-                async for line in response.aiter_lines():
-                    if self._on_line(line, record):
-                        break
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                status, error_body = await self._pool.post(raw, decoder.feed)
+            if status != 200:
+                text = error_body.decode(errors="replace")
+                record.error = f"HTTP {status}: {text[:ERROR_BODY_CHARS]}"
+        except TimeoutError:
+            record.error = f"no complete response within {REQUEST_TIMEOUT_S:g} s"
         except Exception as exc:  # every failure becomes data; the run goes on
             record.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         finally:
             record.done_s = self.clock()
+            self.coalesced_chunks += decoder.coalesced
         if record.error is None and not record.chunk_times_s:
             record.error = "stream ended without any generated token"
         return record
 
-    def _on_line(self, line: str, record: RequestRecord) -> bool:
-        """Handle one SSE line; True when the stream is finished."""
-        if not line.startswith("data:"):
-            return False
-        now = self.clock()
-        data = line[5:].strip()
-        if data == "[DONE]":
-            return True
-        payload = json.loads(data)
-        if "error" in payload:
-            detail = json.dumps(payload["error"])[:ERROR_BODY_CHARS]
-            record.error = f"server error in stream: {detail}"
-            return True
-        usage = payload.get("usage")
-        if usage:
-            record.usage_prompt_tokens = usage.get("prompt_tokens")
-            record.usage_output_tokens = usage.get("completion_tokens")
-        for choice in payload.get("choices") or ():
-            tokens = self._tokens_in(choice, record)
-            if tokens:
-                record.chunk_times_s.append(now)
-                record.chunk_tokens.append(tokens)
-        return False
 
-    @staticmethod
-    def _tokens_in(choice: dict[str, Any], record: RequestRecord) -> int:
-        token_ids = choice.get("token_ids")
-        if token_ids is not None:
-            return len(token_ids)
-        delta = choice.get("delta")
-        text = delta.get("content") if isinstance(delta, dict) else choice.get("text")
-        if text:
-            record.tokens_estimated = True
-            return 1
-        return 0
+_encode = msgspec.json.Encoder().encode

@@ -19,6 +19,7 @@ from pytest_llmperf.checks import Judgement
 from pytest_llmperf.engines.server import EngineStartError
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.result import Result, result_id
+from pytest_llmperf.settings import usable_cores
 from pytest_llmperf.stats import Estimate
 from pytest_llmperf.workloads import Workload
 
@@ -174,6 +175,7 @@ class Llmperf:
         if failure:  # outside the except block, so pytest shows one line, not a chained trace
             pytest.fail(failure, pytrace=False)
         self.results.append(result)
+        self._check_client(result)
         self._check_errors(result, self.options.max_error_rate)
         return result
 
@@ -195,6 +197,15 @@ class Llmperf:
             warnings.warn(StaleBaselineWarning(message), stacklevel=3)
         if judgement.failed:
             pytest.fail(judgement.failure_text(), pytrace=False)
+
+    @staticmethod
+    def _check_client(result: Result) -> None:
+        """A run the load generator limited, or lost a worker in, measured the client: it fails
+        here, before any judging, so it can never become a baseline. It stays in the summary."""
+        if result.client_error:
+            pytest.fail(result.client_error, pytrace=False)
+        if result.client is not None and result.client.limited:
+            pytest.fail(result.client.failure(usable_cores()), pytrace=False)
 
     @staticmethod
     def _check_errors(result: Result, limit: float) -> None:

@@ -13,6 +13,7 @@ Where we differ, on purpose:
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -175,20 +176,21 @@ async def _closed_loop(
     start_s: float,
     deadline_s: float,
     clock: Callable[[], float],
+    take_next: Callable[[], int] | None,
 ) -> list[RequestRecord | None]:
     records: list[RequestRecord | None] = [None] * len(requests)
-    next_index = iter(range(len(requests)))
+    if take_next is None:
+        take_next = itertools.count().__next__
 
     async def worker() -> None:
         # The first wave is due at the start; each later request is due the moment a slot frees,
         # so its queue lag is the client's own overhead.
         scheduled_s = start_s
-        for i in next_index:
-            if scheduled_s > deadline_s:
-                return
+        while scheduled_s <= deadline_s and (i := take_next()) < len(requests):
             records[i] = await _safe_send(send, i, requests[i], scheduled_s)
             scheduled_s = clock()
 
+    await _sleep_until(start_s, clock)
     await _gather_all([worker() for _ in range(min(max_concurrency, len(requests)))])
     return records
 
@@ -201,8 +203,10 @@ async def _open_loop(
     start_s: float,
     deadline_s: float,
     clock: Callable[[], float],
+    only: Sequence[int] | None,
 ) -> list[RequestRecord | None]:
     records: list[RequestRecord | None] = [None] * len(requests)
+    offsets = offsets.tolist()  # plain floats: numpy scalars are slow in the loop below
     slots = asyncio.Semaphore(cap) if cap is not None else None
     tasks: list[asyncio.Task[None]] = []
 
@@ -214,8 +218,8 @@ async def _open_loop(
                 slots.release()
 
     try:
-        for i, offset in enumerate(offsets.tolist()):
-            scheduled_s = start_s + offset
+        for i in range(len(requests)) if only is None else only:
+            scheduled_s = start_s + offsets[i]
             if scheduled_s > deadline_s:
                 break
             await _sleep_until(scheduled_s, clock)
@@ -261,11 +265,19 @@ async def run_load(
     seed: int = 0,
     duration_s: float | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    start_s: float | None = None,
+    only: Sequence[int] | None = None,
+    take_next: Callable[[], int] | None = None,
 ) -> list[RequestRecord]:
     """Send `requests` as `pattern` says; the records of those sent, in request order.
 
     With `duration_s`, nothing is scheduled later than start + duration_s; requests past that are
     not sent and not in the result.
+
+    Several processes share one schedule (client workers) through the last three: `start_s`, the
+    common start instant on the system-wide perf_counter clock; `only`, the indices of an open
+    loop's arrivals this process sends (each keeps its offset in the whole schedule); `take_next`,
+    a closed loop's shared counter, so a slot freed in any process takes the next request.
     """
     if duration_s is not None and not (_is_number(duration_s) and duration_s >= 0):
         raise ValueError(
@@ -274,14 +286,14 @@ async def run_load(
     if not isinstance(pattern, (Concurrency, Rate, Ramp)):
         raise TypeError(f"pattern must be Concurrency, Rate or Ramp, got {type(pattern).__name__}")
     offsets = arrival_offsets(pattern, len(requests), seed)
-    start_s = clock()
+    start_s = clock() if start_s is None else start_s
     deadline_s = math.inf if duration_s is None else start_s + duration_s
     if isinstance(pattern, Concurrency):
         records = await _closed_loop(
-            requests, send, pattern.max_concurrency, start_s, deadline_s, clock
+            requests, send, pattern.max_concurrency, start_s, deadline_s, clock, take_next
         )
     else:
         records = await _open_loop(
-            requests, send, offsets, pattern.max_concurrency, start_s, deadline_s, clock
+            requests, send, offsets, pattern.max_concurrency, start_s, deadline_s, clock, only
         )
     return [r for r in records if r is not None]

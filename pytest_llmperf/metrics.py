@@ -16,11 +16,9 @@ import numpy as np
 from pytest_llmperf.records import RequestRecord
 
 __all__ = [
-    "CLIENT_LAG_LIMIT_S",
     "METRIC_DIRECTIONS",
     "RunMetrics",
     "Summary",
-    "client_lag_note",
     "compute_metrics",
     "direction_of",
 ]
@@ -247,24 +245,3 @@ def compute_metrics(records: Sequence[RequestRecord]) -> RunMetrics:
         length_mismatches=sum(r.length_mismatch for r in records),
         tokens_estimated=sum(r.tokens_estimated for r in done),
     )
-
-
-# Client lag (scheduled -> sent) beyond this at p99 means the load generator did not keep its own
-# schedule, so the engine saw less load than the workload describes. An unloaded client stays under
-# 1 ms; on the 2-core CI machine, where client and engine share the cores, it passed 10 ms above
-# ~70 req/s of 128-in/32-out requests (22-55 ms p99 at 76-128 req/s), and once at 32 req/s (16 ms).
-CLIENT_LAG_LIMIT_S = 0.010
-
-
-def client_lag_note(metrics: RunMetrics, *, slot_waits_count: bool) -> str | None:
-    """One line when the client, not the engine, limited the measurement; None otherwise.
-
-    `slot_waits_count`: an open loop under a concurrency cap counts the wait for a free slot as
-    queue time on purpose (the engine's backlog, not the client's), so its lag says nothing here.
-    """
-    lag_s = metrics.queue_s.p99
-    if slot_waits_count or not lag_s > CLIENT_LAG_LIMIT_S:
-        return None
-    return (f"the client lagged its schedule (queue p99 {lag_s * 1e3:.1f} ms > "
-            f"{CLIENT_LAG_LIMIT_S * 1e3:g} ms): the load generator, not the engine, limited this "
-            "measurement; offer less load, or give the client cores the engine does not use")

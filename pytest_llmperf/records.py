@@ -60,3 +60,37 @@ class RequestRecord:
     def length_mismatch(self) -> bool:
         """True when the server generated a different number of tokens than was forced."""
         return self.ok and self.output_tokens != self.expected_output_tokens
+
+
+@dataclass(slots=True)
+class ClientStats:
+    """How hard the load generator itself worked during one measurement: the evidence for its
+    self-check (selfcheck.py). One per client process; `merge` folds several into one."""
+
+    workers: int = 1
+    wall_s: float = 0.0  # the measured window: start instant -> last record
+    cpu_s: float = 0.0  # CPU the client processes used in that window, all of them together
+    busiest_cpu_share: float = 0.0  # the busiest process's CPU time over the window (1.0 = a core)
+    chunks: int = 0  # token chunks received
+    coalesced_chunks: int = 0  # token chunks that shared a socket read with their predecessor
+    loop_lag_s: list[float] = field(default_factory=list)  # event-loop probe delays, all workers
+
+    @property
+    def cpu_us_per_chunk(self) -> float:
+        return self.cpu_s / self.chunks * 1e6 if self.chunks else 0.0
+
+    @property
+    def coalesced_share(self) -> float:
+        return self.coalesced_chunks / self.chunks if self.chunks else 0.0
+
+    @classmethod
+    def merge(cls, parts: list["ClientStats"]) -> "ClientStats":
+        return cls(
+            workers=len(parts),
+            wall_s=max((p.wall_s for p in parts), default=0.0),
+            cpu_s=sum(p.cpu_s for p in parts),
+            busiest_cpu_share=max((p.busiest_cpu_share for p in parts), default=0.0),
+            chunks=sum(p.chunks for p in parts),
+            coalesced_chunks=sum(p.coalesced_chunks for p in parts),
+            loop_lag_s=[lag for p in parts for lag in p.loop_lag_s],
+        )

@@ -7,6 +7,7 @@ from typing import Any
 
 from pytest_llmperf.metrics import RunMetrics, Summary
 from pytest_llmperf.records import RequestRecord
+from pytest_llmperf.selfcheck import ClientCheck
 from pytest_llmperf.stats import combine_repeats
 
 
@@ -32,6 +33,8 @@ class Result:
     engine_start_s: float | None = None
     server_metrics: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    client: ClientCheck | None = None  # the load generator's self-check for `metrics`' run
+    client_error: str | None = None  # a client worker died during the run
 
     def __getattr__(self, name: str) -> Summary | float:
         # Only reached for names that are not fields: forward metric names to RunMetrics.

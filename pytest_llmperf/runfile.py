@@ -157,6 +157,24 @@ def _result_entry(result: Result, verdicts: Mapping[str, str],
         "verdict": verdicts.get(result.test_id, verdicts.get(result.key, "")),
         "engine_start_s": _finite(result.engine_start_s),
         "gate": dict(gates.get(result.test_id, {})),
+        "client": _client(result),
+    }
+
+
+def _client(result) -> dict[str, Any]:
+    """The load generator's own effort and self-check verdict, beside what it measured."""
+    check = result.client
+    if check is None:
+        return {}
+    return {
+        "workers": check.workers,
+        "busiest_cpu_share": _finite(check.cpu_share),
+        "loop_lag_p90_s": _finite(check.loop_lag_p90_s),
+        "loop_lag_limit_s": _finite(check.loop_lag_limit_s),
+        "schedule_lag_p90_s": _finite(check.schedule_lag_p90_s),
+        "limited": check.limited,
+        "reasons": check.reasons,
+        **({"error": result.client_error} if result.client_error else {}),
     }
 
 

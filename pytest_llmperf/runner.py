@@ -3,20 +3,26 @@ with the server's own /metrics sampled alongside.
 
 This is the only place the load generator meets HTTP. Warm-up requests go first, on their own,
 and are not measured: they take the first-request costs (connection setup, lazy kernels) out of
-the numbers. The server metrics cover the measured requests only.
+the numbers. The server metrics cover the measured requests only. With `workers` > 1 the requests
+go out from that many client processes (clientworkers.py); with one, from this process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pytest_llmperf.client import ClientOptions, OpenAIStreamClient
-from pytest_llmperf.loadgen import Concurrency, run_load
-from pytest_llmperf.records import Request, RequestRecord
+from pytest_llmperf.loadgen import Concurrency, LoadPattern, run_load
+from pytest_llmperf.records import ClientStats, Request, RequestRecord
 from pytest_llmperf.server_metrics import ServerMetricsSampler
 
 WARMUP_CONCURRENCY = 4
+# The event-loop probe sleeps this long and records how late it woke: a loop busy with reads wakes
+# it late. uvloop's timers have 1 ms resolution, so only lags well above 1 ms mean anything.
+LAG_PROBE_S = 0.005
 
 
 @dataclass(frozen=True)
@@ -33,19 +39,75 @@ class Measurement:
     records: list[RequestRecord]
     server_metrics: dict[str, float] = field(default_factory=dict)
     warning: str | None = None  # why server metrics are missing or partial
+    client: ClientStats = field(default_factory=ClientStats)
+    client_error: str | None = None  # a client worker died; `records` holds the others'
+
+
+def run_async(coro):
+    """Run a coroutine on uvloop (libuv's loop: several times less CPU per socket read than
+    asyncio's selector loop), or asyncio's own loop where uvloop is not available."""
+    try:
+        import uvloop
+    except ImportError:  # e.g. Windows: correct, only slower
+        return asyncio.run(coro)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coro)
 
 
 def measure(endpoint: Endpoint, requests: list[Request], pattern, *, seed: int,
-            warmup: list[Request] = (), duration_s: float | None = None) -> Measurement:
+            warmup: Sequence[Request] = (), duration_s: float | None = None,
+            workers: int = 1) -> Measurement:
     """Run the requests against the endpoint; one record per request that was sent."""
-    return asyncio.run(_measure(endpoint, requests, pattern, seed, list(warmup), duration_s))
+    if workers > 1:
+        from pytest_llmperf.clientworkers import measure_in_workers
+
+        return measure_in_workers(endpoint, requests, pattern, seed=seed, warmup=list(warmup),
+                                  duration_s=duration_s, workers=workers)
+    return run_async(_measure(endpoint, requests, pattern, seed, list(warmup), duration_s))
 
 
 async def _measure(endpoint: Endpoint, requests, pattern, seed, warmup, duration_s):
     async with OpenAIStreamClient(endpoint.base_url, endpoint.model, endpoint.options) as client:
-        if warmup:
-            await run_load(warmup, client.send, Concurrency(max_concurrency=WARMUP_CONCURRENCY))
+        await warm_up(client, warmup, WARMUP_CONCURRENCY)
         async with ServerMetricsSampler(endpoint.base_url) as sampler:
-            records = await run_load(requests, client.send, pattern, seed=seed,
-                                     duration_s=duration_s)
-    return Measurement(records, sampler.summary(), sampler.warning)
+            records, stats = await run_measured(client, requests, pattern, seed=seed,
+                                                duration_s=duration_s)
+    return Measurement(records, sampler.summary(), sampler.warning, stats)
+
+
+async def warm_up(client: OpenAIStreamClient, warmup: Sequence[Request], concurrency: int) -> None:
+    if warmup:
+        await run_load(warmup, client.send, Concurrency(max_concurrency=concurrency))
+
+
+async def run_measured(client: OpenAIStreamClient, requests: Sequence[Request],
+                       pattern: LoadPattern, *, seed: int, duration_s: float | None,
+                       start_s: float | None = None, only: Sequence[int] | None = None,
+                       take_next: Callable[[], int] | None = None,
+                       ) -> tuple[list[RequestRecord], ClientStats]:
+    """The measured part of a run in this process, with the client's own effort beside it."""
+    start_s = time.perf_counter() if start_s is None else start_s
+    lags: list[float] = []
+    probe = asyncio.ensure_future(_probe_loop_lag(lags))
+    cpu0, coalesced0 = time.process_time(), client.coalesced_chunks
+    try:
+        records = await run_load(requests, client.send, pattern, seed=seed,
+                                 duration_s=duration_s, start_s=start_s, only=only,
+                                 take_next=take_next)
+    finally:
+        probe.cancel()
+    wall_s = max(time.perf_counter() - start_s, 1e-9)
+    cpu_s = time.process_time() - cpu0
+    stats = ClientStats(
+        workers=1, wall_s=wall_s, cpu_s=cpu_s, busiest_cpu_share=cpu_s / wall_s,
+        chunks=sum(len(r.chunk_times_s) for r in records),
+        coalesced_chunks=client.coalesced_chunks - coalesced0, loop_lag_s=lags)
+    return records, stats
+
+
+async def _probe_loop_lag(lags: list[float]) -> None:
+    clock = time.perf_counter
+    while True:
+        before = clock()
+        await asyncio.sleep(LAG_PROBE_S)
+        lags.append(clock() - before - LAG_PROBE_S)

@@ -18,15 +18,19 @@ from pytest_llmperf.client import ClientOptions
 from pytest_llmperf.engines.pool import EnginePool
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.fixture import user_nodeid
-from pytest_llmperf.loadgen import counts_slot_waits
-from pytest_llmperf.metrics import RunMetrics, client_lag_note, compute_metrics
+from pytest_llmperf.metrics import RunMetrics, compute_metrics
 from pytest_llmperf.result import Result, result_id
 from pytest_llmperf.runner import Endpoint, Measurement, measure
-from pytest_llmperf.settings import Settings
+from pytest_llmperf.selfcheck import check_client
+from pytest_llmperf.settings import Settings, usable_cores
 from pytest_llmperf.stats import Estimate
 from pytest_llmperf.workloads import Workload
 
 GIT_TIMEOUT_S = 5
+# More client processes than this only add start-up and merge time: 8 of them measured
+# (estimated from ~100,000 chunks/s per process on a free core) far above any one server.
+MAX_AUTO_WORKERS = 8
+CLIENT_LIMITED = "CLIENT LIMITED"  # the verdict column of a run the self-check refused
 RUNS_DIR = Path(".llmperf/runs")
 
 
@@ -88,12 +92,15 @@ class LlmperfSession:
         endpoint, start_s = self.endpoint_for(engine, workload)
         # The same requests and arrival schedule every repeat: only the engine's timing varies.
         requests, warmup = workload.build(self.tokenizer_for(engine))
+        workers = self.client_workers()
         runs: list[tuple[RunMetrics, Measurement]] = []
         for attempt in range(repeat):
             measured = measure(endpoint, requests, workload.pattern, seed=workload.seed,
                                warmup=warmup if attempt == 0 else (),
-                               duration_s=workload.duration_s)
+                               duration_s=workload.duration_s, workers=workers)
             runs.append((compute_metrics(measured.records), measured))
+            if measured.client_error:
+                break  # a client worker died: what was measured is kept, the test fails
         # The representative run (its records and summaries) is the median by output throughput.
         metrics, measured = sorted(runs, key=lambda run: run[0].output_throughput_tok_s)[
             len(runs) // 2]
@@ -106,11 +113,24 @@ class LlmperfSession:
             metrics=metrics, runs=tuple(run[0] for run in runs),
             records=tuple(measured.records), server_metrics=measured.server_metrics,
             fingerprint=dict(self.fingerprint), engine_start_s=start_s,
+            client=check_client(metrics, measured.client, workload.pattern),
+            client_error=measured.client_error,
         )
         self.results.append(result)
-        if lag := client_lag_note(metrics, slot_waits_count=counts_slot_waits(workload.pattern)):
-            self.notes.append(f"{result.test_id}: {lag}")
+        if result.client_error or result.client.limited:
+            self.verdicts[result.test_id] = CLIENT_LIMITED
         return result
+
+    def client_workers(self) -> int:
+        """--llmperf-client-workers as a number. auto: every core but the engine's, where the
+        engine runs on this machine's CPU; every core but two beside a local GPU engine (vLLM's
+        API server and its busy-polling engine core each keep one busy); all of them for an
+        endpoint elsewhere."""
+        chosen = self.settings.client_workers
+        if chosen != "auto":
+            return chosen
+        reserved = 0 if self.settings.endpoint else 1 if self.hardware_class == "cpu" else 2
+        return max(1, min(MAX_AUTO_WORKERS, usable_cores() - reserved))
 
     def engine_identity(self, engine: Engine) -> dict[str, Any]:
         """The spec as baselines record it: paths inside the project relative to its root, so a

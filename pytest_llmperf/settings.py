@@ -43,6 +43,26 @@ def parse_bool(text: str) -> bool:
     raise ValueError(f"expected true/false, got {text!r}")
 
 
+def parse_client_workers(text: str) -> str | int:
+    """`auto`, or a whole number of client processes from 1 to the cores this process may use."""
+    value = text.strip().lower()
+    cores = usable_cores()
+    rule = f"auto, or a whole number from 1 to {cores} (the cores this process may use)"
+    if value == "auto":
+        return value
+    try:
+        workers = int(value)
+    except ValueError:
+        raise ValueError(f"expected {rule}") from None
+    if not 1 <= workers <= cores:
+        raise ValueError(f"expected {rule}")
+    return workers
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
 def _optional_path(text: str) -> Path | None:
     return Path(text) if text else None
 
@@ -60,6 +80,9 @@ OPTIONS: tuple[Option, ...] = (
            metavar="CLASS[:N]"),
     Option("endpoint", "URL of an already running OpenAI-compatible server to test "
            "instead of starting engines", None, metavar="URL"),
+    Option("client_workers", "processes that send the requests, each with its own event loop; "
+           "auto: the cores the engine does not use (one on a 2-core CPU runner)", "auto",
+           parse_client_workers, metavar="N|auto"),
     Option("baseline_dir", "directory holding <hardware>/<suite>.toml baselines", Path("baselines"),
            Path, metavar="DIR"),
     Option("repeat", "measure each test N times; gate on the median", 1, int,
@@ -85,6 +108,7 @@ class Settings:
     engine_nice: str | int
     hardware: str | None
     endpoint: str | None
+    client_workers: str | int
     baseline_dir: Path
     repeat: int
     json: Path | None

@@ -10,7 +10,6 @@ from pytest_llmperf.metrics import (
     METRIC_DIRECTIONS,
     RunMetrics,
     Summary,
-    client_lag_note,
     compute_metrics,
     direction_of,
 )
@@ -327,27 +326,3 @@ def test_run_metrics_is_frozen():
     assert isinstance(m, RunMetrics)
     with pytest.raises(AttributeError):
         m.completed = 3  # type: ignore[misc]
-
-
-# ---------------------------------------------------------------- client lag
-
-
-def lagging(lag_s: float) -> RunMetrics:
-    # Two requests, each sent `lag_s` after its scheduled time: queue p99 = lag_s.
-    return compute_metrics([record(1.0 + lag_s, [1.5], [1], usage_out=1, scheduled=1.0),
-                            record(2.0 + lag_s, [2.5], [1], usage_out=1, scheduled=2.0)])
-
-
-def test_client_lag_past_the_limit_is_named_with_its_size():
-    assert client_lag_note(lagging(0.0384), slot_waits_count=False) == (
-        "the client lagged its schedule (queue p99 38.4 ms > 10 ms): the load generator, not the "
-        "engine, limited this measurement; offer less load, or give the client cores the engine "
-        "does not use")
-
-
-def test_client_lag_within_the_limit_says_nothing():
-    assert client_lag_note(lagging(0.009), slot_waits_count=False) is None
-
-
-def test_waits_for_a_concurrency_slot_are_not_client_lag():
-    assert client_lag_note(lagging(0.5), slot_waits_count=True) is None

@@ -1,4 +1,4 @@
-"""LlmperfSession.run's bookkeeping around a measurement: here, the client-lag note.
+"""LlmperfSession.run's bookkeeping around a measurement: here, the client's self-check.
 
 The measurement is replaced by records with a chosen client lag (the real path is in
 tests/integration); the workload is built with the tiny model's real tokenizer.
@@ -50,23 +50,47 @@ def fixed(**load) -> Workload:
     return Workload.fixed(input_tokens=8, output_tokens=2, num_requests=4, **load)
 
 
-@pytest.mark.parametrize("load", [{"rate": 50.0}, {"concurrency": 4}], ids=["rate", "closed"])
-def test_a_lagging_client_is_a_note_under_the_table(monkeypatch, load):
+def test_an_open_loop_sent_behind_schedule_is_client_limited(monkeypatch):
     session = session_sending_late(monkeypatch, 0.050)
-    session.run("suite.py::test_x", "test_x", ENGINE, fixed(**load), repeat=1)
-    assert session.notes == [
-        "suite.py::test_x: the client lagged its schedule (queue p99 50.0 ms > 10 ms): the load "
-        "generator, not the engine, limited this measurement; offer less load, or give the "
-        "client cores the engine does not use"]
+    result = session.run("suite.py::test_x", "test_x", ENGINE, fixed(rate=50.0), repeat=1)
+    assert result.client.limited
+    assert result.client.reasons == [
+        "requests sent 50.0 ms behind schedule at p90 (limit 10 ms)"]
+    assert session.verdicts == {"suite.py::test_x": "CLIENT LIMITED"}
 
 
-def test_a_punctual_client_leaves_no_note(monkeypatch):
+def test_a_punctual_client_is_not_limited(monkeypatch):
     session = session_sending_late(monkeypatch, 0.001)
-    session.run("suite.py::test_x", "test_x", ENGINE, fixed(rate=50.0), repeat=1)
-    assert session.notes == []
+    result = session.run("suite.py::test_x", "test_x", ENGINE, fixed(rate=50.0), repeat=1)
+    assert not result.client.limited
+    assert session.verdicts == {}
 
 
-def test_waiting_for_a_concurrency_slot_is_not_client_lag(monkeypatch):
+@pytest.mark.parametrize("load", [{"concurrency": 4}, {"rate": 50.0, "concurrency": 2}],
+                         ids=["closed", "capped"])
+def test_waiting_for_a_slot_is_not_schedule_lag(monkeypatch, load):
     session = session_sending_late(monkeypatch, 0.050)
-    session.run("suite.py::test_x", "test_x", ENGINE, fixed(rate=50.0, concurrency=2), repeat=1)
-    assert session.notes == []
+    result = session.run("suite.py::test_x", "test_x", ENGINE, fixed(**load), repeat=1)
+    assert result.client.schedule_lag_p90_s is None
+    assert not result.client.limited
+
+
+@pytest.mark.parametrize("hardware, endpoint, cores, expected", [
+    ("cpu", None, 2, 1),  # the engine's core is not the client's
+    ("cpu", None, 1, 1),
+    ("h100", None, 16, 8),  # capped: more only costs start-up
+    ("h100", None, 6, 4),  # vLLM's API server and engine core keep two busy
+    ("h100", "http://elsewhere:8000", 4, 4),  # a remote server leaves every core to the client
+])
+def test_auto_client_workers(monkeypatch, hardware, endpoint, cores, expected):
+    monkeypatch.setattr(session_mod, "usable_cores", lambda: cores)
+    environ = {"LLMPERF_ENDPOINT": endpoint} if endpoint else {}
+    session = LlmperfSession(resolve(lambda name: None, lambda ini: None, environ=environ),
+                             OnePool(), hardware_class=hardware)
+    assert session.client_workers() == expected
+
+
+def test_client_workers_given_as_a_number(monkeypatch):
+    session = LlmperfSession(resolve(lambda name: None, lambda ini: None,
+                                     environ={"LLMPERF_CLIENT_WORKERS": "1"}), OnePool())
+    assert session.client_workers() == 1

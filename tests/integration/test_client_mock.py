@@ -1,0 +1,105 @@
+"""The client against the mock server of known timing: real sockets, real processes.
+
+Loads here are light (a few streams), so the timings are far from any limit of this machine and
+the assertions have wide margins; the client's speed under load is the benchmark's job
+(`llmperf bench-client`), not a timed test's.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from pytest_llmperf.client import ClientOptions
+from pytest_llmperf.clientbench.bench import MockProcess
+from pytest_llmperf.clientworkers import measure_in_workers
+from pytest_llmperf.loadgen import Concurrency, Rate
+from pytest_llmperf.metrics import compute_metrics
+from pytest_llmperf.records import Request
+from pytest_llmperf.runner import Endpoint, measure
+
+INTERVAL_S = 0.01
+PROMPT = tuple(range(100, 116))
+
+
+@pytest.fixture(scope="module")
+def mock():
+    server = MockProcess(INTERVAL_S, cpu=None)
+    yield server
+    server.stop()
+
+
+def requests(n: int, output_tokens: int = 20) -> list[Request]:
+    return [Request(PROMPT, len(PROMPT), output_tokens)] * n
+
+
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_one_process_measures_the_true_tpot(mock, api):
+    prompt = requests(8) if api == "completions" else [Request("x " * 16, 16, 20)] * 8
+    measured = measure(Endpoint(mock.url, "mock", ClientOptions(api=api)), prompt,
+                       Concurrency(max_concurrency=4), seed=0)
+    metrics = compute_metrics(measured.records)
+    truth = mock.truth()
+    assert metrics.completed == 8 and metrics.failed == 0
+    assert metrics.output_tokens == 8 * 20  # from the usage chunks
+    assert metrics.tpot_s.p50 == pytest.approx(truth["tpot_s_p50"], rel=0.10)
+    assert metrics.ttft_s.p50 < 0.050
+    assert measured.client.chunks == 8 * 20
+    assert measured.client.loop_lag_s  # the probe ran
+    assert 0 < measured.client.busiest_cpu_share < 1
+
+
+@pytest.mark.parametrize("pattern", [Concurrency(max_concurrency=6), Rate(requests_per_s=40.0),
+                                     Rate(requests_per_s=40.0, max_concurrency=3)],
+                         ids=["closed", "open", "capped"])
+def test_two_workers_send_every_request_once_on_one_time_line(mock, pattern):
+    measured = measure_in_workers(Endpoint(mock.url, "mock"), requests(12), pattern, seed=3,
+                                  warmup=requests(2), duration_s=None, workers=2)
+    assert measured.client_error is None
+    assert [r.index for r in measured.records] == list(range(12))
+    assert all(r.ok for r in measured.records)
+    assert measured.client.workers == 2
+    sent = sorted(r.sent_s for r in measured.records)
+    # One start instant and one clock: the whole run spans seconds, not two unrelated epochs.
+    assert sent[-1] - sent[0] < 5.0
+    metrics = compute_metrics(measured.records)
+    assert metrics.tpot_s.p50 == pytest.approx(INTERVAL_S, rel=0.10)
+
+
+def test_open_loop_in_workers_keeps_the_schedule(mock):
+    pattern = Rate(requests_per_s=20.0)
+    measured = measure_in_workers(Endpoint(mock.url, "mock"), requests(10, 5), pattern, seed=1,
+                                  warmup=[], duration_s=None, workers=2)
+    lags = [r.sent_s - r.scheduled_s for r in measured.records]
+    assert max(lags) < 0.020
+    # Offsets from the one seeded schedule, whichever worker sent them.
+    from pytest_llmperf.loadgen import arrival_offsets
+
+    offsets = arrival_offsets(pattern, 10, 1)
+    start = measured.records[0].scheduled_s
+    assert [r.scheduled_s - start for r in measured.records] == pytest.approx(list(offsets))
+
+
+def test_a_worker_killed_mid_run_costs_only_its_records(mock):
+    pids: list[int] = []
+
+    def kill_second_soon(started: list[int]) -> None:
+        pids.extend(started)
+        threading.Timer(1.0, os.kill, (started[1], signal.SIGKILL)).start()
+
+    start = time.monotonic()
+    measured = measure_in_workers(Endpoint(mock.url, "mock"), requests(4, 300),
+                                  Concurrency(max_concurrency=4), seed=0, warmup=[],
+                                  duration_s=None, workers=2, on_started=kill_second_soon)
+    assert measured.client_error == (
+        f"client worker 1 (pid {pids[1]}) died: killed by SIGKILL; the records of the other 1 "
+        "worker(s) are kept")
+    assert measured.records and all(r.ok for r in measured.records)
+    assert time.monotonic() - start < 30
+    for pid in pids:  # nothing left running
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
