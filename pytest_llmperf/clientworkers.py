@@ -69,7 +69,7 @@ def plan_workers(pattern: LoadPattern, n_requests: int, n_warmup: int,
     """Split one measurement between at most `workers` processes (fewer when the load has fewer
     slots than that: a worker with no slot would only cost a process)."""
     cap = pattern.max_concurrency
-    active = workers if cap is None else max(1, min(workers, cap))
+    active = max(1, min(workers, cap or workers, n_requests))
     plans = []
     for k in range(active):
         part = pattern if cap is None else replace(pattern, max_concurrency=share(cap, k, active))

@@ -51,6 +51,7 @@ class _Connection(asyncio.Protocol):
         self._parser = httptools.HttpResponseParser(self)
         self._exchange: _Exchange | None = None
         self._sink: BodySink | None = None
+        self._framed = False  # the response has a Content-Length or chunked encoding
         self.transport: asyncio.Transport | None = None
         self.reusable = False
 
@@ -68,10 +69,20 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.reusable = False
+        if exc is None and self._exchange is not None and self._exchange.status \
+                and not self._framed:
+            self.on_message_complete()  # a body without length or chunks ends at the close
+            return
         self._fail(StreamClosed("the server closed the connection before the response ended"
                                 + (f" ({exc})" if exc else "")))
 
     # -- httptools callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        name = name.lower()
+        if name == b"content-length" or (name == b"transfer-encoding"
+                                          and b"chunked" in value.lower()):
+            self._framed = True
+
     def on_headers_complete(self) -> None:
         exchange = self._exchange
         exchange.status = self._parser.get_status_code()
@@ -90,6 +101,7 @@ class _Connection(asyncio.Protocol):
     def start(self, raw: bytes, sink: BodySink) -> _Exchange:
         self.reusable = False
         self._exchange = _Exchange(sink, asyncio.get_running_loop().create_future())
+        self._framed = False
         self.transport.write(raw)
         return self._exchange
 
@@ -127,21 +139,32 @@ class ConnectionPool:
     async def post(self, raw: bytes, sink: BodySink) -> tuple[int, bytes]:
         """Send a request made by `request_bytes`; the body of a 200 goes to `sink` as it
         arrives. Returns the status and, for any other status, the body."""
-        connection = await self._acquire()
-        try:
-            exchange = connection.start(raw, sink)
-            await exchange.done
-        except BaseException:
-            connection.transport.abort()  # mid-response: the connection cannot be reused
-            raise
-        self._release(connection)
-        return exchange.status, bytes(exchange.error_body)
+        retried = False
+        while True:
+            connection, reused = await self._acquire(fresh=retried)
+            try:
+                exchange = connection.start(raw, sink)
+                await exchange.done
+            except StreamClosed:
+                self._discard(connection)
+                # A kept-alive connection the server closed while it sat idle (uvicorn closes
+                # them after 5 s) fails before any answer: that request never reached the
+                # server, so it goes once more on a new connection, as httpcore does.
+                if reused and not exchange.status and not retried:
+                    retried = True
+                    continue
+                raise
+            except BaseException:
+                self._discard(connection)  # mid-response: the connection cannot be reused
+                raise
+            self._release(connection)
+            return exchange.status, bytes(exchange.error_body)
 
-    async def _acquire(self) -> _Connection:
-        while self._idle:
+    async def _acquire(self, fresh: bool = False) -> tuple[_Connection, bool]:
+        while self._idle and not fresh:
             connection = self._idle.pop()
             if not connection.transport.is_closing():
-                return connection
+                return connection, True
             self._open.discard(connection)
         loop = asyncio.get_running_loop()
         try:
@@ -152,7 +175,11 @@ class ConnectionPool:
             raise ConnectionError(f"no connection to {self.host}:{self.port} within "
                                   f"{self._connect_timeout_s:g} s") from None
         self._open.add(connection)
-        return connection
+        return connection, False
+
+    def _discard(self, connection: _Connection) -> None:
+        connection.transport.abort()
+        self._open.discard(connection)
 
     def _release(self, connection: _Connection) -> None:
         if connection.reusable and not connection.transport.is_closing():

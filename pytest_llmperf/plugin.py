@@ -6,6 +6,8 @@ where vLLM is not installed: vLLM only ever runs in the server subprocess.
 
 from __future__ import annotations
 
+import argparse
+
 import os
 import signal
 from datetime import datetime, timezone
@@ -47,11 +49,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                             help=f"{option.help}; {where} (default: off)")
         else:
             default = "not set" if option.default is None else option.default
-            group.addoption(option.flag, default=None, dest=_dest(option), type=option.parse,
+            group.addoption(option.flag, default=None, dest=_dest(option),
+                            type=_argparse_type(option.parse),
                             metavar=option.metavar, help=f"{option.help}; {where} "
                                                          f"(default: {default})")
         if not option.flag_only:
             parser.addini(option.ini, help=f"{option.help} (default: {option.default})")
+
+
+def _argparse_type(parse):
+    """argparse shows "invalid <name> value" for a plain ValueError; an ArgumentTypeError keeps
+    the parser's own words (what the option accepts)."""
+    def convert(text: str):
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = getattr(parse, "__name__", "value")
+    return convert
 
 
 def _dest(option: settings_mod.Option) -> str:

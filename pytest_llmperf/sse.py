@@ -38,7 +38,8 @@ class _Usage(msgspec.Struct):
 class _Event(msgspec.Struct):
     choices: list[_Choice] | None = None
     usage: _Usage | None = None
-    error: msgspec.Raw | None = None
+    # Raw: the server's own words, whatever their shape; `"error": null` is no error.
+    error: msgspec.Raw = msgspec.Raw()
 
 
 _decode = msgspec.json.Decoder(_Event).decode
@@ -82,7 +83,7 @@ class StreamDecoder:
                 record.error = f"malformed stream event ({exc}): {line[:ERROR_BODY_CHARS]!r}"
                 self.finished = True
                 return
-            if event.error is not None:
+            if event.error and bytes(event.error) != b"null":
                 detail = bytes(event.error).decode(errors="replace")[:ERROR_BODY_CHARS]
                 record.error = f"server error in stream: {detail}"
                 self.finished = True

@@ -248,7 +248,10 @@ def test_help_and_missing_command(capsys):
     assert cli.main(["--help"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: llmperf [-h] COMMAND ...")
-    assert "    compare   judge run B against run A" in out and "    env       print" in out
+    commands = [line.split()[0] for line in out.splitlines()
+                if line.startswith("    ") and not line.startswith("     ")]
+    assert commands == ["compare", "env", "bench-client"]
+    assert "judge run B against run A" in out and "print this machine's fingerprint" in out
     assert cli.main([]) == 2
     assert "the following arguments are required: COMMAND" in capsys.readouterr().err
 

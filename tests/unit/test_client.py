@@ -1,14 +1,15 @@
-"""The streaming client: request bodies, SSE line handling with the chunk shapes vLLM 0.32 sends,
-and real HTTP round trips against a tiny canned server on 127.0.0.1 started by the test.
+"""The streaming client: request bodies, and real HTTP round trips against a tiny canned server
+on 127.0.0.1 started by the test. How the stream's bytes become chunks is tested in test_sse.py.
 
-A fake clock that ticks 1.0 per call makes every recorded time exact: sent_s is the first tick,
-each `data:` line takes the next one, done_s the last.
+A fake clock that ticks 1.0 per call makes every recorded time a count of clock reads: sent_s is
+the first tick, each socket read takes the next one (http1.py stamps a read before parsing it, so
+every event in one read gets that read's tick), done_s is the last. How many reads a response
+takes is up to the kernel, so the tests assert what follows whatever it is.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import socket
 import threading
@@ -36,25 +37,21 @@ CHAT_TOKEN = 'data: {"choices":[{"delta":{"content":" hi"},"token_ids":[42]}]}'
 DONE = "data: [DONE]"
 
 
-def ticking(start: float = 1.0):
-    ticks = itertools.count(start)
-    return lambda: float(next(ticks))
+class Ticking:
+    """A clock that ticks 1.0 per call, starting at `start`; `calls` counts the reads."""
+
+    def __init__(self, start: float = 1.0) -> None:
+        self.start = start
+        self.calls = 0
+
+    def __call__(self) -> float:
+        self.calls += 1
+        return self.start + self.calls - 1
 
 
 def client(api: str = "completions", **options) -> OpenAIStreamClient:
     return OpenAIStreamClient("http://127.0.0.1:1/", MODEL, ClientOptions(api=api, **options),
-                              clock=ticking())
-
-
-def fresh() -> RequestRecord:
-    return RequestRecord(index=0, expected_prompt_tokens=16, expected_output_tokens=8,
-                         scheduled_s=0.0)
-
-
-def feed(lines: list[str], api: str = "completions") -> tuple[RequestRecord, list[bool]]:
-    """Run lines through _on_line as send() does; returns the record and each line's result."""
-    c, record = client(api), fresh()
-    return record, [c._on_line(line, record) for line in lines]
+                              clock=Ticking())
 
 
 # ------------------------------------------------------------------ request bodies
@@ -117,116 +114,53 @@ def test_paths_and_base_url():
     assert c.options == ClientOptions()
 
 
-# ------------------------------------------------------------------ SSE lines
-
-
-def test_completion_chunk_is_one_token_at_its_arrival_time():
-    record, finished = feed([COMPLETION_CHUNK])
-    assert finished == [False]
-    assert (record.chunk_times_s, record.chunk_tokens) == ([1.0], [1])
-    assert record.tokens_estimated is False
-    assert record.usage_output_tokens is None  # "usage": null is no usage
-
-
-def test_empty_text_with_a_token_id_still_counts():
-    # A token that decodes to nothing (a partial UTF-8 byte) is still a generated token.
-    record, _ = feed([EMPTY_TEXT_ONE_ID])
-    assert record.chunk_tokens == [1]
-
-
-def test_two_token_ids_count_two():
-    # Speculative decoding or a stream interval puts several tokens in one chunk.
-    record, _ = feed([TWO_IDS])
-    assert record.chunk_tokens == [2]
-
-
-def test_usage_chunk_sets_usage_and_is_not_a_token_chunk():
-    record, finished = feed([COMPLETION_CHUNK, USAGE])
-    assert finished == [False, False]
-    assert (record.usage_prompt_tokens, record.usage_output_tokens) == (16, 8)
-    assert record.chunk_times_s == [1.0]
-    assert record.output_tokens == 8  # usage wins over the chunk sum
-
-
-def test_chat_role_chunk_counts_nothing():
-    # TTFT must start at the first *token*, not at the empty role chunk.
-    record, _ = feed([CHAT_ROLE, CHAT_TOKEN], api="chat")
-    assert (record.chunk_times_s, record.chunk_tokens) == ([2.0], [1])
-    assert record.tokens_estimated is False
-
-
-def test_without_token_ids_one_token_per_non_empty_text_and_marked_estimated():
-    lines = [
-        'data: {"choices":[{"index":0,"text":" foo"}]}',
-        'data: {"choices":[{"index":0,"text":""}]}',
-        'data: {"choices":[{"delta":{"content":" bar"}}]}',
-    ]
-    record, _ = feed(lines)
-    assert (record.chunk_times_s, record.chunk_tokens) == ([1.0, 3.0], [1, 1])
-    assert record.tokens_estimated is True
-
-
-def test_done_ends_the_stream():
-    record, finished = feed([COMPLETION_CHUNK, DONE])
-    assert finished == [False, True]
-    assert record.error is None
-
-
-def test_data_without_a_space_is_read():
-    record, _ = feed(['data:{"choices":[{"index":0,"text":"x","token_ids":[1]}]}', "data:[DONE]"])
-    assert record.chunk_tokens == [1]
-
-
-def test_lines_that_are_not_data_are_skipped_and_not_timed():
-    c = client()
-    record = fresh()
-    for line in ["", ": ping", "event: message", "id: 3"]:
-        assert c._on_line(line, record) is False
-    c._on_line(COMPLETION_CHUNK, record)
-    assert record.chunk_times_s == [1.0]  # the clock was not read for the skipped lines
-
-
-def test_error_in_the_stream_sets_the_record_error():
-    error = ('data: {"error": {"object": "error", "message": "boom", '
-             '"type": "InternalServerError", "code": 500}}')
-    record, finished = feed([COMPLETION_CHUNK, error])
-    assert finished == [False, True]
-    assert record.error == (
-        'server error in stream: {"object": "error", "message": "boom", '
-        '"type": "InternalServerError", "code": 500}'
+def test_an_endpoint_that_is_not_an_http_url_is_refused():
+    with pytest.raises(ValueError) as excinfo:
+        OpenAIStreamClient("localhost:8000", MODEL)
+    assert str(excinfo.value) == (
+        "endpoint URL must be http(s)://host[:port][/path], got 'localhost:8000'"
     )
-    assert not record.ok
-
-
-def test_several_choices_in_one_chunk_each_count():
-    line = ('data: {"choices":[{"index":0,"text":"a","token_ids":[1]},'
-            '{"index":1,"text":"b","token_ids":[2,3]}]}')
-    record, _ = feed([line])
-    assert (record.chunk_times_s, record.chunk_tokens) == ([1.0, 1.0], [1, 2])
 
 
 # ------------------------------------------------------------------ real HTTP, local server
 
 
 class CannedServer:
-    """An HTTP server on 127.0.0.1 that answers every POST with `status` and `body`."""
+    """An HTTP/1.1 server on 127.0.0.1 that answers every POST with `status` and `body` (one write,
+    Content-Length, keep-alive unless `close`), or with `raw`, the exact response bytes, after
+    which it closes the connection. `connections` counts the TCP connections it accepted."""
 
     def __init__(self) -> None:
         self.status = 200
         self.body = b""
         self.content_type = "text/event-stream"
+        self.close = False
+        self.raw: bytes | None = None
         self.requests: list[tuple[str, dict]] = []
+        self.connections = 0
         canned = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as uvicorn
+
+            def setup(self) -> None:
+                super().setup()
+                canned.connections += 1  # one handler per accepted connection
+
             def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
                 length = int(self.headers["Content-Length"])
                 canned.requests.append((self.path, json.loads(self.rfile.read(length))))
-                self.send_response(canned.status)
-                self.send_header("Content-Type", canned.content_type)
-                self.send_header("Content-Length", str(len(canned.body)))
-                self.end_headers()
-                self.wfile.write(canned.body)
+                if canned.raw is not None:
+                    self.wfile.write(canned.raw)
+                    self.close_connection = True
+                    return
+                head = (f"HTTP/1.1 {canned.status} {self.responses[canned.status][0]}\r\n"
+                        f"Content-Type: {canned.content_type}\r\n"
+                        f"Content-Length: {len(canned.body)}\r\n")
+                if canned.close:
+                    head += "Connection: close\r\n"
+                    self.close_connection = True
+                self.wfile.write(head.encode() + b"\r\n" + canned.body)
 
             def log_message(self, *args) -> None:  # keep the test output clean
                 pass
@@ -239,11 +173,7 @@ class CannedServer:
 
 
 @pytest.fixture
-def server(monkeypatch):
-    # httpx honours proxy variables; the canned server must be reached directly.
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
-                "all_proxy"):
-        monkeypatch.delenv(var, raising=False)
+def server():
     canned = CannedServer()
     # A short poll interval: shutdown() waits for one poll, 0.5 s by default, per test.
     thread = threading.Thread(target=canned.httpd.serve_forever, kwargs={"poll_interval": 0.01},
@@ -255,38 +185,67 @@ def server(monkeypatch):
     thread.join(timeout=5)
 
 
-def send(url: str, request: Request = TEXT, api: str = "completions", clock=None,
-         scheduled_s: float = 0.5) -> RequestRecord:
-    async def go() -> RequestRecord:
+def send_all(url: str, requests: list[Request], api: str = "completions", clock=None,
+             scheduled_s: float = 0.5) -> tuple[list[RequestRecord], OpenAIStreamClient]:
+    """Send `requests` one after the other on one client; returns the records and the client."""
+    async def go() -> tuple[list[RequestRecord], OpenAIStreamClient]:
         options = ClientOptions(api=api)
-        async with OpenAIStreamClient(url, MODEL, options, clock=clock or ticking()) as c:
-            return await c.send(7, request, scheduled_s)
+        async with OpenAIStreamClient(url, MODEL, options, clock=clock or Ticking()) as c:
+            return [await c.send(7 + i, r, scheduled_s) for i, r in enumerate(requests)], c
 
     return asyncio.run(go())
 
 
+def send(url: str, request: Request = TEXT, api: str = "completions", clock=None,
+         scheduled_s: float = 0.5) -> RequestRecord:
+    return send_all(url, [request], api, clock, scheduled_s)[0][0]
+
+
+def assert_ticks(record: RequestRecord, clock: Ticking) -> None:
+    """What the ticking clock fixes whatever the number of reads: sent_s is the first tick,
+    done_s the last, and every chunk came with a read in between."""
+    assert record.sent_s == 1.0
+    assert record.done_s == float(clock.calls)
+    reads = clock.calls - 2
+    assert all(1.0 < t < record.done_s for t in record.chunk_times_s)
+    assert record.chunk_times_s == sorted(record.chunk_times_s)
+    assert len(set(record.chunk_times_s)) <= reads
+
+
 def test_send_records_chunk_times_tokens_and_usage(server):
     server.sse(COMPLETION_CHUNK, TWO_IDS, EMPTY_TEXT_ONE_ID, USAGE, DONE)
-    record = send(server.url)
+    clock = Ticking()
+    (record,), c = send_all(server.url, [TEXT], clock=clock)
+    assert_ticks(record, clock)
     assert record == RequestRecord(
         index=7, expected_prompt_tokens=5, expected_output_tokens=8, scheduled_s=0.5,
-        sent_s=1.0,  # the first tick, before the request went out
-        chunk_times_s=[2.0, 3.0, 4.0], chunk_tokens=[1, 2, 1],
-        done_s=7.0,  # usage at 5, [DONE] at 6, then done
-        usage_prompt_tokens=16, usage_output_tokens=8,
+        sent_s=1.0, chunk_times_s=record.chunk_times_s, chunk_tokens=[1, 2, 1],
+        done_s=record.done_s, usage_prompt_tokens=16, usage_output_tokens=8,
     )
     assert record.ok
+    # Token events that shared a read with the one before are counted as coalesced.
+    assert c.coalesced_chunks == 3 - len(set(record.chunk_times_s))
     path, body = server.requests[0]
     assert path == "/v1/completions"
     assert body["prompt"] == "Hello world" and body["min_tokens"] == 8
+    assert body == c.body(TEXT)  # what body() builds is what goes out
 
 
 def test_send_chat_posts_to_the_chat_path(server):
     server.sse(CHAT_ROLE, CHAT_TOKEN, USAGE, DONE)
-    record = send(server.url, api="chat")
+    clock = Ticking()
+    (record,), _ = send_all(server.url, [TEXT], api="chat", clock=clock)
     assert server.requests[0][0] == "/v1/chat/completions"
     assert server.requests[0][1]["messages"] == [{"role": "user", "content": "Hello world"}]
-    assert (record.chunk_times_s, record.chunk_tokens) == ([3.0], [1])
+    assert record.chunk_tokens == [1]  # the role chunk counts nothing
+    assert_ticks(record, clock)
+
+
+def test_a_path_in_the_endpoint_url_prefixes_the_api_path(server):
+    server.sse(COMPLETION_CHUNK, DONE)
+    record = send(server.url + "/proxy/")
+    assert record.ok
+    assert server.requests[0][0] == "/proxy/v1/completions"
 
 
 def test_send_with_the_real_clock_orders_times(server):
@@ -296,20 +255,99 @@ def test_send_with_the_real_clock_orders_times(server):
     assert record.chunk_tokens == [1, 1]
 
 
+def test_keep_alive_reuses_one_connection(server):
+    server.sse(COMPLETION_CHUNK, USAGE, DONE)
+    clock = Ticking()
+    records, _ = send_all(server.url, [TEXT, TEXT, IDS], clock=clock)
+    assert [r.ok for r in records] == [True, True, True]
+    assert [r.index for r in records] == [7, 8, 9]
+    assert len(server.requests) == 3
+    assert server.connections == 1
+    # One clock, one time line: each request starts after the one before ended.
+    assert records[0].done_s < records[1].sent_s < records[1].done_s < records[2].sent_s
+
+
+def test_a_connection_the_server_closes_is_not_reused(server):
+    server.sse(COMPLETION_CHUNK, DONE)
+    server.close = True  # "Connection: close"
+    records, _ = send_all(server.url, [TEXT, TEXT])
+    assert [r.ok for r in records] == [True, True]
+    assert server.connections == 2
+
+
 def test_http_error_status_becomes_the_record_error(server):
     server.status, server.body = 404, b'{"detail":"Not Found"}'
     server.content_type = "application/json"
-    record = send(server.url)
+    clock = Ticking()
+    (record,), _ = send_all(server.url, [TEXT], clock=clock)
     assert record.error == 'HTTP 404: {"detail":"Not Found"}'
     assert record.chunk_times_s == []
-    assert (record.sent_s, record.done_s) == (1.0, 2.0)
+    assert_ticks(record, clock)
+    assert record.done_s >= 3.0  # at least one read between sending and done
     assert not record.ok
+
+
+def test_http_error_with_a_chunked_body(server):
+    server.raw = (b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n"
+                  b'a\r\n{"error": \r\n'
+                  b'e\r\n"engine died"}\r\n'
+                  b"0\r\n\r\n")
+    record = send(server.url)
+    assert record.error == 'HTTP 500: {"error": "engine died"}'  # the chunks, joined
+    assert record.chunk_times_s == []
 
 
 def test_long_error_body_is_cut(server):
     server.status, server.body = 500, b"x" * 1000
     record = send(server.url)
     assert record.error == "HTTP 500: " + "x" * ERROR_BODY_CHARS
+
+
+def test_a_chunked_stream_is_read(server):
+    # uvicorn (vLLM) streams with chunked transfer encoding; chunk edges need not match events.
+    body = f"{COMPLETION_CHUNK}\n\n{TWO_IDS}\n\n{DONE}\n\n".encode()
+    pieces = [body[:30], body[30:130], body[130:]]
+    server.raw = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n"
+                  + b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n")
+    record = send(server.url)
+    assert record.error is None
+    assert record.chunk_tokens == [1, 2]
+
+
+def test_server_closing_the_connection_mid_stream(server):
+    # Headers promise a chunked stream; one event comes, then the server hangs up.
+    server.raw = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n"
+                  b"%x\r\n%s\n\n\r\n" % (len(COMPLETION_CHUNK) + 2, COMPLETION_CHUNK.encode()))
+    record = send(server.url)
+    assert record.error.startswith(
+        "StreamClosed: the server closed the connection before the response ended")
+    assert record.chunk_tokens == [1]  # what came before the close is kept
+    assert not record.ok and record.done_s is not None
+
+
+def test_server_closing_before_the_content_length_is_read(server):
+    server.raw = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                  b"Content-Length: 1000\r\n\r\n" + f"{COMPLETION_CHUNK}\n\n".encode())
+    record = send(server.url)
+    assert record.error.startswith(
+        "StreamClosed: the server closed the connection before the response ended")
+
+
+def test_a_response_that_is_not_http(server):
+    server.raw = b"SSH-2.0-OpenSSH_9.6\r\n"
+    record = send(server.url)
+    assert record.error.startswith("StreamClosed: malformed HTTP response: ")
+
+
+def test_a_response_ended_by_closing_the_connection_is_complete(server):
+    # Legal HTTP/1.x: no Content-Length and no chunked encoding, the body ends at the close.
+    server.raw = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+                  + f"{COMPLETION_CHUNK}\n\n{DONE}\n\n".encode())
+    record = send(server.url)
+    assert record.error is None and record.chunk_tokens == [1]
 
 
 def test_stream_without_tokens_is_an_error(server):
@@ -319,18 +357,28 @@ def test_stream_without_tokens_is_an_error(server):
     assert record.usage_output_tokens == 8
 
 
+def test_error_in_the_stream_over_http_stops_reading(server):
+    server.sse(COMPLETION_CHUNK, 'data: {"error": {"message": "engine died", "code": 500}}',
+               COMPLETION_CHUNK, DONE)
+    record = send(server.url)
+    assert record.error is not None and not record.ok
+    assert record.chunk_tokens == [1]  # nothing read after the error
+
+
 def test_error_in_the_stream_over_http(server):
     server.sse(COMPLETION_CHUNK, 'data: {"error": {"message": "engine died", "code": 500}}',
                COMPLETION_CHUNK, DONE)
     record = send(server.url)
     assert record.error == 'server error in stream: {"message": "engine died", "code": 500}'
-    assert record.chunk_tokens == [1]  # nothing read after the error
 
 
 def test_malformed_chunk_becomes_an_error_not_an_exception(server):
     server.sse("data: {not json", DONE)
     record = send(server.url)
-    assert record.error.startswith("JSONDecodeError: ")
+    assert record.error == (
+        "malformed stream event (JSON is malformed: object keys must be strings (byte 2)): "
+        "b'data: {not json'"
+    )
 
 
 def test_chat_with_token_ids_fails_the_record_not_the_run(server):
@@ -339,11 +387,18 @@ def test_chat_with_token_ids_fails_the_record_not_the_run(server):
     assert server.requests == []  # nothing was sent
 
 
+def test_a_failed_request_does_not_break_the_next_one(server):
+    server.sse(COMPLETION_CHUNK, DONE)
+    records, _ = send_all(server.url, [IDS, TEXT], api="chat")
+    assert records[0].error == "ValueError: chat requests need text prompts, not token ids"
+    assert records[1].ok
+
+
 def test_connection_refused_becomes_the_record_error():
     # A port that was free a moment ago: nothing listens there.
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     record = send(f"http://127.0.0.1:{port}")
-    assert record.error.startswith("ConnectError")
+    assert record.error.startswith("ConnectionRefusedError: ")
     assert not record.ok and record.done_s is not None

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf.settings import OPTIONS, Settings, parse_bool, resolve
+from pytest_llmperf import settings as settings_mod
+from pytest_llmperf.settings import OPTIONS, Settings, parse_bool, parse_client_workers, resolve
 
 
 def sources(cli=None, ini=None):
@@ -24,8 +25,9 @@ def settings(cli=None, ini=None, env=None, rootdir=Path(".")) -> Settings:
 def test_defaults():
     assert settings() == Settings(
         log_dir=Path(".llmperf/logs"), startup_timeout=900.0, keep_engines=1, engine_nice="auto",
-        hardware=None, endpoint=None, baseline_dir=Path("baselines"), repeat=1, json=None,
-        require_baseline=False, update_baselines=False, save=None, compare=None,
+        hardware=None, endpoint=None, client_workers="auto", baseline_dir=Path("baselines"),
+        repeat=1, json=None, require_baseline=False, update_baselines=False, save=None,
+        compare=None,
         rootdir=Path("."),
     )
 
@@ -179,3 +181,106 @@ def test_environ_defaults_to_the_process_environment(monkeypatch):
     monkeypatch.setenv("LLMPERF_KEEP_ENGINES", "3")
     get_cli, get_ini = sources()
     assert resolve(get_cli, get_ini).keep_engines == 3
+
+
+# ------------------------------------------------------------------ client_workers
+
+CORES_RULE = "expected auto, or a whole number from 1 to 4 (the cores this process may use)"
+
+
+@pytest.fixture
+def four_cores(monkeypatch):
+    """The client-worker limit is the cores this process may use; pin it for exact messages."""
+    monkeypatch.setattr(settings_mod, "usable_cores", lambda: 4)
+
+
+def test_client_workers_default_is_auto():
+    assert settings().client_workers == "auto"
+
+
+def test_client_workers_option_names():
+    option = next(o for o in OPTIONS if o.name == "client_workers")
+    assert (option.flag, option.ini, option.env) == (
+        "--llmperf-client-workers", "llmperf_client_workers", "LLMPERF_CLIENT_WORKERS"
+    )
+    assert option.parse is parse_client_workers and option.default == "auto"
+
+
+@pytest.mark.parametrize("text", ["auto", "AUTO", " auto "])
+def test_client_workers_auto(text, four_cores):
+    assert parse_client_workers(text) == "auto"
+    assert settings(ini={"llmperf_client_workers": text}).client_workers == "auto"
+    assert settings(env={"LLMPERF_CLIENT_WORKERS": text}).client_workers == "auto"
+
+
+def test_client_workers_a_number_is_an_int(four_cores):
+    assert parse_client_workers("2") == 2
+    assert settings(ini={"llmperf_client_workers": "2"}).client_workers == 2
+    assert settings(env={"LLMPERF_CLIENT_WORKERS": " 2 "}).client_workers == 2
+    # The CLI value arrives already parsed by argparse with the option's parse function.
+    assert settings(cli={"client_workers": 2}, env={"LLMPERF_CLIENT_WORKERS": "3"}
+                    ).client_workers == 2
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_client_workers_range_is_inclusive(workers, four_cores):
+    assert settings(env={"LLMPERF_CLIENT_WORKERS": str(workers)}).client_workers == workers
+
+
+@pytest.mark.parametrize("text", ["0", "two", "5", "-1", "2.5", ""])
+def test_client_workers_parse_errors(text, four_cores):
+    # What argparse calls for the command line, and resolve for ini and env.
+    with pytest.raises(ValueError) as excinfo:
+        parse_client_workers(text)
+    assert str(excinfo.value) == CORES_RULE
+
+
+def test_client_workers_limit_is_the_usable_cores(monkeypatch):
+    monkeypatch.setattr(settings_mod, "usable_cores", lambda: 16)
+    assert parse_client_workers("16") == 16
+    with pytest.raises(ValueError) as excinfo:
+        parse_client_workers("17")
+    assert str(excinfo.value) == (
+        "expected auto, or a whole number from 1 to 16 (the cores this process may use)"
+    )
+
+
+@pytest.mark.parametrize("text", ["0", "two", "5"])
+def test_client_workers_error_names_the_ini_key(text, four_cores):
+    with pytest.raises(ValueError) as excinfo:
+        settings(ini={"llmperf_client_workers": text})
+    assert str(excinfo.value) == f"ini llmperf_client_workers={text!r}: {CORES_RULE}"
+
+
+@pytest.mark.parametrize("text", ["0", "two", "5"])
+def test_client_workers_error_names_the_environment_variable(text, four_cores):
+    with pytest.raises(ValueError) as excinfo:
+        settings(env={"LLMPERF_CLIENT_WORKERS": text})
+    assert str(excinfo.value) == f"$LLMPERF_CLIENT_WORKERS={text!r}: {CORES_RULE}"
+
+
+def test_client_workers_cli_value_hides_a_broken_ini_value(four_cores):
+    assert settings(cli={"client_workers": 3}, ini={"llmperf_client_workers": "two"}
+                    ).client_workers == 3
+
+
+@pytest.mark.parametrize("text", ["0", "two", "5"])
+def test_client_workers_refused_on_the_command_line(text, four_cores, pytester):
+    # The plugin registers the flag with type=parse_client_workers, so argparse refuses it.
+    with pytest.raises(pytest.UsageError) as excinfo:
+        pytester.parseconfig("--llmperf-client-workers", text)
+    assert "error: argument --llmperf-client-workers: " in str(excinfo.value)
+
+
+@pytest.mark.parametrize("text", ["0", "two", "5"])
+def test_client_workers_command_line_error_line(text, four_cores, pytester):
+    with pytest.raises(pytest.UsageError) as excinfo:
+        pytester.parseconfig("--llmperf-client-workers", text)
+    assert f"error: argument --llmperf-client-workers: {CORES_RULE}\n" in str(excinfo.value)
+
+
+def test_client_workers_on_the_command_line(four_cores, pytester):
+    config = pytester.parseconfig("--llmperf-client-workers", "2")
+    assert config.getoption("llmperf_client_workers") == 2
+    config = pytester.parseconfig("--llmperf-client-workers", "auto")
+    assert config.getoption("llmperf_client_workers") == "auto"
