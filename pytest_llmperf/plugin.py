@@ -7,7 +7,6 @@ where vLLM is not installed: vLLM only ever runs in the server subprocess.
 from __future__ import annotations
 
 import argparse
-
 import os
 import signal
 from datetime import datetime, timezone

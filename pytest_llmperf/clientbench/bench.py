@@ -30,7 +30,7 @@ from pathlib import Path
 
 import httpx
 
-from pytest_llmperf.clientworkers import available_cores, measure_in_workers
+from pytest_llmperf.clientworkers import measure_in_workers
 from pytest_llmperf.loadgen import Concurrency, LoadPattern, Rate
 from pytest_llmperf.metrics import compute_metrics
 from pytest_llmperf.records import Request
@@ -303,7 +303,8 @@ def main_bench(config: BenchConfig, out=sys.stdout) -> int:
     print(f"mock server: one chunk per stream every {config.interval_ms:g} ms, "
           f"{PROMPT_TOKENS} tokens in, {config.output_tokens} out, {config.api}; "
           f"server on core {server_cpu}, clients on {sorted(client_cpus or cores)}"
-          + ("" if with_vllm else "; no vllm bench rows (vLLM not installed, or turned off)"), file=out)
+          + ("" if with_vllm else "; no vllm bench rows (vLLM not installed, or turned off)"),
+          file=out)
     server = MockProcess(config.interval_ms / 1e3, server_cpu)
     table, rows = [list(COLUMNS)], []
     try:

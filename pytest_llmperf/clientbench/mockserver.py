@@ -9,7 +9,8 @@ The server must never be what a benchmark measures, so it is built for throughpu
 protocol with httptools' request parser, chunk bytes rendered once per stream, and a timing wheel
 that writes every chunk due on a tick in one pass. It stamps each tick with the clock when it
 actually ran, so it reports the truth as it happened (true TTFT/TPOT per stream and its own tick
-lateness), not as it was planned. `GET /mock/stats` returns that truth; `POST /mock/reset` clears it.
+lateness), not as it was planned. `GET /mock/stats` returns that truth; `POST /mock/reset`
+clears it.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ class MockServer:
         self.interval_s, self.tick_s = interval_s, tick_s
         self.period = max(1, round(interval_s / tick_s))  # ticks between two chunks of a stream
         self.truth = _Truth()
-        self.counter = chunk_counter  # optional multiprocessing.Value, read by a benchmark's sampler
+        self.counter = chunk_counter  # a multiprocessing.Value a benchmark's sampler reads, or None
         self._wheel: dict[int, list[_Stream]] = defaultdict(list)
         self._tick = 0
         self._origin = 0.0

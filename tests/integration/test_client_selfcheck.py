@@ -1,0 +1,59 @@
+"""The self-check as a user meets it: a run the client limited fails its test and writes nothing.
+
+The server is the mock of known timing (real HTTP, its own process). Nothing on this machine
+limits a 2-stream run, so the conftest lowers the CPU limit to 0%: every run then counts as
+client-limited, which is what this test needs to see handled, end to end.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_llmperf.clientbench.bench import MockProcess
+
+TINY_LLAMA = Path(__file__).resolve().parents[2] / "suites" / "models" / "tiny-llama"
+
+TEST_FILE = f"""
+import pytest
+from pytest_llmperf import Engine, Workload
+
+@pytest.mark.engine(Engine(model={str(TINY_LLAMA)!r}, load_format="dummy"))
+def test_x(llmperf):
+    llmperf.run(Workload.fixed(input_tokens=8, output_tokens=4, num_requests=4, concurrency=2))
+"""
+
+
+@pytest.fixture(scope="module")
+def mock():
+    server = MockProcess(0.005, cpu=None)
+    yield server
+    server.stop()
+
+
+def test_a_client_limited_run_fails_and_is_never_a_baseline(pytester, mock):
+    pytester.makeconftest("import pytest_llmperf.selfcheck as s\ns.CPU_LIMIT = 0.0\n")
+    pytester.makepyfile(test_x=TEST_FILE)
+    result = pytester.runpytest_subprocess(
+        "--llmperf-endpoint", mock.url, "--llmperf-hardware", "cpu",
+        "--llmperf-update-baselines", "--llmperf-client-workers", "1")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "client-limited measurement: the load generator, not the engine, set these "
+        "numbers (busiest client process at *% of a core (limit 0%); 1 client process(es)); "
+        "offer less load, or give the client more processes (--llmperf-client-workers N, up to "
+        "* here) or cores the engine does not use; nothing from this run was written as a "
+        "baseline",
+        "*test_x.py::test_x *CLIENT LIMITED*",
+    ])
+    assert not (pytester.path / "baselines").exists()
+
+
+def test_bad_client_workers_is_one_line_naming_the_option(pytester):
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    result = pytester.runpytest_subprocess("--llmperf-client-workers", "0")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines([
+        "*argument --llmperf-client-workers: expected auto, or a whole number from 1 to * "
+        "(the cores this process may use)"])
