@@ -77,7 +77,7 @@ class OpenAIStreamClient:
             prompt = request.prompt
             body["prompt"] = prompt if isinstance(prompt, str) else list(prompt)
         if self.options.vllm_extensions:
-            # ignore_eos alone does not stop every EOS id; min_tokens does (REFERENCE.md s.4).
+            # ignore_eos alone does not stop every EOS id; min_tokens does (vLLM issue reports).
             body.update(min_tokens=request.output_tokens, ignore_eos=True, return_token_ids=True)
         body.update(dict(self.options.extra_body))
         return body
