@@ -175,7 +175,7 @@ class Llmperf:
         if failure:  # outside the except block, so pytest shows one line, not a chained trace
             pytest.fail(failure, pytrace=False)
         self.results.append(result)
-        self._check_client(result)
+        self._check_client(result, self._session.settings.client_check)
         self._check_errors(result, self.options.max_error_rate)
         return result
 
@@ -199,13 +199,17 @@ class Llmperf:
             pytest.fail(judgement.failure_text(), pytrace=False)
 
     @staticmethod
-    def _check_client(result: Result) -> None:
+    def _check_client(result: Result, mode: str) -> None:
         """A run the load generator limited, or lost a worker in, measured the client: it fails
-        here, before any judging, so it can never become a baseline. It stays in the summary."""
+        here, before any judging (with --llmperf-client-check=warn it warns; the session then
+        writes no baseline from it). It stays in the summary either way."""
         if result.client_error:
             pytest.fail(result.client_error, pytrace=False)
         if result.client is not None and result.client.limited:
-            pytest.fail(result.client.failure(usable_cores()), pytrace=False)
+            message = result.client.failure(usable_cores())
+            if mode == "fail":
+                pytest.fail(message, pytrace=False)
+            warnings.warn(ClientLimitedWarning(message), stacklevel=3)
 
     @staticmethod
     def _check_errors(result: Result, limit: float) -> None:
@@ -215,6 +219,10 @@ class Llmperf:
             pytest.fail(f"{result.failed} of {result.failed + result.completed} requests failed "
                         f"(error rate {result.error_rate:.1%}, allowed {limit:.1%}): {errors}",
                         pytrace=False)
+
+
+class ClientLimitedWarning(UserWarning):
+    """--llmperf-client-check=warn: the load generator limited this run."""
 
 
 class StaleBaselineWarning(UserWarning):

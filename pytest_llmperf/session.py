@@ -194,8 +194,11 @@ class LlmperfSession:
         gate exactly `gated`, whatever else an existing baseline holds."""
         judgement = checks.check_slo(estimates, slo, known=known)
         ref = self.baseline_ref(item.path, user_nodeid(item), key)
+        limited = self.verdicts.get(test_id) == CLIENT_LIMITED
         if self.settings.update_baselines:
-            if not judgement.failed:
+            if limited:
+                self.notes.append(f"{test_id}: baseline not updated (client-limited run)")
+            elif not judgement.failed:
                 self.pending[item.nodeid].append(PendingUpdate(
                     ref, checks.updated_entries(estimates, ref, options.tolerance, gated,
                                                 exact=exact),
@@ -208,7 +211,7 @@ class LlmperfSession:
             judgement = checks.combine(judgement, checks.check_against_baseline(
                 estimates, ref, engine, self.fingerprint,
                 require=self.settings.require_baseline, only=gated if exact else None))
-        self.verdicts[test_id] = judgement.label()
+        self.verdicts[test_id] = CLIENT_LIMITED if limited else judgement.label()
         self.notes += [f"{test_id}: {note}" for note in judgement.notes]
         return judgement
 

@@ -59,6 +59,16 @@ def parse_client_workers(text: str) -> str | int:
     return workers
 
 
+CLIENT_CHECK_MODES = ("fail", "warn")
+
+
+def parse_client_check(text: str) -> str:
+    value = text.strip().lower()
+    if value not in CLIENT_CHECK_MODES:
+        raise ValueError("expected fail or warn")
+    return value
+
+
 def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
@@ -83,6 +93,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("client_workers", "processes that send the requests, each with its own event loop; "
            "auto: the cores the engine does not use (one on a 2-core CPU runner)", "auto",
            parse_client_workers, metavar="N|auto"),
+    Option("client_check", "a run the client limited (see docs/client.md): fail its test, or "
+           "warn and go on (for smoke runs on small machines); never a baseline either way",
+           "fail", parse_client_check, metavar="fail|warn"),
     Option("baseline_dir", "directory holding <hardware>/<suite>.toml baselines", Path("baselines"),
            Path, metavar="DIR"),
     Option("repeat", "measure each test N times; gate on the median", 1, int,
@@ -109,6 +122,7 @@ class Settings:
     hardware: str | None
     endpoint: str | None
     client_workers: str | int
+    client_check: str
     baseline_dir: Path
     repeat: int
     json: Path | None

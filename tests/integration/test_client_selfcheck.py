@@ -50,6 +50,21 @@ def test_a_client_limited_run_fails_and_is_never_a_baseline(pytester, mock):
     assert not (pytester.path / "baselines").exists()
 
 
+def test_warn_mode_lets_the_test_pass_but_still_writes_no_baseline(pytester, mock):
+    pytester.makeconftest("import pytest_llmperf.selfcheck as s\ns.CPU_LIMIT = 0.0\n")
+    pytester.makepyfile(test_x=TEST_FILE)
+    result = pytester.runpytest_subprocess(
+        "--llmperf-endpoint", mock.url, "--llmperf-hardware", "cpu",
+        "--llmperf-update-baselines", "--llmperf-client-check", "warn")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines([
+        "*ClientLimitedWarning: client-limited measurement: *",
+        "*test_x.py::test_x *CLIENT LIMITED*",
+        "test_x.py::test_x: baseline not updated (client-limited run)",
+    ])
+    assert not (pytester.path / "baselines").exists()
+
+
 def test_bad_client_workers_is_one_line_naming_the_option(pytester):
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     result = pytester.runpytest_subprocess("--llmperf-client-workers", "0")

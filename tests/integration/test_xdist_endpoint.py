@@ -41,8 +41,11 @@ def test_two_workers_two_engines_distinct_ports_and_cores(pytester: pytest.Pytes
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     pytester.makepyfile(test_two=TWO_ENGINES)
     logs = pytester.path / "logs"
+    # Two engines and two clients on this 2-core machine: the clients do lag (event-loop lag p90
+    # 4.9 ms was seen in CI), and this test is about distribution, not measurement, so warn.
     result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "-v",
-                                           "-p", "no:cacheprovider",
+                                           "-p", "no:cacheprovider", "--llmperf-client-check",
+                                           "warn",
                                            "--llmperf-log-dir", str(logs),
                                            "--llmperf-json", "run.json", timeout=600)
     result.assert_outcomes(passed=4)
