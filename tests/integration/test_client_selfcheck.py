@@ -32,12 +32,17 @@ def mock():
     server.stop()
 
 
-def test_a_client_limited_run_fails_and_is_never_a_baseline(pytester, mock):
+def run_every_run_limited(pytester, mock, *args: str) -> pytest.RunResult:
+    """TEST_FILE against the mock, asked to update baselines, with every run client-limited."""
     pytester.makeconftest("import pytest_llmperf.selfcheck as s\ns.CPU_LIMIT = 0.0\n")
     pytester.makepyfile(test_x=TEST_FILE)
-    result = pytester.runpytest_subprocess(
+    return pytester.runpytest_subprocess(
         "--llmperf-endpoint", mock.url, "--llmperf-hardware", "cpu",
-        "--llmperf-update-baselines", "--llmperf-client-workers", "1")
+        "--llmperf-update-baselines", *args)
+
+
+def test_a_client_limited_run_fails_and_is_never_a_baseline(pytester, mock):
+    result = run_every_run_limited(pytester, mock, "--llmperf-client-workers", "1")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "client-limited measurement: the load generator, not the engine, set these "
@@ -51,11 +56,7 @@ def test_a_client_limited_run_fails_and_is_never_a_baseline(pytester, mock):
 
 
 def test_warn_mode_lets_the_test_pass_but_still_writes_no_baseline(pytester, mock):
-    pytester.makeconftest("import pytest_llmperf.selfcheck as s\ns.CPU_LIMIT = 0.0\n")
-    pytester.makepyfile(test_x=TEST_FILE)
-    result = pytester.runpytest_subprocess(
-        "--llmperf-endpoint", mock.url, "--llmperf-hardware", "cpu",
-        "--llmperf-update-baselines", "--llmperf-client-check", "warn")
+    result = run_every_run_limited(pytester, mock, "--llmperf-client-check", "warn")
     result.assert_outcomes(passed=1, warnings=1)
     result.stdout.fnmatch_lines([
         "*ClientLimitedWarning: client-limited measurement: *",

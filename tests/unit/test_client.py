@@ -20,21 +20,20 @@ import pytest
 
 from pytest_llmperf.client import ERROR_BODY_CHARS, ClientOptions, OpenAIStreamClient
 from pytest_llmperf.records import Request, RequestRecord
+from tests.unit.vllm_chunks import (
+    CHAT_ROLE,
+    CHAT_TOKEN,
+    COMPLETION_CHUNK,
+    DONE,
+    EMPTY_TEXT_ONE_ID,
+    TWO_IDS,
+    USAGE,
+)
 
 MODEL = "suites/models/tiny-llama"
 TEXT = Request(prompt="Hello world", prompt_tokens=5, output_tokens=8)
 IDS = Request(prompt=(11, 12, 13), prompt_tokens=3, output_tokens=4)
 
-# Completions chunks as vLLM 0.32 streams them with return_token_ids.
-COMPLETION_CHUNK = ('data: {"choices":[{"index":0,"text":" foo","token_ids":[123],'
-                    '"finish_reason":null}],"usage":null}')
-EMPTY_TEXT_ONE_ID = 'data: {"choices":[{"index":0,"text":"","token_ids":[5]}],"usage":null}'
-TWO_IDS = 'data: {"choices":[{"index":0,"text":" a b","token_ids":[5,6]}],"usage":null}'
-USAGE = ('data: {"choices":[],"usage":{"prompt_tokens":16,"completion_tokens":8,'
-         '"total_tokens":24}}')
-CHAT_ROLE = 'data: {"choices":[{"delta":{"role":"assistant","content":""},"token_ids":null}]}'
-CHAT_TOKEN = 'data: {"choices":[{"delta":{"content":" hi"},"token_ids":[42]}]}'
-DONE = "data: [DONE]"
 
 
 class Ticking:
