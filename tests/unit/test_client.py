@@ -3,7 +3,8 @@ on 127.0.0.1 started by the test. How the stream's bytes become chunks is tested
 
 A fake clock that ticks 1.0 per call makes every recorded time a count of clock reads: sent_s is
 the first tick, each socket read takes the next one (http1.py stamps a read before parsing it, so
-every event in one read gets that read's tick), done_s is the last. How many reads a response
+every event in one read gets that read's tick, less the bytes' microseconds of age in the
+kernel), done_s is the last. How many reads a response
 takes is up to the kernel, so the tests assert what follows whatever it is.
 """
 
@@ -12,6 +13,9 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import ssl
+import struct
+import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from pytest_llmperf.client import ERROR_BODY_CHARS, ClientOptions, OpenAIStreamClient
+from pytest_llmperf.http1 import SO_TIMESTAMPNS, kernel_stamp
 from pytest_llmperf.records import Request, RequestRecord
 from tests.unit.vllm_chunks import (
     CHAT_ROLE,
@@ -173,7 +178,27 @@ class CannedServer:
 
 @pytest.fixture
 def server():
+    yield from serve(CannedServer())
+
+
+@pytest.fixture
+def tls_server(tmp_path, monkeypatch):
+    """The canned server over TLS, with a self-signed certificate the client is told to trust
+    (ssl.create_default_context reads $SSL_CERT_FILE)."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
     canned = CannedServer()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    canned.httpd.socket = context.wrap_socket(canned.httpd.socket, server_side=True)
+    canned.url = canned.url.replace("http://127.0.0.1", "https://localhost")
+    yield from serve(canned)
+
+
+def serve(canned: CannedServer):
     # A short poll interval: shutdown() waits for one poll, 0.5 s by default, per test.
     thread = threading.Thread(target=canned.httpd.serve_forever, kwargs={"poll_interval": 0.01},
                               daemon=True)
@@ -252,6 +277,33 @@ def test_send_with_the_real_clock_orders_times(server):
     record = send(server.url, clock=time.perf_counter)
     assert record.sent_s <= record.chunk_times_s[0] <= record.chunk_times_s[1] <= record.done_s
     assert record.chunk_tokens == [1, 1]
+
+
+def test_a_busy_client_stamps_bytes_when_the_kernel_received_them(server):
+    """The loop is blocked for 0.3 s right after the request goes out; the answer arrives during
+    that time and its chunk keeps the kernel's receive time, not the time the loop read it."""
+    server.sse(COMPLETION_CHUNK, USAGE, DONE)
+
+    async def go() -> RequestRecord:
+        async with OpenAIStreamClient(server.url, MODEL, clock=time.perf_counter) as c:
+            await c.send(0, TEXT, 0.0)  # opens the connection the next request reuses
+            request = asyncio.ensure_future(c.send(1, TEXT, 0.0))  # its first step writes
+            asyncio.get_running_loop().call_soon(time.sleep, 0.3)  # then the loop blocks
+            return await request
+
+    record = asyncio.run(go())
+    assert record.ok
+    assert record.done_s - record.sent_s >= 0.3
+    assert record.chunk_times_s[0] - record.sent_s < 0.1
+
+
+def test_https_streams_through_tls(tls_server):
+    tls_server.sse(COMPLETION_CHUNK, COMPLETION_CHUNK, USAGE, DONE)
+    records, _ = send_all(tls_server.url, [TEXT, TEXT], clock=time.perf_counter)
+    assert [r.ok for r in records] == [True, True]
+    assert records[0].chunk_tokens == [1, 1]
+    assert records[0].sent_s <= records[0].chunk_times_s[0] <= records[0].done_s
+    assert tls_server.connections == 1  # kept alive over TLS too
 
 
 def test_keep_alive_reuses_one_connection(server):
@@ -401,3 +453,26 @@ def test_connection_refused_becomes_the_record_error():
     record = send(f"http://127.0.0.1:{port}")
     assert record.error.startswith("ConnectionRefusedError: ")
     assert not record.ok and record.done_s is not None
+
+
+# ------------------------------------------------------------------ kernel receive times
+
+
+def timespec(ns: int) -> list:
+    """The ancillary data recvmsg returns for SO_TIMESTAMPNS, for a receive at `ns`."""
+    return [(socket.SOL_SOCKET, SO_TIMESTAMPNS,
+             struct.pack("=qq", ns // 1_000_000_000, ns % 1_000_000_000))]
+
+
+def test_a_read_is_stamped_by_its_age_on_the_kernel_clock():
+    stamp = kernel_stamp(100.0, timespec(time.time_ns() - 5_000_000))
+    assert 100.0 - 0.006 < stamp <= 100.0 - 0.005
+
+
+def test_without_a_kernel_time_the_read_is_stamped_now():
+    assert kernel_stamp(100.0, []) == 100.0
+
+
+def test_a_kernel_time_ahead_of_the_wall_clock_is_stamped_now():
+    # The wall clock stepped back between the receive and the read: the age is unknown.
+    assert kernel_stamp(100.0, timespec(time.time_ns() + 10**9)) == 100.0
