@@ -16,7 +16,7 @@ import pytest
 from pytest_llmperf import sweeps
 from pytest_llmperf.baselines import TOLERANCE_RULE, is_tolerance
 from pytest_llmperf.checks import Judgement
-from pytest_llmperf.engines.server import EngineStartError
+from pytest_llmperf.engines.errors import EngineError
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.result import Result, result_id
 from pytest_llmperf.settings import usable_cores
@@ -139,7 +139,7 @@ class Llmperf:
         """Maximum throughput with vLLM's in-process engine (`LLM.generate`, as `vllm bench
         throughput`), in a child process; gated as offline_*_throughput_* metrics."""
         engine = self._engine(engine)
-        result = self._session.run_offline(engine, workload)
+        result = _engine_or_fail(self._session.run_offline, engine, workload)
         estimates = {f"offline_{name}": Estimate(getattr(result, name), 0.0, 1) for name in
                      ("output_throughput_tok_s", "total_throughput_tok_s")}
         self._judge_extra(workload, engine, estimates,
@@ -166,14 +166,8 @@ class Llmperf:
         # Sweep and search points are named after their load and take no run number, so the
         # keys of the gated measurements after them do not depend on how many points there were.
         key = f"{baseline_key(self._item, 1)}@{workload.name}" if point else self._next_key()
-        try:
-            result = self._session.run(user_nodeid(self._item), key, engine, workload, repeat)
-        except EngineStartError as exc:
-            failure = str(exc)
-        else:
-            failure = None
-        if failure:  # outside the except block, so pytest shows one line, not a chained trace
-            pytest.fail(failure, pytrace=False)
+        result = _engine_or_fail(self._session.run, user_nodeid(self._item), key, engine,
+                                 workload, repeat)
         self.results.append(result)
         self._check_client(result, self._session.settings.client_check)
         self._check_errors(result, self.options.max_error_rate)
@@ -219,6 +213,16 @@ class Llmperf:
             pytest.fail(f"{result.failed} of {result.failed + result.completed} requests failed "
                         f"(error rate {result.error_rate:.1%}, allowed {limit:.1%}): {errors}",
                         pytrace=False)
+
+
+def _engine_or_fail(call, *args):
+    """`call(*args)`; an engine that would not start, died or got no GPUs fails the test with its
+    one line (what was measured before a death is already recorded)."""
+    try:
+        return call(*args)
+    except EngineError as exc:
+        failure = str(exc)
+    pytest.fail(failure, pytrace=False)  # outside the except block: one line, no chained trace
 
 
 class ClientLimitedWarning(UserWarning):

@@ -15,7 +15,8 @@ from typing import Any
 
 from pytest_llmperf import baselines, checks, gate, runfile
 from pytest_llmperf.client import ClientOptions
-from pytest_llmperf.engines.pool import EnginePool
+from pytest_llmperf.engines.errors import EngineDied
+from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.fixture import user_nodeid
 from pytest_llmperf.metrics import RunMetrics, compute_metrics
@@ -31,6 +32,7 @@ GIT_TIMEOUT_S = 5
 # (estimated from ~100,000 chunks/s per process on a free core) far above any one server.
 MAX_AUTO_WORKERS = 8
 CLIENT_LIMITED = "CLIENT LIMITED"  # the verdict column of a run the self-check refused
+ENGINE_DIED = "ENGINE DIED"  # the verdict column of a run its engine died in
 RUNS_DIR = Path(".llmperf/runs")
 
 
@@ -59,6 +61,9 @@ class LlmperfSession:
     payloads: list[dict[str, Any]] = field(default_factory=list)
     _tokenizers: dict[str, Any] = field(default_factory=dict)
     _saved_run: Any = None
+
+    def __post_init__(self) -> None:
+        self.pool.on_death = self._note_death
 
     # ------------------------------------------------------------------ measuring
 
@@ -94,13 +99,15 @@ class LlmperfSession:
         requests, warmup = workload.build(self.tokenizer_for(engine))
         workers = self.client_workers()
         runs: list[tuple[RunMetrics, Measurement]] = []
+        died = None
         for attempt in range(repeat):
             measured = measure(endpoint, requests, workload.pattern, seed=workload.seed,
                                warmup=warmup if attempt == 0 else (),
                                duration_s=workload.duration_s, workers=workers)
             runs.append((compute_metrics(measured.records), measured))
-            if measured.client_error:
-                break  # a client worker died: what was measured is kept, the test fails
+            died = self.engine_death(engine, measured.records)
+            if measured.client_error or died:
+                break  # a client worker or the engine died: what was measured is kept
         # The representative run (its records and summaries) is the median by output throughput.
         metrics, measured = sorted(runs, key=lambda run: run[0].output_throughput_tok_s)[
             len(runs) // 2]
@@ -119,7 +126,22 @@ class LlmperfSession:
         self.results.append(result)
         if result.client_error or result.client.limited:
             self.verdicts[result.test_id] = CLIENT_LIMITED
+        if died:
+            self.verdicts[result.test_id] = ENGINE_DIED
+            raise died
         return result
+
+    def engine_death(self, engine: Engine, records) -> EngineDied | None:
+        """After requests failed, did the engine die? (A started engine only: an endpoint's
+        server is not ours to judge or restart.)"""
+        if self.settings.endpoint or not any(record.error for record in records):
+            return None
+        return self.pool.check(engine)
+
+    def _note_death(self, engine: Engine, line: str, restarted: bool) -> None:
+        then = (f"restarted for the next test ({self.pool.deaths[engine]} of {MAX_DEATHS} "
+                "deaths)" if restarted else "not started again")
+        self.notes.append(f"{line}; {then}")
 
     def client_workers(self) -> int:
         """--llmperf-client-workers as a number. auto: every core but the engine's, where the

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from pytest_llmperf.engines.errors import EngineError
+
 LEASE_TIMEOUT_S = 3600.0  # a TP=8 test may wait for every other engine on the node to finish
 LEASE_POLL_S = 0.5
 
@@ -33,8 +35,9 @@ def visible_gpus(count: int, environ: dict[str, str] | None = None) -> list[str]
     return [str(index) for index in range(count)]
 
 
-class LeaseTimeout(RuntimeError):
-    """Waited too long for GPUs; the message says how many and what to try."""
+class LeaseTimeout(EngineError):
+    """Waited too long for GPUs; the message says how many and what to try. An EngineError, so
+    the test that waited fails with this line instead of a traceback."""
 
 
 @dataclass

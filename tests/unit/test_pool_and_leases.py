@@ -1,17 +1,21 @@
-"""Engine pool and GPU leases with a fake server (no vLLM): who starts, who stops, who holds GPUs."""
+"""Engine pool and GPU leases with a fake server (no vLLM): who starts, who stops, who holds GPUs,
+and what happens when an engine dies."""
 
 from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from pytest_llmperf import Engine
+from pytest_llmperf.engines.errors import EngineDied, EngineError
 from pytest_llmperf.engines.leases import GpuLeases, LeaseTimeout, visible_gpus
-from pytest_llmperf.engines.pool import EnginePool
+from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
 from pytest_llmperf.engines.server import EngineStartError
 
+DATA = Path(__file__).resolve().parent / "data"
 A = Engine(model="/m/a", tensor_parallel_size=2)
 B = Engine(model="/m/b", tensor_parallel_size=2)
 BROKEN = Engine(model="/m/broken")
@@ -21,6 +25,10 @@ class FakeServer:
     def __init__(self, engine, env, log):
         self.engine, self.env, self.log = engine, env, log
         self.base_url, self.start_time_s = f"http://fake/{engine.model}", 1.0
+        self.log_path, self.story = None, None  # story: how it died (None: alive)
+
+    def death(self):
+        return self.story
 
     def start(self):
         if self.engine is BROKEN:
@@ -120,3 +128,86 @@ def test_engine_digest_is_stable_and_distinguishes_specs():
     assert A.digest() == Engine(model="/m/a", tensor_parallel_size=2).digest()
     assert A.digest() != B.digest()
     assert len(A.digest()) == 10
+
+
+# ------------------------------------------------------------------ deaths
+
+def test_a_live_engine_is_no_death(log, tmp_path):
+    p = pool(log, tmp_path)
+    p.get(A)
+    assert p.check(A) is None
+    assert p.check(B) is None  # not running: nothing to tell
+    p.stop_all()
+
+
+def test_a_dead_engine_is_one_line_and_the_next_test_gets_a_fresh_one(log, tmp_path):
+    p = pool(log, tmp_path)
+    heard = []
+    p.on_death = lambda engine, line, restarted: heard.append((engine, line, restarted))
+    first = p.get(A)
+    first.story = "the server was killed by SIGKILL"
+    died = p.check(A)
+    assert isinstance(died, EngineDied) and isinstance(died, EngineError)
+    assert str(died) == ("engine a died during the test (the server was killed by SIGKILL); "
+                         "last log lines: (no error in the log); log: (no log)")
+    assert log[-1] == ("stop", "/m/a", "0,1"), "stopped, its GPUs handed back"
+    assert heard == [(A, str(died), True)]
+    second = p.get(A)
+    assert second is not first and log[-1] == ("start", "/m/a", "0,1")
+    p.stop_all()
+
+
+def test_get_never_hands_out_a_dead_cached_engine(log, tmp_path):
+    p = pool(log, tmp_path)
+    heard = []
+    p.on_death = lambda engine, line, restarted: heard.append(line)
+    first = p.get(A)
+    first.story = "VLLM::EngineCore, pid 7, ended first; then the server exited with code 0"
+    second = p.get(A)
+    assert second is not first
+    assert heard == ["engine a died between tests (VLLM::EngineCore, pid 7, ended first; then "
+                     "the server exited with code 0); last log lines: (no error in the log); "
+                     "log: (no log)"]
+    assert p.deaths[A] == 1
+    p.stop_all()
+
+
+def test_a_spec_that_died_three_times_is_not_started_again(log, tmp_path):
+    p = pool(log, tmp_path)
+    restarts = []
+    p.on_death = lambda engine, line, restarted: restarts.append(restarted)
+    for _ in range(MAX_DEATHS):
+        p.get(A).story = "the server was killed by SIGKILL"
+        p.check(A)
+    assert restarts == [True, True, False]
+    starts = sum(1 for entry in log if entry[0] == "start")
+    for _ in range(2):  # every later test fails at once, with the same line
+        with pytest.raises(EngineDied) as info:
+            p.get(A)
+        assert str(info.value) == (
+            "engine a died 3 times in this session and is not started again; the last time "
+            "during the test (the server was killed by SIGKILL); last log lines: (no error in "
+            "the log); log: (no log)")
+    assert sum(1 for entry in log if entry[0] == "start") == starts == MAX_DEATHS
+    p.get(B)  # another spec is not affected
+    p.stop_all()
+
+
+def test_the_death_line_quotes_the_logs_error_lines(log, tmp_path):
+    vllm_log = tmp_path / "vllm-8000.log"
+    vllm_log.write_text((DATA / "engine-core-killed.log").read_text())
+    p = pool(log, tmp_path)
+    server = p.get(A)
+    server.log_path, server.story = vllm_log, "the server exited with code 0"
+    assert str(p.check(A)) == (
+        "engine a died during the test (the server exited with code 0); last log lines: "
+        "[shutdown] MPClient: engine core exited unexpectedly; starting cleanup | AsyncLLM "
+        "output_handler failed. | vllm.v1.engine.exceptions.EngineDeadError: EngineCore "
+        "encountered an issue. See stack trace (above) for the root cause.; "
+        f"log: {vllm_log}")
+
+
+def test_a_lease_timeout_is_an_engine_error(tmp_path):
+    """The fixture turns EngineErrors into one-line failures; a LeaseTimeout must be one."""
+    with pytest.raises(EngineError):
+        GpuLeases(["0"], lease_dir=tmp_path).acquire(2)
