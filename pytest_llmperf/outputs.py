@@ -1,4 +1,4 @@
-"""What a session leaves behind: the summary table's rows and lines, and the JSON run file.
+"""What a session leaves behind: the summary's rows and lines, and the JSON run file.
 
 Under pytest-xdist every worker measures its own tests, so each builds a `payload` (plain data,
 sent to the controller through `workeroutput`), and the controller merges them: one table, one
@@ -10,7 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf import report, runfile
+from pytest_llmperf import cost, report, runfile, terminal
+
+
+def usd_per_hour(session) -> float | None:
+    return cost.for_hardware(session.settings.cost_per_hour, session.hardware_class)
 
 
 def payload(session, started) -> dict[str, Any]:
@@ -22,14 +26,20 @@ def payload(session, started) -> dict[str, Any]:
 
         document = runfile.run_document(
             session.results, verdicts=session.verdicts, fingerprint=session.fingerprint,
-            commit=git_commit(session.settings.rootdir), started=started, gates=session.gates)
+            commit=git_commit(session.settings.rootdir), started=started, gates=session.gates,
+            usd_per_hour=usd_per_hour(session))
     return {
-        "rows": report.summary_rows(session.results, session.verdicts),
+        "rows": report.summary_rows(session.results, session.verdicts, usd_per_hour(session)),
         "extras": report.extra_lines(session.extras, session.verdicts),
         "starts": [[engine.label(), seconds] for engine, seconds in session.pool.starts],
-        "notes": list(session.notes),
+        "notes": list(session.notes) + _cost_notes(session),
         "document": document,
     }
+
+
+def _cost_notes(session) -> list[str]:
+    note = cost.missing_note(session.settings.cost_per_hour, session.hardware_class)
+    return [note] if note and session.results else []
 
 
 def merge_documents(documents: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -61,12 +71,14 @@ def write_documents(session, payloads: list[dict[str, Any]]) -> list[str]:
     return [f"results written to {path}" for path in targets]
 
 
-def summary(payloads: list[dict[str, Any]]) -> list[str]:
+def merged(payloads: list[dict[str, Any]], key: str) -> list[Any]:
+    return [item for p in payloads for item in p[key]]
+
+
+def summary(payloads: list[dict[str, Any]], *, full: bool = False) -> list[str]:
     """The terminal section: the table and its engine legend (with start times), then
-    capacities/offline throughputs and notes."""
-    rows = [row for p in payloads for row in p["rows"]]
-    starts = [(label, seconds) for p in payloads for label, seconds in p["starts"]]
-    lines = report.table_lines(rows) + report.engine_lines(rows, starts)
-    for key in ("extras", "notes"):
-        lines += [line for p in payloads for line in p[key]]
-    return lines
+    capacities/offline throughputs and notes; `full` for every column and note."""
+    rows = merged(payloads, "rows")
+    engines = report.engine_lines(rows, [tuple(start) for start in merged(payloads, "starts")])
+    return terminal.section(rows, engines, merged(payloads, "extras"), merged(payloads, "notes"),
+                            full=full)

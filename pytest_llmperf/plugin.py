@@ -265,7 +265,8 @@ def pytest_runtest_makereport(item: pytest.Item, call):
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     session = config.stash.get(SESSION_KEY, None)
-    lines = outputs.summary(session.payloads) if session is not None else []
+    full = config.option.verbose > 0 or config.stash[SETTINGS_KEY].summary == "full"
+    lines = outputs.summary(session.payloads, full=full) if session is not None else []
     if lines:
         terminalreporter.section("llmperf")
         for line in lines:

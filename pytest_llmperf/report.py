@@ -1,73 +1,118 @@
-"""The end-of-session table: a row per measured test, the key metrics readable at a glance.
+"""What the end-of-session reports say about each measurement: its row (plain data) and the
+columns a row can show. The terminal summary (summary.py), the Markdown report (markdown.py) and
+the JUnit properties (junit.py) all read rows from here, so the three never disagree.
 
-Latencies are shown in milliseconds (the unit people quote for TTFT/TPOT), throughput in tok/s.
+A row is JSON-able on purpose: under pytest-xdist each worker builds its own and sends them to the
+controller, which writes the reports (outputs.py). Latencies are shown in milliseconds (the unit
+people quote for TTFT/TPOT), throughput in tok/s.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
+from pytest_llmperf import checks, cost
 from pytest_llmperf.result import Result
+from pytest_llmperf.session import CLIENT_LIMITED
 
-# (header, metric name, scale, format): one place defines what the summary shows.
-COLUMNS: tuple[tuple[str, str, float, str], ...] = (
-    ("ok", "completed", 1, "{:.0f}"),
-    ("fail", "failed", 1, "{:.0f}"),
-    ("out tok/s", "output_throughput_tok_s", 1, "{:.1f}"),
-    ("req/s", "request_throughput_req_s", 1, "{:.2f}"),
-    ("TTFT p50", "ttft_s.p50", 1e3, "{:.1f}"),
-    ("TTFT p99", "ttft_s.p99", 1e3, "{:.1f}"),
-    ("TPOT p50", "tpot_s.p50", 1e3, "{:.2f}"),
-    ("ITL p50", "itl_s.p50", 1e3, "{:.2f}"),
-    ("E2EL p50", "e2el_s.p50", 1e3, "{:.0f}"),
-    ("queue p99", "queue_s.p99", 1e3, "{:.2f}"),
+Row = dict[str, Any]  # {"test_id", "engine", "workload", "verdict", "values": {key: float|None}}
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    key: str  # a metric name, "server:<name>" (vLLM's /metrics) or a cost.py name
+    scale: float  # to the unit the header implies (ms, %)
+    fmt: str
+    meaning: str  # for the legend under a table; "" when the header says it all
+
+    def cell(self, values: Mapping[str, float | None]) -> str:
+        value = values.get(self.key)
+        return "-" if value is None else self.fmt.format(value * self.scale)
+
+
+# Every column, in the order a table shows them.
+COLUMNS: tuple[Column, ...] = (
+    Column("ok", "completed", 1, "{:.0f}", ""),
+    Column("fail", "failed", 1, "{:.0f}", ""),
+    Column("out tok/s", "output_throughput_tok_s", 1, "{:.1f}", ""),
+    Column("req/s", "request_throughput_req_s", 1, "{:.2f}", ""),
+    Column("TTFT p50", "ttft_s.p50", 1e3, "{:.1f}", "TTFT time to first token"),
+    Column("TTFT p99", "ttft_s.p99", 1e3, "{:.1f}", "TTFT time to first token"),
+    Column("TPOT p50", "tpot_s.p50", 1e3, "{:.2f}", "TPOT time per output token after the first"),
+    Column("ITL p50", "itl_s.p50", 1e3, "{:.2f}", "ITL token-normalized inter-token latency"),
+    Column("E2EL p50", "e2el_s.p50", 1e3, "{:.0f}", "E2EL end to end"),
+    Column("queue p99", "queue_s.p99", 1e3, "{:.2f}", "queue = client lag"),
     # Server-side, from vLLM's /metrics during the run (blank for servers without them).
-    ("KV max%", "server:kv_cache_usage_max", 100, "{:.0f}"),
-    ("hit%", "server:prefix_cache_hit_rate", 100, "{:.0f}"),
+    Column("KV max%", "server:kv_cache_usage_max", 100, "{:.0f}", "KV max% = peak KV-cache use"),
+    Column("hit%", "server:prefix_cache_hit_rate", 100, "{:.0f}", "hit% = prefix-cache hit rate"),
+    Column("$/1M out", cost.PER_OUTPUT, 1, "{:.4g}",
+           "$/1M out, $/1M tot = dollars per million output and total tokens"),
+    Column("$/1M tot", cost.PER_TOTAL, 1, "{:.4g}",
+           "$/1M out, $/1M tot = dollars per million output and total tokens"),
 )
-UNITS_LINE = ("latencies in ms (TTFT time to first token, TPOT time per output token after the "
-              "first, ITL token-normalized inter-token latency, E2EL end to end, queue = client "
-              "lag); KV max% = peak KV-cache use, hit% = prefix-cache hit rate (server /metrics)")
+# Measured values a row keeps although no column shows them (cost.py derives from them).
+EXTRA_VALUES = ("total_throughput_tok_s",)
+
+# Worst first: the reports put these rows on top so a reader sees them without scrolling.
+SEVERITY = {checks.ERROR: 0, checks.REGRESSED: 1, checks.MISSED: 2, CLIENT_LIMITED: 3}
+PROBLEMS = frozenset(SEVERITY)
 
 
-def _cell(value: float, scale: float, fmt: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return fmt.format(value * scale)
+def _finite(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) else float(value)
 
 
-def _value(result: Result, name: str) -> float | None:
-    if name.startswith("server:"):
-        return result.server_metrics.get(name.partition(":")[2])
-    return result.value(name)
+def _value(result: Result, key: str) -> float | None:
+    if key.startswith("server:"):
+        return _finite(result.server_metrics.get(key.partition(":")[2]))
+    if key in cost.NAMES:
+        return None  # derived in summary_rows once the throughputs are known
+    return _finite(result.value(key))
 
 
-def summary_rows(results: Sequence[Result], verdicts: dict[str, str]) -> list[list[str]]:
+def summary_rows(results: Sequence[Result], verdicts: Mapping[str, str],
+                 usd_per_hour: float | None = None) -> list[Row]:
+    """A row per result; `verdicts` maps a test id to its gate verdict ("pass", "REGRESSION"),
+    `usd_per_hour` (what the machine costs) adds the cost columns."""
     rows = []
     for result in results:
-        cells = [result.test_id, result.engine_label, result.workload_label]
-        cells += [_cell(_value(result, name), scale, fmt) for _, name, scale, fmt in COLUMNS]
-        cells.append(verdicts.get(result.test_id, ""))
-        rows.append(cells)
+        keys = [column.key for column in COLUMNS] + list(EXTRA_VALUES)
+        values = {key: _value(result, key) for key in keys}
+        values.update(cost.per_million_tokens(values, usd_per_hour))
+        rows.append({"test_id": result.test_id, "engine": result.engine_label,
+                     "workload": result.workload_label,
+                     "verdict": verdicts.get(result.test_id, ""), "values": values})
     return rows
 
 
-def format_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    """Left-align text columns (the first three), right-align numbers."""
-    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
-    lines = []
-    for row in [header, *rows]:
-        cells = [str(c).ljust(w) if i < 3 or i == len(header) - 1 else str(c).rjust(w)
-                 for i, (c, w) in enumerate(zip(row, widths))]
-        lines.append("  ".join(cells).rstrip())
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return lines
+def by_severity(rows: Iterable[Row]) -> list[Row]:
+    """Errors, regressions, missed targets and client-limited runs first; otherwise in the order
+    they were measured (a stable sort)."""
+    return sorted(rows, key=lambda row: SEVERITY.get(row["verdict"], len(SEVERITY)))
 
 
-HEADER = ["test", "engine", "workload", *(c[0] for c in COLUMNS), "verdict"]
-ENGINE = HEADER.index("engine")
+def shown_columns(rows: Sequence[Row]) -> list[Column]:
+    """Every column, less those no row has a value for (the cost columns without a price)."""
+    return [column for column in COLUMNS if column.key not in cost.NAMES
+            or any(row["values"].get(column.key) is not None for row in rows)]
+
+
+def legend(columns: Iterable[Column]) -> str:
+    """One sentence saying what the shown columns mean."""
+    meanings = list(dict.fromkeys(c.meaning for c in columns if c.meaning))
+    return "latencies in ms" + (f" ({', '.join(meanings)})" if meanings else "")
+
+
+def verdict_counts(rows: Iterable[Row]) -> list[tuple[str, int]]:
+    """How many rows got each verdict, worst first, then by count."""
+    counts = Counter(row["verdict"] or "no verdict" for row in rows)
+    return sorted(counts.items(),
+                  key=lambda item: (SEVERITY.get(item[0], len(SEVERITY)), -item[1], item[0]))
 
 
 def engine_keys(labels: Iterable[str]) -> dict[str, str]:
@@ -87,17 +132,7 @@ def engine_keys(labels: Iterable[str]) -> dict[str, str]:
     return keys
 
 
-def table_lines(rows: list[list[str]]) -> list[str]:
-    """The table for rows from summary_rows (possibly from several pytest-xdist workers), engines
-    by their short keys."""
-    if not rows:
-        return []
-    keys = engine_keys(row[ENGINE] for row in rows)
-    keyed = [[*row[:ENGINE], keys[row[ENGINE]], *row[ENGINE + 1:]] for row in rows]
-    return format_table(HEADER, keyed) + [UNITS_LINE]
-
-
-def engine_lines(rows: list[list[str]], starts: Iterable[tuple[str, float]] = ()) -> list[str]:
+def engine_lines(rows: Sequence[Row], starts: Iterable[tuple[str, float]] = ()) -> list[str]:
     """The legend of the engine column, with each engine's start time where this session started
     it (`starts`: label and seconds to healthy, from every worker), then engines that started but
     measured nothing."""
@@ -110,20 +145,13 @@ def engine_lines(rows: list[list[str]], starts: Iterable[tuple[str, float]] = ()
         return "healthy after " + ", ".join(f"{s:.1f} s" for s in took) if took else ""
 
     lines = []
-    for label, key in engine_keys(row[ENGINE] for row in rows).items():
+    for label, key in engine_keys(row["engine"] for row in rows).items():
         lines.append(f"engine {key} = {label}" + (f"; {h}" if (h := healthy(label)) else ""))
     lines += [f"engine {label}: {healthy(label)}" for label in list(seconds)]
     return lines
 
 
-def summary_lines(results: Sequence[Result], verdicts: dict[str, str] | None = None) -> list[str]:
-    """The table and its engine legend; `verdicts` maps a test id to its gate verdict (e.g.
-    "pass", "REGRESSION")."""
-    rows = summary_rows(results, verdicts or {})
-    return table_lines(rows) + engine_lines(rows)
-
-
-def extra_lines(extras, verdicts: dict[str, str]) -> list[str]:
+def extra_lines(extras, verdicts: Mapping[str, str]) -> list[str]:
     """Gated metrics that are not a run's (SLO capacity, offline throughput): one line each."""
     lines = []
     for test_id, estimates, detail in extras:

@@ -19,7 +19,9 @@ Our own complete data sits under the top-level "llmperf" key, which those tools 
      "engine": {...}, "engine_label": ..., "workload": {...}, "workload_label": ...,
      "metrics": {"ttft_s.p50": {"value": 0.21, "spread": 0.004, "n": 3, "direction": "lower"},
                  ...every name of RunMetrics.flat()},
-     "server_metrics": {...}, "verdict": "pass", "engine_start_s": 41.2}]}
+     "server_metrics": {...}, "verdict": "pass", "engine_start_s": 41.2,
+     "cost": {"usd_per_hour": 2.49, "usd_per_1m_output_tok": 0.46, "usd_per_1m_total_tok": 0.23}
+     (with --llmperf-cost-per-hour; {} without)}]}
 
 `value` and `spread` are the median and robust spread over the repeats (stats.combine_runs), so a
 saved run can stand in for a baseline (SavedResult.entries). Non-finite numbers (an empty
@@ -42,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_llmperf import cost
 from pytest_llmperf import metrics as metrics_mod
 from pytest_llmperf.baselines import DIRECTIONS, BaselineEntry, BaselineError, load_run, save_run
 from pytest_llmperf.gate import DEFAULT_GATED, DEFAULT_TOLERANCE
@@ -79,12 +82,14 @@ def run_document(
     commit: str | None,
     started: datetime,
     gates: Mapping[str, Mapping[str, Any]] | None = None,
+    usd_per_hour: float | None = None,
 ) -> dict[str, Any]:
     """The run as a pytest-benchmark JSON document with our data under "llmperf".
 
     `verdicts` maps a test id (or a baseline key) to its gate verdict, as the summary shows it;
     `gates` maps a test id to the gate settings the test declared ({"tolerance": 0.75,
-    "metrics": [...]}), so `llmperf compare` judges each test as the test itself would.
+    "metrics": [...]}), so `llmperf compare` judges each test as the test itself would;
+    `usd_per_hour` (--llmperf-cost-per-hour) adds each result's "cost" (cost.py).
     """
     return {
         "machine_info": _machine_info(fingerprint),
@@ -95,7 +100,8 @@ def run_document(
         "llmperf": {
             "format": FORMAT,
             "fingerprint": dict(fingerprint),
-            "results": [_result_entry(result, verdicts, gates or {}) for result in results],
+            "results": [_result_entry(result, verdicts, gates or {}, usd_per_hour)
+                        for result in results],
         },
     }
 
@@ -133,7 +139,8 @@ def _finite(value: float | None) -> float | None:
 
 
 def _result_entry(result: Result, verdicts: Mapping[str, str],
-                  gates: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+                  gates: Mapping[str, Mapping[str, Any]],
+                  usd_per_hour: float | None = None) -> dict[str, Any]:
     runs = result.runs or (result.metrics,)
     estimates = combine_runs([run.flat() for run in runs])
     return {
@@ -158,7 +165,18 @@ def _result_entry(result: Result, verdicts: Mapping[str, str],
         "engine_start_s": _finite(result.engine_start_s),
         "gate": dict(gates.get(result.test_id, {})),
         "client": _client(result),
+        "cost": _cost(estimates, usd_per_hour),
     }
+
+
+def _cost(estimates: Mapping[str, Estimate], usd_per_hour: float | None) -> dict[str, Any]:
+    """$ per 1M tokens at the median throughputs; {} when no price was given."""
+    if usd_per_hour is None:
+        return {}
+    throughputs = {name: _finite(estimates[name].value) for name in
+                   ("output_throughput_tok_s", "total_throughput_tok_s")}
+    return {"usd_per_hour": usd_per_hour,
+            **cost.per_million_tokens(throughputs, usd_per_hour)}
 
 
 def _client(result) -> dict[str, Any]:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable
 
+from pytest_llmperf.cost import CostSetting, parse_cost_per_hour
+
 
 @dataclass(frozen=True)
 class Option:
@@ -69,6 +71,16 @@ def parse_client_check(text: str) -> str:
     return value
 
 
+SUMMARY_MODES = ("short", "full")
+
+
+def parse_summary(text: str) -> str:
+    value = text.strip().lower()
+    if value not in SUMMARY_MODES:
+        raise ValueError("expected short (fits 120 columns) or full (every column and note)")
+    return value
+
+
 def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
@@ -110,6 +122,15 @@ OPTIONS: tuple[Option, ...] = (
            None, metavar="NAME"),
     Option("compare", "gate against the saved run NAME (or a JSON path) instead of baselines",
            None, metavar="NAME"),
+    # Reports (pytest_llmperf/outputs.py)
+    Option("summary", "the terminal summary: short fits 120 columns (the most telling columns, "
+           "repeated notes folded); full shows every column and note, as -v does", "short",
+           parse_summary, metavar="short|full"),
+    Option("markdown", "write the report as Markdown to this file (also appended to "
+           "$GITHUB_STEP_SUMMARY when that is set)", None, _optional_path, metavar="PATH"),
+    Option("cost_per_hour", "what the machine costs in US dollars per hour, for $ per 1M tokens; "
+           "one price, or one per hardware class (h100=2.49,cpu=0.10)", None,
+           parse_cost_per_hour, metavar="USD|CLASS=USD,..."),
 )
 
 
@@ -130,6 +151,9 @@ class Settings:
     update_baselines: bool
     save: str | None
     compare: str | None
+    summary: str
+    markdown: Path | None
+    cost_per_hour: CostSetting | None
     rootdir: Path = Path(".")
 
     def path(self, value: Path) -> Path:

@@ -86,7 +86,7 @@ def suite(pytester: pytest.Pytester, monkeypatch):
 
 
 def test_no_baseline_passes_with_a_note(suite):
-    result = suite.runpytest()
+    result = suite.runpytest("-v")  # -v: a note per test, not one line folding all three
     result.assert_outcomes(passed=3)
     assert_lines(result, *[
         '*test_suite.py::test_a: no baseline for this hardware: *baselines/cpu/test_suite.toml '
@@ -108,7 +108,7 @@ def test_injected_regression_fails_exactly_the_affected_test(suite, monkeypatch)
     suite.runpytest("--llmperf-update-baselines").assert_outcomes(passed=3)
     assert (suite.path / "baselines/cpu/test_suite.toml").is_file()
     monkeypatch.setenv("FAKE_b", "0.2,0.01")  # test_b's TTFT doubles
-    result = suite.runpytest("-rfw")
+    result = suite.runpytest("-rfw", "-v")  # -v: the summary shows whole test ids
     result.assert_outcomes(passed=2, failed=1)
     assert_lines(result, *[
         "ttft_s.p50 regressed: 200.0 ms vs baseline 100.0 ms (+100.0%, allowed +10.0%, lower is "
@@ -205,7 +205,7 @@ def test_baseline_from_other_hardware_is_a_note_not_a_verdict(suite, monkeypatch
     path = suite.path / "baselines/cpu/test_suite.toml"
     path.write_text(path.read_text().replace("cpu_cores = 2", "cpu_cores = 64"))
     monkeypatch.setenv("FAKE_b", "0.5,0.01")  # would be a regression on the same machine
-    result = suite.runpytest()
+    result = suite.runpytest("-v")  # -v: a note per test, not one line folding all three
     result.assert_outcomes(passed=3)
     assert_lines(result, '*test_suite.py::test_b: baselines/cpu/test_suite.toml: ["test_b"]: '
                          "baseline is from other hardware (cpu_cores 64 -> 2); not gated")

@@ -1,4 +1,4 @@
-"""The end-of-session summary table, from Results built out of hand-made request records.
+"""The rows every report reads, from Results built out of hand-made request records.
 
 Times are binary fractions (0.25, 0.0625, ...) so every cell is exact and no rounding edge can
 make a test pass or fail by accident.
@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from pytest_llmperf import checks
 from pytest_llmperf.metrics import compute_metrics
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.report import (
-    UNITS_LINE,
+    COLUMNS,
+    by_severity,
     engine_keys,
     engine_lines,
     extra_lines,
-    summary_lines,
+    legend,
+    shown_columns,
     summary_rows,
+    verdict_counts,
 )
 from pytest_llmperf.result import Result
 from pytest_llmperf.stats import Estimate
@@ -57,27 +62,115 @@ def ok_result(**server) -> Result:
     return result(OK_ID, [streamed()], server=server)
 
 
-def test_the_whole_table():
-    results = [ok_result(kv_cache_usage_max=0.4375, prefix_cache_hit_rate=0.75),
-               result(FAIL_ID, [failed()])]
-    assert summary_lines(results, {OK_ID: "pass"}) == [
-        "test                           engine      workload                          "
-        "  ok  fail  out tok/s  req/s  TTFT p50  TTFT p99  TPOT p50  ITL p50  E2EL p50  queue p99"
-        "  KV max%  hit%  verdict",
-        "-----------------------------  ----------  ----------------------------------"
-        "  --  ----  ---------  -----  --------  --------  --------  -------  --------  ---------"
-        "  -------  ----  -------",
-        "suites/test_cpu.py::test_ok    tiny-llama  fixed-16in-4out x1 @ concurrency 1"
-        "   1     0        4.0   1.00     250.0     250.0    250.00   250.00      1000      62.50"
-        "       44    75  pass",
-        # Trailing blanks are stripped: the empty verdict leaves no padding behind.
-        "suites/test_cpu.py::test_fail  tiny-llama  fixed-16in-4out x1 @ concurrency 1"
-        "   0     1        0.0   0.00         -         -         -        -         -      31.25"
-        "        -     -",
-        UNITS_LINE,
-        # The engine column holds the model's name; its legend spells out the spec.
-        "engine tiny-llama = tiny-llama eager=True",
-    ]
+def cells(row) -> list[str]:
+    return [column.cell(row["values"]) for column in COLUMNS]
+
+
+def test_a_row_holds_each_column_in_its_metric_unit():
+    # 4 tokens in 1 s (first send to last token); TTFT 250 ms; 3 gaps of 250 ms after the first.
+    [row] = summary_rows([ok_result(kv_cache_usage_max=0.4375, prefix_cache_hit_rate=0.75)],
+                         {OK_ID: "REGRESSION"})
+    assert row == {
+        "test_id": OK_ID, "engine": ENGINE, "workload": WORKLOAD, "verdict": "REGRESSION",
+        "values": {"completed": 1.0, "failed": 0.0, "output_throughput_tok_s": 4.0,
+                   "request_throughput_req_s": 1.0, "ttft_s.p50": 0.25, "ttft_s.p99": 0.25,
+                   "tpot_s.p50": 0.25, "itl_s.p50": 0.25, "e2el_s.p50": 1.0,
+                   "queue_s.p99": 0.0625, "server:kv_cache_usage_max": 0.4375,
+                   "server:prefix_cache_hit_rate": 0.75, "usd_per_1m_output_tok": None,
+                   "usd_per_1m_total_tok": None, "total_throughput_tok_s": 20.0},
+    }
+    assert cells(row) == ["1", "0", "4.0", "1.00", "250.0", "250.0", "250.00", "250.00", "1000",
+                          "62.50", "44", "75", "-", "-"]
+
+
+def test_a_price_adds_the_cost_per_million_tokens():
+    # 4 output tok/s and 20 total tok/s at $0.36/h: $0.0001/s buys 4 and 20 tokens.
+    [row] = summary_rows([ok_result()], {}, usd_per_hour=0.36)
+    assert row["values"]["usd_per_1m_output_tok"] == pytest.approx(25.0, rel=1e-12)
+    assert row["values"]["usd_per_1m_total_tok"] == pytest.approx(5.0, rel=1e-12)
+    assert cells(row)[-2:] == ["25", "5"]
+
+
+def test_nan_distributions_show_a_dash():
+    # Every request failed: TTFT/TPOT/ITL/E2EL have no values (NaN), which must not read "nan".
+    [row] = summary_rows([result(FAIL_ID, [failed()])], {}, usd_per_hour=1.0)
+    assert cells(row) == ["0", "1", "0.0", "0.00", "-", "-", "-", "-", "-", "31.25", "-", "-",
+                          "-", "-"]  # and no cost for no throughput
+
+
+def test_a_single_token_output_has_no_tpot():
+    # TPOT needs at least two tokens; a 1-token output leaves its distribution empty.
+    [row] = summary_rows([result(OK_ID, [streamed(tokens=1)])], {})
+    assert cells(row)[4:8] == ["250.0", "250.0", "-", "-"]  # TTFT still measured
+
+
+def test_server_metric_columns_blank_without_a_metrics_endpoint():
+    # An external endpoint without /metrics gives no server metrics: a dash, not 0%.
+    [row] = summary_rows([ok_result()], {})
+    assert cells(row)[10:12] == ["-", "-"]
+
+
+def test_server_metric_zero_is_shown_as_zero():
+    [row] = summary_rows([ok_result(kv_cache_usage_max=0.0, prefix_cache_hit_rate=0.0)], {})
+    assert cells(row)[10:12] == ["0", "0"]
+
+
+def test_repeats_show_the_median_of_each_metric():
+    # Three repeats with TTFT 250, 500 and 125 ms: the table shows the median (250), not the
+    # first run's value and not the mean (291.7).
+    res = result(OK_ID, [streamed(ttft=0.5)], [streamed(ttft=0.25)], [streamed(ttft=0.125)])
+    assert res.metrics.ttft_s.p50 == 0.5  # the Result's own metrics are the first run here
+    [row] = summary_rows([res], {})
+    assert cells(row)[4:6] == ["250.0", "250.0"]
+
+
+def test_a_repeat_with_no_ttft_shows_a_dash_as_the_gate_sees_nan():
+    # Repeat 3 failed every request. The gate (stats.combine_repeats) makes the whole estimate
+    # NaN so a partly missing run cannot pass; the table must not show a TTFT for it either.
+    res = result(OK_ID, [streamed(ttft=0.25)], [streamed(ttft=0.5)], [failed()])
+    assert math.isnan(checks.estimates_of(res.runs)["ttft_s.p50"].value)
+    [row] = summary_rows([res], {})
+    assert row["values"]["ttft_s.p50"] is None and cells(row)[4] == "-"
+
+
+def test_rows_without_a_verdict_have_an_empty_one():
+    assert [row["verdict"] for row in summary_rows([ok_result()], {})] == [""]
+
+
+def row(test_id: str, verdict: str) -> dict:
+    return {"test_id": test_id, "engine": ENGINE, "workload": WORKLOAD, "verdict": verdict,
+            "values": {}}
+
+
+def test_problems_come_first_the_rest_in_the_order_measured():
+    rows = [row("t::a", "pass"), row("t::b", "MISSED TARGET"), row("t::c", "no baseline"),
+            row("t::d", "REGRESSION"), row("t::e", "CLIENT LIMITED"), row("t::f", "ERROR"),
+            row("t::g", "REGRESSION")]
+    assert [r["test_id"] for r in by_severity(rows)] == [
+        "t::f", "t::d", "t::g", "t::b", "t::e", "t::a", "t::c"]
+
+
+def test_verdict_counts_worst_first_then_by_count():
+    rows = [row("t::a", "pass"), row("t::b", "no baseline"), row("t::c", "pass"),
+            row("t::d", "REGRESSION"), row("t::e", "")]
+    assert verdict_counts(rows) == [("REGRESSION", 1), ("pass", 2), ("no baseline", 1),
+                                    ("no verdict", 1)]
+
+
+def test_cost_columns_only_where_a_row_has_a_cost():
+    unpriced = summary_rows([ok_result()], {})
+    priced = summary_rows([ok_result()], {}, usd_per_hour=1.0)
+    assert [c.header for c in shown_columns(unpriced)][-2:] == ["KV max%", "hit%"]
+    assert [c.header for c in shown_columns(priced)][-2:] == ["$/1M out", "$/1M tot"]
+
+
+def test_the_legend_names_what_the_shown_columns_mean_once_each():
+    assert legend(COLUMNS) == (
+        "latencies in ms (TTFT time to first token, TPOT time per output token after the first, "
+        "ITL token-normalized inter-token latency, E2EL end to end, queue = client lag, "
+        "KV max% = peak KV-cache use, hit% = prefix-cache hit rate, $/1M out, $/1M tot = "
+        "dollars per million output and total tokens)")
+    assert legend([c for c in COLUMNS if c.header in ("ok", "out tok/s")]) == "latencies in ms"
 
 
 def test_engine_keys_number_the_specs_of_one_model_in_order_of_appearance():
@@ -87,7 +180,9 @@ def test_engine_keys_number_the_specs_of_one_model_in_order_of_appearance():
 
 
 def test_engine_legend_carries_start_times_from_every_worker():
-    rows = [["t::a", "tiny seqs=16"], ["t::b", "tiny seqs=1"], ["t::c", "tiny seqs=16"]]
+    rows = [{"test_id": "t::a", "engine": "tiny seqs=16"},
+            {"test_id": "t::b", "engine": "tiny seqs=1"},
+            {"test_id": "t::c", "engine": "tiny seqs=16"}]
     starts = [("tiny seqs=1", 24.56), ("tiny seqs=16", 31.04), ("tiny seqs=16", 25.0),
               ("ghost", 20.0)]  # started by a test that then failed before measuring
     assert engine_lines(rows, starts) == [
@@ -98,63 +193,6 @@ def test_engine_legend_carries_start_times_from_every_worker():
     assert engine_lines([], starts) == ["engine tiny seqs=1: healthy after 24.6 s",
                                         "engine tiny seqs=16: healthy after 31.0 s, 25.0 s",
                                         "engine ghost: healthy after 20.0 s"]
-
-
-def test_row_cells_in_units_of_the_header():
-    # 4 tokens in 1 s (first send to last token); TTFT 250 ms; 3 gaps of 250 ms after the first.
-    [row] = summary_rows([ok_result(kv_cache_usage_max=0.4375, prefix_cache_hit_rate=0.75)],
-                         {OK_ID: "REGRESSION"})
-    assert row == [OK_ID, ENGINE, WORKLOAD, "1", "0", "4.0", "1.00", "250.0", "250.0", "250.00",
-                   "250.00", "1000", "62.50", "44", "75", "REGRESSION"]
-
-
-def test_nan_distributions_show_a_dash():
-    # Every request failed: TTFT/TPOT/ITL/E2EL have no values (NaN), which must not read "nan".
-    [row] = summary_rows([result(FAIL_ID, [failed()])], {})
-    assert row[3:] == ["0", "1", "0.0", "0.00", "-", "-", "-", "-", "-", "31.25", "-", "-", ""]
-    assert "nan" not in " ".join(row).lower()
-
-
-def test_a_single_token_output_has_no_tpot():
-    # TPOT needs at least two tokens; a 1-token output leaves its distribution empty.
-    [row] = summary_rows([result(OK_ID, [streamed(tokens=1)])], {})
-    assert row[9:11] == ["-", "-"]  # TPOT p50, ITL p50
-    assert row[7] == "250.0"  # TTFT still measured
-
-
-def test_server_metric_columns_blank_without_a_metrics_endpoint():
-    # An external endpoint without /metrics gives no server metrics: a dash, not 0%.
-    [row] = summary_rows([ok_result()], {})
-    assert row[-3:] == ["-", "-", ""]
-
-
-def test_server_metric_zero_is_shown_as_zero():
-    [row] = summary_rows([ok_result(kv_cache_usage_max=0.0, prefix_cache_hit_rate=0.0)], {})
-    assert row[-3:-1] == ["0", "0"]
-
-
-def test_repeats_show_the_median_of_each_metric():
-    # Three repeats with TTFT 250, 500 and 125 ms: the table shows the median (250), not the
-    # first run's value and not the mean (291.7).
-    res = result(OK_ID, [streamed(ttft=0.5)], [streamed(ttft=0.25)], [streamed(ttft=0.125)])
-    assert res.metrics.ttft_s.p50 == 0.5  # the Result's own metrics are the first run here
-    [row] = summary_rows([res], {})
-    assert row[7:9] == ["250.0", "250.0"]
-
-
-def test_verdicts_are_optional():
-    lines = summary_lines([ok_result()])
-    assert lines[0].endswith("verdict")
-    assert lines[2].endswith("-     -")  # no verdict cell text at all
-
-
-def test_no_results_no_table():
-    assert summary_lines([], {OK_ID: "pass"}) == []
-
-
-def test_units_line_names_every_abbreviation():
-    for word in ("TTFT", "TPOT", "ITL", "E2EL", "queue", "KV max%", "hit%", "ms"):
-        assert word in UNITS_LINE
 
 
 def test_extra_lines_one_per_measurement():
@@ -183,11 +221,3 @@ def test_extra_lines_nan_value():
                        {"t::x": "MISSED TARGET"})
     assert line == ["t::x: slo_capacity_req_s = nan (d)  MISSED TARGET"]
 
-
-def test_a_repeat_with_no_ttft_shows_a_dash_as_the_gate_sees_nan():
-    # Repeat 3 failed every request. The gate (stats.combine_repeats) makes the whole estimate
-    # NaN so a partly missing run cannot pass; the table must not show a TTFT for it either.
-    res = result(OK_ID, [streamed(ttft=0.25)], [streamed(ttft=0.5)], [failed()])
-    assert math.isnan(checks.estimates_of(res.runs)["ttft_s.p50"].value)
-    [row] = summary_rows([res], {})
-    assert row[7] == "-"

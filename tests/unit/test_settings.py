@@ -27,7 +27,7 @@ def test_defaults():
         log_dir=Path(".llmperf/logs"), startup_timeout=900.0, keep_engines=1, engine_nice="auto",
         hardware=None, endpoint=None, client_workers="auto", client_check="fail", baseline_dir=Path("baselines"),
         repeat=1, json=None, require_baseline=False, update_baselines=False, save=None,
-        compare=None,
+        compare=None, summary="short", markdown=None, cost_per_hour=None,
         rootdir=Path("."),
     )
 
