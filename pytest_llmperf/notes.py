@@ -4,12 +4,13 @@ line that counts them, so "baseline is from other hardware" for 19 tests is one 
 Notes are plain lines, most of them "<test id>: <what happened>", where what happened may name
 the test's baseline file and its key. Two notes say the same thing when their words are equal
 once every word naming the test (its key) or a file (a path) is set aside. A folded line keeps
-the words all its notes share, drops a location ("path:", "key:") that differs between them, and
-shows any other differing word as "...".
+the words all its notes share, shows differing paths as one pattern (dir/test_*.toml), drops a
+differing location (the key in ["test_a"]:), and shows any other differing word as "...".
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 
@@ -31,13 +32,23 @@ def _template(text: str, key: str) -> tuple[str | None, ...]:
     return tuple(None if _is_variable(word, key) else word for word in text.split(" "))
 
 
+def _glob(paths: tuple[str, ...]) -> str:
+    """Differing paths as one pattern: "baselines/cpu/test_a.toml", "baselines/cpu/test_b.toml"
+    -> "baselines/cpu/test_*.toml"."""
+    head = os.path.commonprefix(paths)
+    tail = os.path.commonprefix([path[len(head):][::-1] for path in paths])[::-1]
+    return f"{head}*{tail}"
+
+
 def _folded(texts: list[str]) -> str:
-    """The words every text shares; a differing location word ("x.toml:") is dropped, any
-    other differing word becomes DIFFERS."""
+    """The words every text shares; differing paths as a pattern; a differing location word
+    ("["test_a"]:") is dropped; any other differing word becomes DIFFERS."""
     words = []
     for column in zip(*(text.split(" ") for text in texts)):
         if len(set(column)) == 1:
             words.append(column[0])
+        elif all("/" in word for word in column):
+            words.append(_glob(column))
         elif not column[0].endswith(":"):
             words.append(DIFFERS)
     return " ".join(words)

@@ -7,10 +7,16 @@ JSON file, whatever the number of workers.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf import cost, report, runfile, terminal
+from pytest_llmperf import cost, markdown, report, runfile, terminal
+from pytest_llmperf.notes import fold
+
+# GitHub Actions shows at most 1 MiB of a step's summary (docs/reports.md).
+STEP_SUMMARY_LIMIT = 1024 * 1024
 
 
 def usd_per_hour(session) -> float | None:
@@ -82,3 +88,56 @@ def summary(payloads: list[dict[str, Any]], *, full: bool = False) -> list[str]:
     engines = report.engine_lines(rows, [tuple(start) for start in merged(payloads, "starts")])
     return terminal.section(rows, engines, merged(payloads, "extras"), merged(payloads, "notes"),
                             full=full)
+
+
+def markdown_report(payloads: list[dict[str, Any]], *, failures: list[tuple[str, str]],
+                    fingerprint: Mapping[str, Any],
+                    provenance: Mapping[str, Any]) -> markdown.Report:
+    rows = merged(payloads, "rows")
+    starts = [tuple(start) for start in merged(payloads, "starts")]
+    return markdown.Report(rows=rows, engines=report.engine_lines(rows, starts),
+                           others=merged(payloads, "extras"),
+                           notes=fold(merged(payloads, "notes")), failures=failures,
+                           fingerprint=fingerprint, provenance=provenance)
+
+
+def check_writable(option: str, given: Path, path: Path) -> None:
+    """Refuse, before any measuring, a report path that cannot be written: one line naming the
+    option as the user gave it and the fix (ValueError), rather than losing the report after
+    hours of benchmarks. `path` is `given` resolved against the rootdir."""
+    if path.is_dir():
+        raise ValueError(f"{option} {given}: is a directory; give a file path")
+    parent = next((p for p in path.absolute().parents if p.exists()), None)
+    if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{option} {given}: cannot create a file under {parent}; choose a "
+                         "writable path")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ValueError(f"{option} {given}: the file is not writable; choose a writable path")
+
+
+def write_text(what: str, option: str, path: Path, text: str, *, append: bool = False) -> str:
+    """Write one report; returns the line the summary shows: where it went, or why not."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a" if append else "w", encoding="utf-8") as out:
+            out.write(text)
+    except OSError as exc:
+        return f"{option} {path}: {what} not written ({exc.strerror or exc}); choose a " \
+               "writable path"
+    return f"{what} {'appended to' if append else 'written to'} {path}"
+
+
+def write_markdown(session, report_data: markdown.Report,
+                   environ: Mapping[str, str] = os.environ) -> list[str]:
+    """--llmperf-markdown, and the step summary of a GitHub Actions job."""
+    lines = []
+    if session.settings.markdown:
+        lines.append(write_text("Markdown report", "--llmperf-markdown",
+                                session.settings.path(session.settings.markdown),
+                                markdown.document(report_data)))
+    if environ.get("GITHUB_STEP_SUMMARY"):
+        lines.append(write_text("Markdown report", "$GITHUB_STEP_SUMMARY",
+                                Path(environ["GITHUB_STEP_SUMMARY"]),
+                                markdown.document(report_data, limit=STEP_SUMMARY_LIMIT),
+                                append=True))
+    return lines

@@ -22,6 +22,8 @@ from pytest_llmperf.engines.pool import EnginePool, vllm_factory
 from pytest_llmperf.engines.server import CPU_ENGINE_NICE
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.fixture import XDIST_GROUP_PREFIX, Llmperf, engine_of
+from pytest_llmperf.reporthooks import NAME as REPORTS_PLUGIN
+from pytest_llmperf.reporthooks import ReportHooks
 from pytest_llmperf.session import LlmperfSession
 
 SESSION_KEY = pytest.StashKey[LlmperfSession]()
@@ -103,6 +105,7 @@ def pytest_configure(config: pytest.Config) -> None:
         fingerprint=hardware_mod.current_fingerprint(hardware).to_dict(),
     )
     config.stash[STARTED_KEY] = datetime.now(timezone.utc)
+    config.pluginmanager.register(ReportHooks(config, SESSION_KEY, STARTED_KEY), REPORTS_PLUGIN)
     _stop_engines_on_sigterm(config)
 
 

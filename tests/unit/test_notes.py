@@ -15,9 +15,10 @@ def test_other_hardware_in_three_files_is_one_line_that_counts_the_tests():
     notes = [other_hardware("suites/test_cpu.py::test_a", "test_cpu.toml"),
              other_hardware("suites/test_cpu.py::test_b[x]", "test_cpu.toml"),
              other_hardware("suites/test_w.py::test_c", "test_w.toml")]
+    # The files as one pattern; the differing keys (a location, ["test_a"]:) left out.
     assert fold(notes) == [
-        "3 tests: baseline is from other hardware (cpu_family 25 -> 26); not gated "
-        "(-v lists each)"]
+        "3 tests: baselines/cpu/test_*.toml: baseline is from other hardware (cpu_family 25 -> "
+        "26); not gated (-v lists each)"]
 
 
 def test_a_location_they_share_is_kept():
@@ -35,6 +36,13 @@ def test_a_differing_word_that_is_not_a_location_shows_as_dots():
              '["test_b"]']
     assert fold(notes) == ["2 tests: no baseline for this hardware: baselines/cpu/t.toml has no "
                            "... (-v lists each)"]
+
+
+def test_differing_paths_that_are_not_a_location_become_a_pattern_too():
+    notes = ['s/t.py::test_a: no baseline for this hardware: b/cpu/t.toml has no ["test_a"]',
+             's/t2.py::test_a: no baseline for this hardware: b/cpu/t2.toml has no ["test_a"]']
+    assert fold(notes) == ['2 tests: no baseline for this hardware: b/cpu/t*.toml has no '
+                           '["test_a"] (-v lists each)']
 
 
 def test_different_facts_stay_apart_and_a_single_note_is_kept_whole():

@@ -1,0 +1,121 @@
+"""The reports as a user meets them: pytester runs a suite whose measurements are injected (the
+gate plugin tests' conftest), and we read the terminal, the Markdown, the JUnit XML and the JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from tests.plugin.test_gate_plugin import CONFTEST, SUITE
+
+LONG = "test_a_test_whose_name_says_a_lot_about_what_it_measures_and_why"
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch):
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_suite=SUITE, test_other=SUITE.replace("def test_a(", f"def {LONG}("))
+    for name in ("a", "b", "slo"):
+        monkeypatch.setenv(f"FAKE_{name}", "0.1,0.01")
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    return pytester
+
+
+def llmperf_section(result) -> list[str]:
+    lines = result.stdout.lines
+    start = next(i for i, line in enumerate(lines) if "= llmperf =" in line) + 1
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("="))
+    return [line for line in lines[start:end] if line]
+
+
+def test_the_summary_fits_120_columns_and_v_shows_everything(suite):
+    section = llmperf_section(suite.runpytest("--llmperf-cost-per-hour", "0.1"))
+    assert max(len(line) for line in section) <= 120, "\n".join(section)
+    # The files in the order they ran (no verdict is worse than another), each test under its
+    # file's name, the long one whole: the columns that did not fit beside it gave way.
+    assert section[0].split() == ["test", "ok", "fail", "out", "tok/s", "TTFT", "p50", "TPOT",
+                                  "p50", "verdict"]
+    assert section[2] == "test_other.py"
+    assert section[3] == (f"  {LONG}  20     0       52.6     100.0     10.00  no baseline")
+    assert section[6] == "test_suite.py"
+    assert section[-1] == ("6 tests: no baseline for this hardware: baselines/cpu/test_*.toml "
+                           "has no ... (-v lists each)")
+    full = llmperf_section(suite.runpytest("-v", "--llmperf-cost-per-hour", "0.1"))
+    assert full[0].split() == [
+        "test", "engine", "workload", "ok", "fail", "out", "tok/s", "req/s", "TTFT", "p50",
+        "TTFT", "p99", "TPOT", "p50", "ITL", "p50", "E2EL", "p50", "queue", "p99", "KV", "max%",
+        "hit%", "$/1M", "out", "$/1M", "tot", "verdict"]
+    assert any(line.startswith(f"test_other.py::{LONG} ") for line in full)
+    assert sum("no baseline for this hardware" in line for line in full) == 6
+    assert llmperf_section(suite.runpytest("--llmperf-summary", "full")) == \
+        llmperf_section(suite.runpytest("-v"))
+
+
+def test_markdown_file_and_github_step_summary(suite, monkeypatch):
+    step = suite.path / "step.md"
+    step.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
+    monkeypatch.setenv("FAKE_slo", "0.2,0.01")  # misses its SLO in both files
+    result = suite.runpytest("--llmperf-markdown", "reports/r.md")
+    result.assert_outcomes(passed=4, failed=2)
+    text = (suite.path / "reports/r.md").read_text()
+    assert text.startswith("## pytest-llmperf: **2 MISSED TARGET**, 4 no baseline\n")
+    assert "**`test_other.py::test_slo`**\n\n```text\nttft_s.p50 missed its target: 200.0 ms, " \
+           "target <= 150.0 ms\n```" in text
+    assert "| `test_suite.py::test_slo` | m | slo x20 @ concurrency 1 | 20 | 0 | 34.5 |" in text
+    assert "| hardware_class | `cpu` |" in text
+    assert step.read_text() == "earlier step\n" + text, "appended, the same report"
+    assert f"Markdown report written to {suite.path / 'reports/r.md'}" in result.stdout.lines
+    assert f"Markdown report appended to {step}" in result.stdout.lines
+
+
+def test_an_unwritable_markdown_path_is_one_line_before_any_test(suite):
+    (suite.path / "afile").write_text("")
+    result = suite.runpytest("--llmperf-markdown", "afile/r.md")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        f"ERROR: pytest-llmperf: --llmperf-markdown afile/r.md: cannot create a file under "
+        f"{suite.path / 'afile'}; choose a writable path"])
+
+
+def test_junit_xml_carries_each_tests_metrics_and_verdict(suite):
+    suite.runpytest("--junitxml", "j.xml").assert_outcomes(passed=6)
+    cases = {case.get("classname") + "::" + case.get("name"): case
+             for case in ET.parse(suite.path / "j.xml").getroot().iter("testcase")}
+    props = {p.get("name"): p.get("value") for p in cases["test_suite::test_a"].iter("property")}
+    assert props == {
+        "verdict": "no baseline", "engine": "m seqs=32", "workload": "a x20 @ concurrency 1",
+        "completed": "20", "failed": "0", "output_throughput_tok_s": "52.6316",
+        "request_throughput_req_s": "5.26316", "ttft_s.p50": "0.1", "ttft_s.p99": "0.1",
+        "tpot_s.p50": "0.01", "itl_s.p50": "0.01", "e2el_s.p50": "0.19", "queue_s.p99": "0",
+        "total_throughput_tok_s": "94.7368"}
+
+
+def test_cost_per_hour_in_the_json_and_per_hardware_class_from_ini(suite):
+    suite.runpytest("--llmperf-cost-per-hour", "0.36", "--llmperf-json", "r.json")
+    [first, *_] = json.loads((suite.path / "r.json").read_text())["llmperf"]["results"]
+    assert first["cost"] == {"usd_per_hour": 0.36,
+                             "usd_per_1m_output_tok": pytest.approx(1.9, rel=1e-12),
+                             "usd_per_1m_total_tok": pytest.approx(0.36 / 94.7368421 / 0.0036,
+                                                                   rel=1e-6)}
+    suite.makeini("[pytest]\nllmperf_cost_per_hour = h100=2.49, h200=3.5\n")
+    section = llmperf_section(suite.runpytest("-v"))  # -v: every column there is
+    assert "$/1M out" not in section[0] and "hit%" in section[0]
+    assert ("no cost columns: --llmperf-cost-per-hour has no price for hardware class cpu (it has "
+            "h100, h200); add cpu=USD") in section
+
+
+@pytest.mark.parametrize("where", ["cli", "ini"])
+def test_a_bad_price_is_one_line_naming_the_option(suite, where):
+    if where == "ini":
+        suite.makeini("[pytest]\nllmperf_cost_per_hour = two dollars\n")
+        result = suite.runpytest()
+        expected = "ERROR: pytest-llmperf: ini llmperf_cost_per_hour='two dollars': expected *"
+    else:
+        result = suite.runpytest("--llmperf-cost-per-hour", "-1")
+        expected = "*error: argument --llmperf-cost-per-hour: expected what the machine costs *"
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([expected])

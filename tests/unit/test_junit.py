@@ -1,0 +1,48 @@
+"""JUnit properties: each test's measurements as (name, value) pairs, exactly."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from pytest_llmperf.junit import belongs_to, properties
+from pytest_llmperf.stats import Estimate
+from tests.unit.test_report import ENGINE, WORKLOAD, result, streamed
+
+NODE = "suites/t.py::test_x[1]"
+
+
+def session(*results, extras=(), verdicts=None):
+    return SimpleNamespace(results=list(results), extras=list(extras), verdicts=verdicts or {})
+
+
+def test_one_measurement_gives_its_verdict_labels_and_every_value():
+    one = result(NODE, [streamed()])
+    assert properties(NODE, session(one, verdicts={NODE: "REGRESSION"}), None) == [
+        ("verdict", "REGRESSION"), ("engine", ENGINE), ("workload", WORKLOAD),
+        ("completed", "1"), ("failed", "0"), ("output_throughput_tok_s", "4"),
+        ("request_throughput_req_s", "1"), ("ttft_s.p50", "0.25"), ("ttft_s.p99", "0.25"),
+        ("tpot_s.p50", "0.25"), ("itl_s.p50", "0.25"), ("e2el_s.p50", "1"),
+        ("queue_s.p99", "0.0625"), ("total_throughput_tok_s", "20"),
+    ]
+
+
+def test_later_measurements_and_extras_carry_their_suffix_and_the_cost_when_priced():
+    second = result(NODE + "#2", [streamed()])
+    point = result(NODE + "@rate4", [streamed()])
+    other = result("suites/t.py::test_x[10]", [streamed()])  # another test: not included
+    extras = [(NODE + "#3", {"slo_capacity_req_s": Estimate(4.5, 0.0, 1),
+                             "offline_x": Estimate(float("nan"), 0.0, 1)}, "detail")]
+    props = dict(properties(NODE, session(second, point, other, extras=extras,
+                                          verdicts={NODE + "#3": "pass"}), 0.36))
+    assert props["verdict#2"] == "" and props["verdict@rate4"] == ""
+    assert props["usd_per_1m_output_tok#2"] == "25" and props["usd_per_1m_total_tok@rate4"] == "5"
+    assert props["slo_capacity_req_s#3"] == "4.5" and props["verdict#3"] == "pass"
+    assert "offline_x#3" not in props  # NaN: nothing to show
+    assert not any(name.endswith("[10]") or name == "verdict" for name in props)
+
+
+def test_a_test_id_belongs_to_its_test_only():
+    assert belongs_to("t.py::a", "t.py::a")
+    assert belongs_to("t.py::a#2", "t.py::a") and belongs_to("t.py::a@r4", "t.py::a")
+    assert not belongs_to("t.py::ab", "t.py::a")
+    assert not belongs_to("t.py::a[10]", "t.py::a[1]")
