@@ -1,0 +1,158 @@
+"""Engine faults on the real CPU engine: each costs one test, never the run, and says so in one line.
+
+- vLLM's EngineCore process killed with SIGKILL mid-test (what the OOM killer does to a GPU
+  engine): that test fails with the death line, its measurement is kept, the next test gets a
+  fresh engine;
+- the port picked for the server taken by someone else before vLLM binds it: started again on
+  another port;
+- a start that never gets healthy within --llmperf-startup-timeout: every test of that engine
+  fails at once with the same line, the engine is started once, nothing is left running.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_llmperf.engines import server as server_mod
+from pytest_llmperf.engines.server import CPU_ENGINE_NICE, VllmServer
+from suites.tiny import TINY_CPU
+from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
+
+pytestmark = requires_vllm
+
+RUN_TIMEOUT_S = 400
+
+CRASH_SUITE = """
+    import os, signal, threading, time
+    from pathlib import Path
+
+    import pytest
+    from pytest_llmperf import Workload
+    from suites.tiny import TINY_CPU
+
+    pytestmark = pytest.mark.engine(TINY_CPU)
+
+
+    def engine_core_pid():
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"VLLM::EngineCore"):
+                    return int(pid)
+            except OSError:
+                continue
+
+
+    def kill_engine_core_once_serving(log_dir):
+        # Once the measured requests stream (the log shows them), as a crash would come.
+        while not any("POST /v1/completions" in log.read_text(errors="replace")
+                      for log in Path(log_dir).glob("vllm-*.log")):
+            time.sleep(0.2)
+        time.sleep(1.0)
+        os.kill(engine_core_pid(), signal.SIGKILL)
+
+
+    def test_crash(llmperf, request):
+        log_dir = request.config.getoption("llmperf_log_dir")
+        threading.Thread(target=kill_engine_core_once_serving, args=(log_dir,), daemon=True).start()
+        llmperf.run(Workload.fixed(input_tokens=32, output_tokens=64, num_requests=2000,
+                                   concurrency=4))
+
+
+    def test_after_the_crash(llmperf):
+        result = llmperf.run(Workload.fixed(input_tokens=32, output_tokens=8, num_requests=8,
+                                            concurrency=2))
+        assert result.completed == 8
+"""
+
+DEATH_LINE = re.compile(
+    r"^engine tiny-llama died during the test \(VLLM::EngineCore, pid \d+, ended first; then "
+    r"the server exited with code 0\); last log lines: .*EngineDeadError: EngineCore "
+    r"encountered an issue.*; log: (?P<log>\S+/vllm-\d+\.log)$")
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rfE", *args,
+                                           "--llmperf-log-dir", str(pytester.path / "logs"),
+                                           timeout=RUN_TIMEOUT_S)
+    assert leftover_vllm_processes() == []
+    return result
+
+
+def test_killed_engine_core_fails_its_test_and_the_next_test_gets_a_fresh_engine(
+        pytester: pytest.Pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    pytester.makepyfile(test_crash_suite=CRASH_SUITE)
+    result = run(pytester)
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    deaths = [line for line in result.stdout.lines if DEATH_LINE.match(line)]
+    assert len(deaths) == 1, out  # the failure, in one line
+    assert "FAILED test_crash_suite.py::test_crash - Failed: engine tiny-llama died" in out
+    assert Path(DEATH_LINE.match(deaths[0]).group("log")).is_file()
+    assert "Traceback" not in out and "During handling" not in out
+    # What was measured before the death is kept: its row is in the summary.
+    assert re.search(r"\btest_crash\b.* ENGINE DIED\n", out), out
+    assert "; restarted for the next test (1 of 3 deaths)" in out  # a note under the table
+    assert len(list((pytester.path / "logs").glob("vllm-*.log"))) == 2, "a fresh engine"
+    assert re.search(r"healthy after [\d.]+ s, [\d.]+ s", out), out
+
+
+def test_a_taken_port_is_tried_again_on_another(tmp_path, monkeypatch):
+    """free_port() names a port another process may take before vLLM binds it."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    ports = iter([taken.getsockname()[1]])
+    monkeypatch.setattr(server_mod, "free_port",
+                        lambda host: next(ports, None) or _os_free_port(host))
+    server = VllmServer(TINY_CPU, tmp_path, nice=CPU_ENGINE_NICE)
+    try:
+        server.start()
+        assert server.port != taken.getsockname()[1]
+        first_log = tmp_path / f"vllm-{taken.getsockname()[1]}.log"
+        assert "address already in use" in first_log.read_text().lower()
+        assert server.death() is None
+    finally:
+        server.stop()
+        taken.close()
+    assert leftover_vllm_processes() == []
+
+
+def _os_free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def test_a_start_that_never_gets_healthy_fails_every_test_of_its_engine_at_once(
+        pytester: pytest.Pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    pytester.makepyfile(test_slow_start="""
+        import pytest
+        from pytest_llmperf import Workload
+        from suites.tiny import TINY_CPU
+
+        pytestmark = pytest.mark.engine(TINY_CPU)
+        W = Workload.fixed(input_tokens=8, output_tokens=4, num_requests=2, concurrency=1)
+
+        def test_one(llmperf):
+            llmperf.run(W)
+
+        def test_two(llmperf):
+            llmperf.run(W)
+    """)
+    began = time.monotonic()
+    result = run(pytester, "--llmperf-startup-timeout", "3")
+    result.assert_outcomes(failed=2)
+    prefix = ("vLLM engine 'tiny-llama load=dummy len=2048 kv=512MiB eager=True' not healthy "
+              "after 3 s (raise --llmperf-startup-timeout if the model is large): ")
+    errors = [line for line in result.stdout.lines if line.startswith(prefix)]
+    assert len(errors) == 2 and errors[0] == errors[1], result.stdout.str()
+    assert re.search(r"\(full log: \S+/vllm-\d+\.log\)$", errors[0])
+    assert len(list((pytester.path / "logs").glob("vllm-*.log"))) == 1, "started once"
+    assert time.monotonic() - began < 60
