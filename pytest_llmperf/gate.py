@@ -65,7 +65,7 @@ NOISE_K = 3.0
 DEFAULT_TOLERANCE = 0.10
 # What a new baseline gates unless told otherwise. Each gated metric is one more chance of a
 # false alarm, so: medians and p90s, which carry the signal; not p99/max (on a shared CPU they
-# swing 2-5x between runs, REFERENCE.md section 6); not error_rate, whose baseline is 0 and so
+# swing 2-5x between runs, docs/cpu-engine.md, Cores); not error_rate, whose baseline is 0 and so
 # whose band is 0 (a hard target is the right tool for it).
 DEFAULT_GATED = (
     "ttft_s.p50",

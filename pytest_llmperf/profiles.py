@@ -1,8 +1,8 @@
 """The workload profiles of huggingface/inference-benchmarker, as seeded request lists.
 
-Lengths follow REFERENCE.md section 3 (the profile table of inference-benchmarker's
-`src/profiles.rs`); every length is drawn from `Normal` (mean, clipped to [min, max], "variance"
-being a standard deviation as there). Where we differ, on purpose:
+Lengths follow inference-benchmarker's profile table (docs/published-numbers.md, Workload
+profiles; its `src/profiles.rs`); every length is drawn from `Normal` (mean, clipped to [min,
+max], "variance" being a standard deviation as there). Where we differ, on purpose:
 - inference-benchmarker truncates every dataset prompt to the profile's *mean* prompt length
   (its `tokenize_prompt` takes `num_tokens` and never samples min/max/variance); we sample the
   prompt length from the table's distribution, as the table describes.
@@ -71,7 +71,8 @@ class Profile:
     """A workload shape.
 
     `prefix` says how prompts share tokens, so that prefix caching is exercised as in the
-    published runs (REFERENCE.md section 1: ~75% KV hit rate for chat, ~98% for classification):
+    published runs (docs/published-numbers.md, Azure study: ~75% KV hit rate for chat, ~98% for
+    classification):
     - "none": independent prompts of `prompt` tokens.
     - "documents": `num_prefixes` shared documents; a prompt is the head of one of them followed by
       `question_tokens` unique tokens, `prompt` tokens in all.

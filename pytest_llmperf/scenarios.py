@@ -1,4 +1,4 @@
-"""MLPerf-style Server and Offline scenarios at our scale (REFERENCE.md section 2).
+"""MLPerf-style Server and Offline scenarios at our scale (docs/published-numbers.md, MLPerf).
 
 Server: Poisson arrivals at a target QPS; the run is VALID when p99 TTFT and p99 TPOT are within
 the model's limits, the run lasted and completed enough, nothing failed, the engine kept up with

@@ -7,7 +7,7 @@ gauges to their maximum over the samples, counters to their change between the f
 sample. A server without `/metrics` (not vLLM, or down) yields an empty summary and a one-line
 `warning`: the sampler never raises into the run it observes.
 
-Names are matched exactly (REFERENCE.md section 6): `vllm:num_requests_waiting` is not
+Names are matched exactly (docs/cpu-engine.md, /metrics): `vllm:num_requests_waiting` is not
 `vllm:num_requests_waiting_by_reason`. Under data parallelism every engine reports its own label
 set (`engine="0"`, `engine="1"`, ...); the values are summed, except the KV-cache usage fraction.
 """

@@ -1,8 +1,8 @@
 """The CPU suite, workload shapes: published profiles, shared prefixes, datasets, text and chat.
 
-Profiles are inference-benchmarker's (REFERENCE.md section 3), scaled down to fit the tiny
-model's 2048-token context: `scale=0.1` keeps each length distribution's shape at a tenth of
-its size.
+Profiles are inference-benchmarker's (docs/published-numbers.md, Workload profiles), scaled
+down to fit the tiny model's 2048-token context: `scale=0.1` keeps each length distribution's
+shape at a tenth of its size.
 """
 
 from pathlib import Path

@@ -1,7 +1,7 @@
-"""Llama 3 70B, TP=8 on 8xH200: the targets of the H200 deployment guide (REFERENCE.md s.1).
+"""Llama 3 70B, TP=8 on 8xH200: the targets of the H200 deployment guide.
 
 TTFT (512 input tokens) < 100 ms and TPOT < 20 ms at low batch; > 15,000 output tok/s at
-batch 64.
+batch 64 (docs/published-numbers.md, H200 guide).
 """
 
 import pytest

@@ -10,7 +10,7 @@ from suites.gpu import LLAMA_8B, LLAMA_8B_FP8
 
 pytestmark = [pytest.mark.h100, pytest.mark.h200]
 
-# MLPerf Inference llama3_1-8b-interactive (REFERENCE.md section 2), p99.
+# MLPerf Inference llama3_1-8b-interactive (docs/published-numbers.md, MLPerf), p99.
 INTERACTIVE = SLO(max={"ttft_s.p99": 0.5, "tpot_s.p99": 0.03, "error_rate": 0.0})
 
 
@@ -49,7 +49,8 @@ def test_fp8_code_generation(llmperf):
 
 @pytest.mark.engine(LLAMA_8B)
 def test_offline_throughput(llmperf):
-    """Lambda's shape (REFERENCE.md: 1xH100 8B-FP8 3,400 output tok/s over 320 prompts)."""
+    """Lambda's shape (docs/published-numbers.md, Lambda: 1xH100 8B-FP8 3,400 output tok/s over
+    320 prompts)."""
     result = llmperf.offline(Workload.fixed(input_tokens=1024, output_tokens=1024,
                                             num_requests=320, rate=float("inf")))
     assert result.length_mismatches == 0

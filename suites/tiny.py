@@ -5,7 +5,8 @@ from pathlib import Path
 from pytest_llmperf import Engine
 
 MODELS = Path(__file__).resolve().parent / "models"
-KV_CACHE_BYTES = 512 * 1024 * 1024  # 512 MiB: ~524k tokens at 1 KiB/token (REFERENCE.md s.6)
+# 512 MiB: ~524k tokens at 1 KiB/token (docs/cpu-engine.md, KV cache memory)
+KV_CACHE_BYTES = 512 * 1024 * 1024
 
 # Real vLLM on the CPU with random weights. Plain KV bytes instead of gpu_memory_utilization (a
 # fraction of NUMA memory that this VM reports differently run to run); eager mode starts in ~20 s

@@ -20,7 +20,8 @@ PROMPT_TOKENS = 300  # over two of the CPU's 128-token cache blocks
 OUTPUT_TOKENS = 8
 REPEATS = 4
 # 4 MiB of KV cache is 4,096 tokens (1 KiB/token, 32 blocks of 128): room for about half of the
-# 16 requests below at their full length, so the scheduler must preempt (REFERENCE.md section 6).
+# 16 requests below at their full length, so the scheduler must preempt (docs/cpu-engine.md,
+# Prefix caching and preemption).
 SMALL_KV_BYTES = 4 * 1024 * 1024
 # Prompts of 2 blocks each fill all 32 blocks at admission; growing to 4 blocks each forces
 # preemptions, with ~3k tokens to generate in all.
