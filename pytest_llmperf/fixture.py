@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pytest_llmperf import sweeps
+from pytest_llmperf import goodput, sweeps
 from pytest_llmperf.baselines import TOLERANCE_RULE, is_tolerance
 from pytest_llmperf.checks import Judgement
 from pytest_llmperf.engines.errors import EngineError
@@ -105,7 +105,8 @@ class Llmperf:
         marker's) and the baseline."""
         options = self.options
         repeat = repeat or options.repeat or self._session.settings.repeat
-        result = self._measure(workload, engine, repeat)
+        with goodput.limits_of(slo or options.slo):  # its per-request limits, for goodput
+            result = self._measure(workload, engine, repeat)
         judgement = self._session.judge(self._item, result, options, slo or options.slo)
         self._settle(judgement)
         return result
@@ -127,8 +128,9 @@ class Llmperf:
         def measure(point: Workload):
             return self._measure(point, engine, 1, point=True).metrics
 
-        found = sweeps.find_capacity(measure, workload, slo, low=low, high=high,
-                                     rel_tol=rel_tol, max_runs=max_runs)
+        with goodput.limits_of(slo):
+            found = sweeps.find_capacity(measure, workload, slo, low=low, high=high,
+                                         rel_tol=rel_tol, max_runs=max_runs)
         estimates = {name: Estimate(value, 0.0, 1) for name, value in found.as_metric().items()}
         self._judge_extra(workload, engine, estimates,
                           f"{found.engine_runs} engine runs" + ("" if found.converged

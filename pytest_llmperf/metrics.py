@@ -1,8 +1,9 @@
-"""Turn request records into the run's metrics (DESIGN.md section 4).
+"""Turn request records into the run's metrics (docs/metrics.md, Definitions).
 
 Pure: no HTTP, no pytest. Every latency is a difference of client `perf_counter()` times, in
 seconds. Each definition follows `vllm bench serve` where it is right; the comment on each says
-where we differ, so numbers from the two tools can be compared knowingly (REFERENCE.md section 4).
+where we differ, so numbers from the two tools can be compared knowingly
+(docs/metrics.md, Other tools).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from pytest_llmperf import goodput
 from pytest_llmperf.records import RequestRecord
 
 __all__ = [
@@ -91,6 +93,10 @@ class RunMetrics:
     request_throughput_req_s: float
     length_mismatches: int
     tokens_estimated: int
+    # Requests/s meeting the test's per-request SLO limits, and their share (goodput.py); NaN
+    # when the test has no such limits.
+    goodput_req_s: float = math.nan
+    goodput_share: float = math.nan
 
     def flat(self) -> dict[str, float]:
         """Every metric by the name `get` accepts: "ttft_s.p50", ..., "output_throughput_tok_s"."""
@@ -142,6 +148,8 @@ METRIC_DIRECTIONS: dict[str, str] = {
     "length_mismatches": "lower",
     # Estimated chunk token counts make ITL less exact; fewer is better.
     "tokens_estimated": "lower",
+    "goodput_req_s": "higher",
+    "goodput_share": "higher",
 }
 
 
@@ -226,7 +234,20 @@ def _throughputs(
     }
 
 
-def compute_metrics(records: Sequence[RequestRecord]) -> RunMetrics:
+def _request_latencies(record: RequestRecord) -> dict[str, float] | None:
+    """A request's own TTFT, TPOT and E2EL, for goodput; None if it failed. TPOT is 0 for a
+    one-token output, as vllm's goodput counts it."""
+    if not record.ok:
+        return None
+    first, last = record.chunk_times_s[0], record.chunk_times_s[-1]
+    return {"ttft_s": first - record.sent_s, "e2el_s": last - record.sent_s,
+            "tpot_s": request_tpot(record) if record.output_tokens > 1 else 0.0}
+
+
+def compute_metrics(records: Sequence[RequestRecord],
+                    goodput_limits: goodput.Limits | None = None) -> RunMetrics:
+    """`goodput_limits`: per-request limits (goodput.py); by default those of the SLO of the
+    test being measured, if any."""
     # Same as vllm: a request completes when it streamed tokens without an error; failed ones
     # are counted, never folded into the distributions.
     done = [r for r in records if r.ok]
@@ -234,9 +255,13 @@ def compute_metrics(records: Sequence[RequestRecord]) -> RunMetrics:
     failed = len(records) - len(done)
     prompt = sum(_prompt_tokens(r) for r in done)
     output = sum(r.output_tokens for r in done)
+    throughputs = _throughputs(done, sent, prompt, output)
+    limits = goodput.current_limits() if goodput_limits is None else goodput_limits
     return RunMetrics(
         **_distributions(done, sent),
-        **_throughputs(done, sent, prompt, output),
+        **throughputs,
+        **goodput.goodput([_request_latencies(r) for r in records], throughputs["duration_s"],
+                          limits),
         completed=len(done),
         failed=failed,
         error_rate=failed / len(records) if records else 0.0,

@@ -29,18 +29,23 @@ class Column:
     scale: float  # to the unit the header implies (ms, %)
     fmt: str
     meaning: str  # for the legend under a table; "" when the header says it all
+    optional: bool = False  # shown only where some row has a value (cost, goodput)
 
     def cell(self, values: Mapping[str, float | None]) -> str:
         value = values.get(self.key)
         return "-" if value is None else self.fmt.format(value * self.scale)
 
 
+GOODPUT = "good/s, good% = goodput: requests/s meeting every per-request SLO limit, and their share"
+COST = "$/1M out, $/1M tot = dollars per million output and total tokens"
 # Every column, in the order a table shows them.
 COLUMNS: tuple[Column, ...] = (
     Column("ok", "completed", 1, "{:.0f}", ""),
     Column("fail", "failed", 1, "{:.0f}", ""),
     Column("out tok/s", "output_throughput_tok_s", 1, "{:.1f}", ""),
     Column("req/s", "request_throughput_req_s", 1, "{:.2f}", ""),
+    Column("good/s", "goodput_req_s", 1, "{:.2f}", GOODPUT, optional=True),
+    Column("good%", "goodput_share", 100, "{:.0f}", GOODPUT, optional=True),
     Column("TTFT p50", "ttft_s.p50", 1e3, "{:.1f}", "TTFT time to first token"),
     Column("TTFT p99", "ttft_s.p99", 1e3, "{:.1f}", "TTFT time to first token"),
     Column("TPOT p50", "tpot_s.p50", 1e3, "{:.2f}", "TPOT time per output token after the first"),
@@ -50,10 +55,8 @@ COLUMNS: tuple[Column, ...] = (
     # Server-side, from vLLM's /metrics during the run (blank for servers without them).
     Column("KV max%", "server:kv_cache_usage_max", 100, "{:.0f}", "KV max% = peak KV-cache use"),
     Column("hit%", "server:prefix_cache_hit_rate", 100, "{:.0f}", "hit% = prefix-cache hit rate"),
-    Column("$/1M out", cost.PER_OUTPUT, 1, "{:.4g}",
-           "$/1M out, $/1M tot = dollars per million output and total tokens"),
-    Column("$/1M tot", cost.PER_TOTAL, 1, "{:.4g}",
-           "$/1M out, $/1M tot = dollars per million output and total tokens"),
+    Column("$/1M out", cost.PER_OUTPUT, 1, "{:.4g}", COST, optional=True),
+    Column("$/1M tot", cost.PER_TOTAL, 1, "{:.4g}", COST, optional=True),
 )
 # Measured values a row keeps although no column shows them (cost.py derives from them).
 EXTRA_VALUES = ("total_throughput_tok_s",)
@@ -97,15 +100,19 @@ def by_severity(rows: Iterable[Row]) -> list[Row]:
 
 
 def shown_columns(rows: Sequence[Row]) -> list[Column]:
-    """Every column, less those no row has a value for (the cost columns without a price)."""
-    return [column for column in COLUMNS if column.key not in cost.NAMES
+    """Every column, less the optional ones no row has a value for (cost without a price,
+    goodput without an SLO)."""
+    return [column for column in COLUMNS if not column.optional
             or any(row["values"].get(column.key) is not None for row in rows)]
 
 
 def legend(columns: Iterable[Column]) -> str:
-    """One sentence saying what the shown columns mean."""
-    meanings = list(dict.fromkeys(c.meaning for c in columns if c.meaning))
-    return "latencies in ms" + (f" ({', '.join(meanings)})" if meanings else "")
+    """One sentence saying what the shown columns mean: the latencies (in ms), then the rest."""
+    columns = list(columns)
+    latencies = list(dict.fromkeys(c.meaning for c in columns if c.meaning and c.scale == 1e3))
+    others = list(dict.fromkeys(c.meaning for c in columns if c.meaning and c.scale != 1e3))
+    return "; ".join(["latencies in ms" + (f" ({', '.join(latencies)})" if latencies else ""),
+                      *others])
 
 
 def verdict_counts(rows: Iterable[Row]) -> list[tuple[str, int]]:

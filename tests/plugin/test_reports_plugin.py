@@ -45,8 +45,8 @@ def test_the_summary_fits_120_columns_and_v_shows_everything(suite):
                            "has no ... (-v lists each)")
     full = llmperf_section(suite.runpytest("-v", "--llmperf-cost-per-hour", "0.1"))
     assert full[0].split() == [
-        "test", "engine", "workload", "ok", "fail", "out", "tok/s", "req/s", "TTFT", "p50",
-        "TTFT", "p99", "TPOT", "p50", "ITL", "p50", "E2EL", "p50", "queue", "p99", "KV", "max%",
+        "test", "engine", "workload", "ok", "fail", "out", "tok/s", "req/s", "good/s", "good%",
+        "TTFT", "p50", "TTFT", "p99", "TPOT", "p50", "ITL", "p50", "E2EL", "p50", "queue", "p99", "KV", "max%",
         "hit%", "$/1M", "out", "$/1M", "tot", "verdict"]
     assert any(line.startswith(f"test_other.py::{LONG} ") for line in full)
     assert sum("no baseline for this hardware" in line for line in full) == 6
@@ -119,3 +119,53 @@ def test_a_bad_price_is_one_line_naming_the_option(suite, where):
         expected = "*error: argument --llmperf-cost-per-hour: expected what the machine costs *"
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([expected])
+
+
+# Every other request takes twice the TTFT: under a 150 ms TTFT limit, half of them are good.
+ALTERNATING = CONFTEST.replace("chunks = [t + ttft + k * tpot", "chunks = [t + ttft * (1 + i % 2) + k * tpot")
+GOODPUT_SUITE = '''
+import pytest
+from pytest_llmperf import Engine, Workload
+from pytest_llmperf.gate import SLO
+
+pytestmark = pytest.mark.engine(Engine(model="m"))
+WORKLOAD = Workload.fixed(input_tokens=8, output_tokens=10, num_requests=20, concurrency=1,
+                          name="a")
+
+@pytest.mark.llmperf(slo=SLO(max={"ttft_s.p50": 0.15}, min={"goodput_share": 0.9}))
+def test_attainment(llmperf):
+    llmperf.run(WORKLOAD)
+
+@pytest.mark.llmperf(slo=SLO(max={"ttft_s.p99": 0.25}), gate=("goodput_req_s",))
+def test_gated(llmperf):
+    llmperf.run(WORKLOAD)
+'''
+
+
+def test_goodput_with_an_slo_is_reported_and_gated_like_any_metric(pytester, monkeypatch):
+    assert ALTERNATING != CONFTEST
+    pytester.makeconftest(ALTERNATING)
+    pytester.makepyfile(test_goodput=GOODPUT_SUITE)
+    monkeypatch.setenv("FAKE_a", "0.1,0.01")
+    result = pytester.runpytest("--llmperf-update-baselines", "--llmperf-json", "r.json")
+    # 10 of 20 requests within 150 ms: a 50% share misses the 90% target.
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*goodput_share missed its target: 0.5, target >= 0.9"])
+    section = llmperf_section(result)
+    assert section[0].split() == [
+        "test", "ok", "fail", "out", "tok/s", "req/s", "good/s", "good%", "TTFT", "p50", "TTFT",
+        "p99", "TPOT", "p50", "E2EL", "p50", "verdict"]
+    assert section[3].split() == ["test_attainment", "20", "0", "41.7", "4.17", "2.08", "50",
+                                  "150.0", "200.0", "10.00", "240", "MISSED", "TARGET"]
+    results = json.loads((pytester.path / "r.json").read_text())["llmperf"]["results"]
+    metrics = {r["key"]: r["metrics"] for r in results}
+    # 10 good requests in 4.8 s (10 x 0.19 s + 10 x 0.29 s, one after another).
+    assert metrics["test_attainment"]["goodput_req_s"]["value"] == pytest.approx(10 / 4.8)
+    assert metrics["test_attainment"]["goodput_share"] == {
+        "value": 0.5, "spread": 0.0, "n": 1, "direction": "higher"}
+    assert metrics["test_gated"]["goodput_req_s"]["value"] == pytest.approx(20 / 4.8)
+    monkeypatch.setenv("FAKE_a", "0.1,0.05")  # TPOT x5: the same good requests, in more time
+    result = pytester.runpytest("-v")
+    result.assert_outcomes(failed=2)  # test_attainment still misses its target
+    # All 20 still within 250 ms TTFT, now in 12 s: 1.67 good requests/s.
+    result.stdout.fnmatch_lines(["goodput_req_s regressed: 1.67 req/s vs baseline 4.17 req/s *"])

@@ -53,8 +53,8 @@ def test_the_whole_document():
         "- | - | pass |",
         "",
         "latencies in ms (TTFT time to first token, TPOT time per output token after the first, "
-        "ITL token-normalized inter-token latency, E2EL end to end, queue = client lag, KV max% = "
-        "peak KV-cache use, hit% = prefix-cache hit rate)",
+        "ITL token-normalized inter-token latency, E2EL end to end, queue = client lag); KV max% = "
+        "peak KV-cache use; hit% = prefix-cache hit rate",
         "",
         "### Engines",
         "",

@@ -18,7 +18,8 @@ from pytest_llmperf.records import RequestRecord
 UNKNOWN_TTFT = (
     "unknown metric 'ttft.p50': use a scalar (duration_s, completed, failed, error_rate, "
     "prompt_tokens, output_tokens, output_throughput_tok_s, total_throughput_tok_s, "
-    "request_throughput_req_s, length_mismatches, tokens_estimated) or a distribution with a "
+    "request_throughput_req_s, length_mismatches, tokens_estimated, goodput_req_s, "
+    "goodput_share) or a distribution with a "
     "statistic (ttft_s.p50; distributions: ttft_s, tpot_s, itl_s, icl_s, e2el_s, queue_s; "
     "statistics: n, mean, std, p50, p90, p95, p99, min, max)"
 )
@@ -253,7 +254,7 @@ def test_zero_duration_gives_zero_rates():
 
 def test_flat_has_every_metric_by_name():
     flat = compute_metrics([request_a(), request_b()]).flat()
-    assert len(flat) == 6 * 9 + 11
+    assert len(flat) == 6 * 9 + 13
     assert flat["ttft_s.p50"] == pytest.approx(0.25)
     assert flat["ttft_s.n"] == 2.0
     assert flat["itl_s.max"] == pytest.approx(1.6 / 3)
@@ -268,7 +269,9 @@ def test_get_resolves_distribution_and_scalar_names():
     assert m.get("tpot_s.mean") == pytest.approx((0.1 + 0.32) / 2)
     assert m.get("output_throughput_tok_s") == pytest.approx(5.0)
     assert m.get("failed") == 0.0
-    assert all(m.get(name) == value for name, value in m.flat().items())
+    # NaN (goodput without an SLO) is compared as the same NaN.
+    assert all(m.get(name) == value or math.isnan(value) and math.isnan(m.get(name))
+               for name, value in m.flat().items())
 
 
 def test_get_unknown_metric_message():

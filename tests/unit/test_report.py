@@ -63,7 +63,12 @@ def ok_result(**server) -> Result:
 
 
 def cells(row) -> list[str]:
-    return [column.cell(row["values"]) for column in COLUMNS]
+    """The row's cell under every column that is not optional (goodput and cost are)."""
+    return [column.cell(row["values"]) for column in COLUMNS if not column.optional]
+
+
+def cell(row, header: str) -> str:
+    return next(c.cell(row["values"]) for c in COLUMNS if c.header == header)
 
 
 def test_a_row_holds_each_column_in_its_metric_unit():
@@ -73,14 +78,16 @@ def test_a_row_holds_each_column_in_its_metric_unit():
     assert row == {
         "test_id": OK_ID, "engine": ENGINE, "workload": WORKLOAD, "verdict": "REGRESSION",
         "values": {"completed": 1.0, "failed": 0.0, "output_throughput_tok_s": 4.0,
-                   "request_throughput_req_s": 1.0, "ttft_s.p50": 0.25, "ttft_s.p99": 0.25,
+                   "request_throughput_req_s": 1.0, "goodput_req_s": None,
+                   "goodput_share": None, "ttft_s.p50": 0.25, "ttft_s.p99": 0.25,
                    "tpot_s.p50": 0.25, "itl_s.p50": 0.25, "e2el_s.p50": 1.0,
                    "queue_s.p99": 0.0625, "server:kv_cache_usage_max": 0.4375,
                    "server:prefix_cache_hit_rate": 0.75, "usd_per_1m_output_tok": None,
                    "usd_per_1m_total_tok": None, "total_throughput_tok_s": 20.0},
     }
     assert cells(row) == ["1", "0", "4.0", "1.00", "250.0", "250.0", "250.00", "250.00", "1000",
-                          "62.50", "44", "75", "-", "-"]
+                          "62.50", "44", "75"]
+    assert [cell(row, h) for h in ("good/s", "good%", "$/1M out", "$/1M tot")] == ["-"] * 4
 
 
 def test_a_price_adds_the_cost_per_million_tokens():
@@ -88,14 +95,14 @@ def test_a_price_adds_the_cost_per_million_tokens():
     [row] = summary_rows([ok_result()], {}, usd_per_hour=0.36)
     assert row["values"]["usd_per_1m_output_tok"] == pytest.approx(25.0, rel=1e-12)
     assert row["values"]["usd_per_1m_total_tok"] == pytest.approx(5.0, rel=1e-12)
-    assert cells(row)[-2:] == ["25", "5"]
+    assert [cell(row, "$/1M out"), cell(row, "$/1M tot")] == ["25", "5"]
 
 
 def test_nan_distributions_show_a_dash():
     # Every request failed: TTFT/TPOT/ITL/E2EL have no values (NaN), which must not read "nan".
     [row] = summary_rows([result(FAIL_ID, [failed()])], {}, usd_per_hour=1.0)
-    assert cells(row) == ["0", "1", "0.0", "0.00", "-", "-", "-", "-", "-", "31.25", "-", "-",
-                          "-", "-"]  # and no cost for no throughput
+    assert cells(row) == ["0", "1", "0.0", "0.00", "-", "-", "-", "-", "-", "31.25", "-", "-"]
+    assert cell(row, "$/1M out") == "-"  # and no cost for no throughput
 
 
 def test_a_single_token_output_has_no_tpot():
@@ -167,9 +174,10 @@ def test_cost_columns_only_where_a_row_has_a_cost():
 def test_the_legend_names_what_the_shown_columns_mean_once_each():
     assert legend(COLUMNS) == (
         "latencies in ms (TTFT time to first token, TPOT time per output token after the first, "
-        "ITL token-normalized inter-token latency, E2EL end to end, queue = client lag, "
-        "KV max% = peak KV-cache use, hit% = prefix-cache hit rate, $/1M out, $/1M tot = "
-        "dollars per million output and total tokens)")
+        "ITL token-normalized inter-token latency, E2EL end to end, queue = client lag); "
+        "good/s, good% = goodput: requests/s meeting every per-request SLO limit, and their "
+        "share; KV max% = peak KV-cache use; hit% = prefix-cache hit rate; $/1M out, $/1M tot = "
+        "dollars per million output and total tokens")
     assert legend([c for c in COLUMNS if c.header in ("ok", "out tok/s")]) == "latencies in ms"
 
 

@@ -82,8 +82,8 @@ def test_full_table_shows_whole_ids_and_every_column_with_a_value():
         "suites/a.py::test_one     tiny    w x4 @ concurrency 1   4     0       40.0   2.00  "
         "   125.0     250.0     62.50    62.50       500       0.00        -     -  pass",
         "latencies in ms (TTFT time to first token, TPOT time per output token after the first, "
-        "ITL token-normalized inter-token latency, E2EL end to end, queue = client lag, KV max% "
-        "= peak KV-cache use, hit% = prefix-cache hit rate)",
+        "ITL token-normalized inter-token latency, E2EL end to end, queue = client lag); KV max% "
+        "= peak KV-cache use; hit% = prefix-cache hit rate",
     ]
 
 

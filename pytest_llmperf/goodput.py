@@ -1,0 +1,74 @@
+"""Request goodput: the completed requests per second whose own TTFT, TPOT and end-to-end latency
+each meet their limit, as `vllm bench serve --goodput` and DistServe define it (docs/goodput.md).
+
+The limits come from the test's SLO: every `max` bound it puts on a statistic of `ttft_s`,
+`tpot_s` or `e2el_s` is a limit on each request's own value (SLO(max={"ttft_s.p90": 0.5}) makes
+"TTFT <= 500 ms" the TTFT limit). Where the SLO bounds several statistics of one metric the
+tightest bound is the limit, since a good request meets every limit. Like vLLM, a request with
+one output token has a TPOT of 0, and goodput is over the same duration as the request
+throughput, so goodput <= request throughput. `goodput_share` is the good requests' share of all
+the requests sent, failed ones included.
+
+Both are higher-is-better metrics of every run with such an SLO (NaN without one): an SLO or a
+baseline can gate them like any other (SLO(min={"goodput_share": 0.9}) is DistServe's "90%
+attainment"). The SLO reaches compute_metrics through `limits_of`, set by the fixture around a
+test's measurements, so the measuring path between the two (session, runner, A/B) need not carry
+it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
+
+# Per-request latencies a limit can apply to: vLLM's --goodput keys ttft, tpot, e2el.
+LIMITED = ("ttft_s", "tpot_s", "e2el_s")
+NAMES = ("goodput_req_s", "goodput_share")
+
+Limits = Mapping[str, float]  # base metric ("ttft_s") -> seconds
+
+_current: ContextVar[Limits | None] = ContextVar("pytest_llmperf_goodput_limits", default=None)
+
+
+def limits_from(slo) -> dict[str, float]:
+    """The per-request limits an SLO sets ({} without an SLO or without latency bounds)."""
+    limits: dict[str, float] = {}
+    for name, bound in (getattr(slo, "max", None) or {}).items():
+        base = name.partition(".")[0]
+        if base in LIMITED:
+            limits[base] = min(bound, limits.get(base, math.inf))
+    return limits
+
+
+@contextlib.contextmanager
+def limits_of(slo) -> Iterator[None]:
+    """Within the block, runs measure goodput against `slo`'s per-request limits."""
+    token = _current.set(limits_from(slo) or None)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def current_limits() -> Limits | None:
+    return _current.get()
+
+
+def is_good(latencies: Mapping[str, float] | None, limits: Limits) -> bool:
+    """A request is good when it completed and its every limited latency is within its limit
+    (`latencies` is None for a failed request)."""
+    return latencies is not None and all(latencies[name] <= limit
+                                         for name, limit in limits.items())
+
+
+def goodput(latencies: Sequence[Mapping[str, float] | None], duration_s: float,
+            limits: Limits | None) -> dict[str, float]:
+    """goodput_req_s and goodput_share of one run, from each sent request's latencies (None:
+    failed); NaN for both without limits."""
+    if not limits:
+        return {name: math.nan for name in NAMES}
+    good = sum(is_good(request, limits) for request in latencies)
+    return {"goodput_req_s": good / duration_s if duration_s > 0 else 0.0,
+            "goodput_share": good / len(latencies) if latencies else math.nan}
