@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.input_errors import InputError
 from pytest_llmperf.prompts import Tokenizer
 from pytest_llmperf.records import Request
 
@@ -55,7 +56,7 @@ _ASKERS = frozenset({"human", "user"})
 Conversation = tuple[tuple[str, str], ...]
 
 
-class DatasetError(ValueError):
+class DatasetError(InputError):
     """A dataset file that cannot be used; the message is one line and says how to fix it."""
 
 
@@ -250,7 +251,11 @@ def load_samples(
     prompts = [
         next((t for role, t in c if role == "user"), None) for c in _conversations(path, data)
     ]
-    return [Sample(prompt=p, output_tokens=None) for p in prompts if p][:limit]
+    samples = [Sample(prompt=p, output_tokens=None) for p in prompts if p]
+    if not samples:
+        raise DatasetError(f'{path}: no conversation has a non-empty "user" turn (the prompt); '
+                           f"expected {CONVERSATION_FORMAT}")
+    return samples[:limit]
 
 
 def requests_from_samples(

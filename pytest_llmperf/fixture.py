@@ -18,6 +18,7 @@ from pytest_llmperf.baselines import TOLERANCE_RULE, is_tolerance
 from pytest_llmperf.checks import Judgement
 from pytest_llmperf.engines.errors import EngineError
 from pytest_llmperf.engines.spec import Engine
+from pytest_llmperf.input_errors import InputError
 from pytest_llmperf.result import Result, result_id
 from pytest_llmperf.settings import usable_cores
 from pytest_llmperf.stats import Estimate
@@ -40,6 +41,19 @@ class TestOptions:
         # Checked here, not when the baseline is written after minutes of measuring.
         if self.tolerance is not None and not is_tolerance(self.tolerance):
             raise ValueError(f"tolerance is {TOLERANCE_RULE}, got {self.tolerance!r}")
+        if self.repeat is not None and not _whole_from_1(self.repeat):
+            raise ValueError(f"repeat is a whole number >= 1, got {self.repeat!r}")
+        if not _fraction_0_to_1(self.max_error_rate):
+            raise ValueError("max_error_rate is a fraction from 0 to 1 (0.01 lets 1% of the "
+                             f"requests fail), got {self.max_error_rate!r}")
+
+
+def _whole_from_1(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _fraction_0_to_1(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
 
 
 def engine_of(item: pytest.Item) -> Engine | None:
@@ -218,11 +232,12 @@ class Llmperf:
 
 
 def _engine_or_fail(call, *args):
-    """`call(*args)`; an engine that would not start, died or got no GPUs fails the test with its
-    one line (what was measured before a death is already recorded)."""
+    """`call(*args)`; an engine that would not start, died or got no GPUs, or a bad dataset or
+    model config, fails the test with its one line (what was measured before a death is
+    already recorded)."""
     try:
         return call(*args)
-    except EngineError as exc:
+    except (EngineError, InputError) as exc:
         failure = str(exc)
     pytest.fail(failure, pytrace=False)  # outside the except block: one line, no chained trace
 

@@ -65,10 +65,13 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int])
             for cells in [header, rule, *rows]]
 
 
-def headline(rows: Sequence[Row]) -> str:
+def headline(rows: Sequence[Row], failed: int = 0) -> str:
+    """The verdict counts of the rows, after the number of failed tests: a test can fail on a
+    measurement that is not a row (an SLO capacity) or for a reason of its own (an assert)."""
     counts = [f"**{n} {verdict}**" if verdict in PROBLEMS else f"{n} {verdict}"
               for verdict, n in verdict_counts(rows)]
-    return f"## {TITLE}: " + (", ".join(counts) if counts else "nothing measured")
+    text = ", ".join(counts) if counts else "nothing measured"
+    return f"## {TITLE}: " + (f"**{failed} failed**; " if failed else "") + text
 
 
 def _fence(message: str) -> str:
@@ -135,7 +138,7 @@ def document(report: Report, limit: int | None = None) -> str:
 
 
 def _document(report: Report, tables: list[list[str]]) -> str:
-    lines = [headline(report.rows), ""]
+    lines = [headline(report.rows, len(report.failures)), ""]
     if report.failures:
         lines += failure_lines(report.failures)
     for part in tables:

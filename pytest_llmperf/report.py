@@ -64,6 +64,7 @@ EXTRA_VALUES = ("total_throughput_tok_s",)
 # Worst first: the reports put these rows on top so a reader sees them without scrolling.
 SEVERITY = {checks.ERROR: 0, checks.REGRESSED: 1, checks.MISSED: 2, CLIENT_LIMITED: 3}
 PROBLEMS = frozenset(SEVERITY)
+NOT_JUDGED = "not judged"
 
 
 def _finite(value: float | None) -> float | None:
@@ -117,7 +118,8 @@ def legend(columns: Iterable[Column]) -> str:
 
 def verdict_counts(rows: Iterable[Row]) -> list[tuple[str, int]]:
     """How many rows got each verdict, worst first, then by count."""
-    counts = Counter(row["verdict"] or "no verdict" for row in rows)
+    # Rows without a verdict are sweep and capacity-search points: measured, never judged.
+    counts = Counter(row["verdict"] or NOT_JUDGED for row in rows)
     return sorted(counts.items(),
                   key=lambda item: (SEVERITY.get(item[0], len(SEVERITY)), -item[1], item[0]))
 

@@ -19,6 +19,7 @@ from pytest_llmperf.engines.errors import EngineDied
 from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.fixture import user_nodeid
+from pytest_llmperf.input_errors import InputError
 from pytest_llmperf.metrics import RunMetrics, compute_metrics
 from pytest_llmperf.result import Result, result_id
 from pytest_llmperf.runner import Endpoint, Measurement, measure
@@ -77,10 +78,10 @@ class LlmperfSession:
 
             try:
                 self._tokenizers[path] = load_tokenizer(path)
-            except FileNotFoundError:
+            except FileNotFoundError as exc:
                 vocab = vocab_from_config(path)
-                if vocab is None:
-                    raise
+                if vocab is None:  # neither file: the test fails with the line, no traceback
+                    raise InputError(str(exc)) from None
                 self._tokenizers[path] = vocab
         return self._tokenizers[path]
 
@@ -94,9 +95,10 @@ class LlmperfSession:
 
     def run(self, nodeid: str, key: str, engine: Engine, workload: Workload,
             repeat: int) -> Result:
-        endpoint, start_s = self.endpoint_for(engine, workload)
         # The same requests and arrival schedule every repeat: only the engine's timing varies.
+        # Built first: a bad dataset or config fails before an engine start is paid for.
         requests, warmup = workload.build(self.tokenizer_for(engine))
+        endpoint, start_s = self.endpoint_for(engine, workload)
         workers = self.client_workers()
         runs: list[tuple[RunMetrics, Measurement]] = []
         died = None

@@ -6,6 +6,7 @@ from the same declaration, so help text, ini name, environment variable and defa
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -81,6 +82,46 @@ def parse_summary(text: str) -> str:
     return value
 
 
+def whole_number(minimum: int) -> Callable[[str], int]:
+    """A parser for a whole number >= `minimum` (the range is part of the parse, so the error
+    names the source the value came from: flag, ini key or environment variable)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise ValueError(f"expected a whole number >= {minimum}")
+        return value
+
+    parse.__name__ = "whole_number"
+    return parse
+
+
+def parse_seconds(text: str) -> float:
+    """A positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:  # also refuses NaN
+        raise ValueError("expected a number of seconds above 0")
+    return value
+
+
+def parse_engine_nice(text: str) -> str | int:
+    value = text.strip().lower()
+    if value == "auto":
+        return value
+    try:
+        nice = int(value)
+    except ValueError:
+        nice = None
+    if nice is None or not 0 <= nice <= 19:
+        raise ValueError("expected auto, or a niceness from 0 to 19")
+    return nice
+
+
 def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
@@ -91,13 +132,13 @@ def _optional_path(text: str) -> Path | None:
 
 OPTIONS: tuple[Option, ...] = (
     Option("log_dir", "directory for engine logs", Path(".llmperf/logs"), Path, metavar="DIR"),
-    Option("startup_timeout", "seconds an engine may take to become healthy", 900.0, float,
-           metavar="SECONDS"),
-    Option("keep_engines", "engines kept running at once (more need more memory)", 1, int,
-           metavar="N"),
+    Option("startup_timeout", "seconds an engine may take to become healthy", 900.0,
+           parse_seconds, metavar="SECONDS"),
+    Option("keep_engines", "engines kept running at once (more need more memory)", 1,
+           whole_number(1), metavar="N"),
     Option("engine_nice", "scheduling niceness of started engines; auto: 19 on CPU hardware "
            "(vLLM's busy-polling engine core must not starve the load generator), 0 on GPUs",
-           "auto", lambda text: text if text == "auto" else int(text), metavar="auto|N"),
+           "auto", parse_engine_nice, metavar="auto|N"),
     Option("hardware", "hardware override, e.g. h100, h200:8, a100-40gb, cpu", None,
            metavar="CLASS[:N]"),
     Option("endpoint", "URL of an already running OpenAI-compatible server to test "
@@ -110,7 +151,7 @@ OPTIONS: tuple[Option, ...] = (
            "fail", parse_client_check, metavar="fail|warn"),
     Option("baseline_dir", "directory holding <hardware>/<suite>.toml baselines", Path("baselines"),
            Path, metavar="DIR"),
-    Option("repeat", "measure each test N times; gate on the median", 1, int,
+    Option("repeat", "measure each test N times; gate on the median", 1, whole_number(1),
            metavar="N"),
     Option("json", "write this run's results to this JSON file", None, _optional_path,
            metavar="PATH"),
@@ -197,11 +238,5 @@ def _parse(option: Option, text: str, where: str) -> Any:
 
 
 def _validate(settings: Settings) -> None:
-    if settings.repeat < 1:
-        raise ValueError(f"--llmperf-repeat={settings.repeat}: must be 1 or more")
-    if settings.keep_engines < 1:
-        raise ValueError(f"--llmperf-keep-engines={settings.keep_engines}: must be 1 or more")
-    if settings.engine_nice != "auto" and not 0 <= settings.engine_nice <= 19:
-        raise ValueError(f"--llmperf-engine-nice={settings.engine_nice}: use auto or 0-19")
-    if not settings.startup_timeout > 0:  # also refuses NaN
-        raise ValueError(f"--llmperf-startup-timeout={settings.startup_timeout}: must be > 0")
+    """Checks that span options. One option's own range is its parser's to check: the parser's
+    error is prefixed with where the value came from (flag, ini key or environment variable)."""

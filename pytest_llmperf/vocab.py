@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from pytest_llmperf.input_errors import InputError
+
 
 @dataclass(frozen=True, slots=True)
 class VocabOnly:
@@ -37,9 +39,22 @@ def vocab_from_config(model_dir: str | Path) -> VocabOnly | None:
     config_path = Path(model_dir) / "config.json"
     if not config_path.is_file():
         return None
-    config = json.loads(config_path.read_text())
+    try:
+        config = json.loads(config_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{config_path}: line {exc.lineno}, column {exc.colno}: invalid JSON "
+                         f"({exc.msg})") from None
+    if not isinstance(config, dict) or not _whole(config.get("vocab_size"), 1):
+        raise InputError(
+            f"{config_path}: no \"vocab_size\" (a whole number >= 1, e.g. 32000 for Llama 2); "
+            "token-id prompts need the vocabulary's size: add it, or ship the tokenizer files "
+            "(tokenizer.json) beside config.json")
     specials = set()
     for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
         value = config.get(key)
         specials.update(value if isinstance(value, list) else [value] if value is not None else [])
-    return VocabOnly(int(config["vocab_size"]), frozenset(specials), str(config_path))
+    return VocabOnly(config["vocab_size"], frozenset(specials), str(config_path))
+
+
+def _whole(value: object, minimum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum

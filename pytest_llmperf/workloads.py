@@ -85,10 +85,13 @@ class DatasetSource:
     output_tokens: int | None = None  # for records that do not give their output length
 
     def requests(self, n, tokenizer, rng):
-        samples = datasets.load_samples(self.path, tokenizer)
+        samples = datasets.load_samples(self.path, tokenizer)  # never empty: it says why
+        if self.output_tokens is None and any(s.output_tokens is None for s in samples):
+            raise datasets.DatasetError(
+                f"{self.path}: its records give no output length (inference-benchmarker "
+                "conversations do not); pass one: "
+                f"Workload.dataset({self.path!r}, output_tokens=N, ...)")
         base = datasets.requests_from_samples(samples, tokenizer, self.output_tokens)
-        if not base:
-            raise ValueError(f"{self.path}: no usable prompts")
         return [base[i % len(base)] for i in range(n)]
 
 

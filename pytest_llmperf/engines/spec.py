@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
+from pytest_llmperf.engines.field_rules import field_problem
+
 # Fields whose value is passed as `--<name-with-dashes> VALUE`, in this order.
 _VALUE_FLAGS = (
     "tokenizer",
@@ -92,12 +94,12 @@ class Engine:
     env: Any = field(default=())
 
     def __post_init__(self) -> None:
+        for f in fields(self):  # every field, where it is written (see field_rules.py)
+            problem = field_problem(f.name, getattr(self, f.name))
+            if problem:
+                raise ValueError(problem)
         for name in ("speculative_config", "extra_args", "env"):
             object.__setattr__(self, name, _freeze(getattr(self, name)))
-        for name in ("tensor_parallel_size", "pipeline_parallel_size"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"Engine({name}={value}): must be >= 1")
 
     @property
     def gpus_needed(self) -> int:

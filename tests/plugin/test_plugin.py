@@ -70,7 +70,10 @@ def test_a_test_without_engine_fails_with_the_fix(pytester: pytest.Pytester):
 @pytest.mark.parametrize(("marker_args", "message"), [
     ("repet=3", "*unexpected keyword argument 'repet'*"),  # a typo
     ("tolerance=10", "tolerance is a fraction (0.1 means 10%) from 0 to 4, got 10"),  # 10 for 10%
-], ids=["typo", "percentage"])
+    ("repeat=0", "repeat is a whole number >= 1, got 0"),
+    ("max_error_rate=5", "max_error_rate is a fraction from 0 to 1 (0.01 lets 1% of the requests "
+                         "fail), got 5"),  # 5 for 5%
+], ids=["typo", "percentage", "repeat", "error-rate-percentage"])
 def test_a_bad_llmperf_marker_names_the_test(pytester: pytest.Pytester, marker_args, message):
     pytester.makepyfile(f"""
         import pytest
@@ -138,5 +141,14 @@ def test_endpoint_without_hardware_is_a_usage_error(pytester: pytest.Pytester):
 
 def test_bad_option_value_is_a_usage_error(pytester: pytest.Pytester):
     result = pytester.runpytest("--llmperf-repeat", "0")
-    result.stderr.fnmatch_lines(["ERROR: pytest-llmperf: --llmperf-repeat=0: must be 1 or more"])
+    result.stderr.fnmatch_lines(["*error: argument --llmperf-repeat: expected a whole number >= 1"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_a_bad_value_from_the_environment_names_the_variable(pytester: pytest.Pytester,
+                                                             monkeypatch):
+    monkeypatch.setenv("LLMPERF_REPEAT", "0")
+    result = pytester.runpytest()
+    result.stderr.fnmatch_lines(
+        ["ERROR: pytest-llmperf: $LLMPERF_REPEAT='0': expected a whole number >= 1"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR

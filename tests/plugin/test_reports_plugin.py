@@ -62,7 +62,7 @@ def test_markdown_file_and_github_step_summary(suite, monkeypatch):
     result = suite.runpytest("--llmperf-markdown", "reports/r.md")
     result.assert_outcomes(passed=4, failed=2)
     text = (suite.path / "reports/r.md").read_text()
-    assert text.startswith("## pytest-llmperf: **2 MISSED TARGET**, 4 no baseline\n")
+    assert text.startswith("## pytest-llmperf: **2 failed**; **2 MISSED TARGET**, 4 no baseline\n")
     assert "**`test_other.py::test_slo`**\n\n```text\nttft_s.p50 missed its target: 200.0 ms, " \
            "target <= 150.0 ms\n```" in text
     assert "| `test_suite.py::test_slo` | m | slo x20 @ concurrency 1 | 20 | 0 | 34.5 |" in text

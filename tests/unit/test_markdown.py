@@ -29,7 +29,7 @@ REPORT = Report(
 
 def test_the_whole_document():
     assert document(REPORT).splitlines() == [
-        "## pytest-llmperf: **1 REGRESSION**, 1 pass",
+        "## pytest-llmperf: **1 failed**; **1 REGRESSION**, 1 pass",
         "",
         "### Failed tests (1)",
         "",
@@ -120,4 +120,5 @@ def test_github_flavoured_markdown_renders_the_tables():
     assert "<td><code>s/t.py::test_b[x]</code></td>" in html
     assert "<td>w x4 | c1</td>" in html  # the escaped pipe stays in its cell
     assert "<td><strong>REGRESSION</strong></td>" in html
-    assert "<h2>pytest-llmperf: <strong>1 REGRESSION</strong>, 1 pass</h2>" in html
+    assert ("<h2>pytest-llmperf: <strong>1 failed</strong>; <strong>1 REGRESSION</strong>, "
+            "1 pass</h2>") in html

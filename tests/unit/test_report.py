@@ -161,7 +161,7 @@ def test_verdict_counts_worst_first_then_by_count():
     rows = [row("t::a", "pass"), row("t::b", "no baseline"), row("t::c", "pass"),
             row("t::d", "REGRESSION"), row("t::e", "")]
     assert verdict_counts(rows) == [("REGRESSION", 1), ("pass", 2), ("no baseline", 1),
-                                    ("no verdict", 1)]
+                                    ("not judged", 1)]
 
 
 def test_cost_columns_only_where_a_row_has_a_cost():
