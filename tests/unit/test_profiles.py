@@ -20,8 +20,6 @@ from pytest_llmperf.profiles import (
 )
 from pytest_llmperf.prompts import Fixed, Normal, load_tokenizer
 
-pytest.importorskip("tokenizers")
-
 TINY_LLAMA = Path(__file__).parents[2] / "suites" / "models" / "tiny-llama"
 SENTENCES = [
     "The quick brown fox jumps over the lazy dog.",

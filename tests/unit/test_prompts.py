@@ -21,8 +21,6 @@ from pytest_llmperf.prompts import (
 )
 from pytest_llmperf.records import Request
 
-tokenizers = pytest.importorskip("tokenizers")
-
 TINY_LLAMA = Path(__file__).parents[2] / "suites" / "models" / "tiny-llama"
 CORPUS = [
     "The quick brown fox jumps over the lazy dog.",

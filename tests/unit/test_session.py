@@ -17,8 +17,6 @@ from pytest_llmperf.runner import Measurement
 from pytest_llmperf.session import LlmperfSession
 from pytest_llmperf.settings import resolve
 
-pytest.importorskip("tokenizers")
-
 TINY_LLAMA = Path(__file__).resolve().parents[2] / "suites" / "models" / "tiny-llama"
 ENGINE = Engine(model=str(TINY_LLAMA), load_format="dummy")
 

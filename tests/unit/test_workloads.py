@@ -17,8 +17,6 @@ from pytest_llmperf.prompts import Fixed, Normal, load_tokenizer
 from pytest_llmperf.records import Request
 from pytest_llmperf.workloads import Workload, load_pattern, pattern_label
 
-pytest.importorskip("tokenizers")
-
 TINY_LLAMA = Path(__file__).parents[2] / "suites" / "models" / "tiny-llama"
 
 
