@@ -47,15 +47,14 @@ def test_model_vllm_rejects_fails_with_one_line_and_leaves_nothing(tmp_path):
     assert leftover_vllm_processes() == []
 
 
-def test_every_test_of_a_broken_engine_fails_fast_with_the_same_line(pytester: pytest.Pytester):
-    (pytester.path / "empty-model").mkdir()
-    pytester.makepyfile(f"""
+def two_tests_of(engine: str) -> str:
+    """A suite of two tests on one engine (a Python expression over TINY_CPU)."""
+    return f"""
         import pytest
         from pytest_llmperf import Workload
         from suites.tiny import TINY_CPU
 
-        BROKEN = TINY_CPU.replace(model="{pytester.path}/empty-model")
-        pytestmark = pytest.mark.engine(BROKEN)
+        pytestmark = pytest.mark.engine({engine})
         W = Workload.fixed(input_tokens=8, output_tokens=4, num_requests=2, concurrency=1)
 
         def test_one(llmperf):
@@ -63,7 +62,14 @@ def test_every_test_of_a_broken_engine_fails_fast_with_the_same_line(pytester: p
 
         def test_two(llmperf):
             llmperf.run(W)
-    """)
+    """
+
+
+def test_every_test_of_a_broken_engine_fails_fast_with_the_same_line(pytester: pytest.Pytester):
+    (pytester.path / "empty-model").mkdir()
+    # The tokenizer is the tiny model's, so the prompts build and it is vLLM that refuses.
+    pytester.makepyfile(two_tests_of(f'TINY_CPU.replace(model="{pytester.path}/empty-model", '
+                                     'tokenizer=TINY_CPU.model)'))
     began = time.monotonic()
     result = pytester.runpytest("--llmperf-log-dir", str(pytester.path / "logs"))
     result.assert_outcomes(failed=2)
@@ -72,5 +78,22 @@ def test_every_test_of_a_broken_engine_fails_fast_with_the_same_line(pytester: p
     assert "exited with code 1: " in errors[0]
     assert "During handling" not in result.stdout.str()
     assert len(list((pytester.path / "logs").glob("vllm-*.log"))) == 1, "started once, not twice"
+    assert time.monotonic() - began < START_FAILURE_BUDGET_S
+    assert leftover_vllm_processes() == []
+
+
+def test_a_start_that_never_gets_healthy_fails_every_test_of_its_engine_at_once(
+        pytester: pytest.Pytester):
+    pytester.makepyfile(two_tests_of("TINY_CPU"))
+    began = time.monotonic()
+    result = pytester.runpytest("--llmperf-log-dir", str(pytester.path / "logs"),
+                                "--llmperf-startup-timeout", "3")
+    result.assert_outcomes(failed=2)
+    prefix = ("vLLM engine 'tiny-llama load=dummy len=2048 kv=512MiB eager=True' not healthy "
+              "after 3 s (raise --llmperf-startup-timeout if the model is large): ")
+    errors = [line for line in result.stdout.lines if line.startswith(prefix)]
+    assert len(errors) == 2 and errors[0] == errors[1], result.stdout.str()
+    assert re.search(r"\(full log: \S+/vllm-\d+\.log\)$", errors[0])
+    assert len(list((pytester.path / "logs").glob("vllm-*.log"))) == 1, "started once"
     assert time.monotonic() - began < START_FAILURE_BUDGET_S
     assert leftover_vllm_processes() == []
