@@ -1,10 +1,10 @@
 """OpenAI-compatible streaming client -> one RequestRecord per request.
 
 It times each streamed chunk on arrival (http1.py stamps every read with the kernel's receive
-time) and counts the tokens the chunk carried (vLLM's `return_token_ids` gives them exactly; other servers fall back
-to one token per text chunk, and the record says so; see sse.py). Output length is forced with
-`ignore_eos` plus `min_tokens = max_tokens` and the server's `usage` is kept so metrics never count
-tokens by counting chunks.
+time) and counts the tokens the chunk carried (vLLM's `return_token_ids` gives them exactly;
+other servers fall back to one token per text chunk, and the record says so; see sse.py). Output
+length is forced with `ignore_eos` plus `min_tokens = max_tokens` and the server's `usage` is
+kept so metrics never count tokens by counting chunks.
 """
 
 from __future__ import annotations

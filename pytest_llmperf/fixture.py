@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_llmperf import goodput, sweeps
+from pytest_llmperf.ab import DEFAULT_AB_PAIRS, PairedRun
 from pytest_llmperf.baselines import TOLERANCE_RULE, is_tolerance
 from pytest_llmperf.checks import Judgement
 from pytest_llmperf.engines.errors import EngineError
@@ -118,12 +119,49 @@ class Llmperf:
         """Measure `workload` on the engine (`repeat` times), then check `slo` (or the
         marker's) and the baseline."""
         options = self.options
+        if self._session.settings.ab:
+            return self._run_ab(workload, engine, slo or options.slo)
         repeat = repeat or options.repeat or self._session.settings.repeat
         with goodput.limits_of(slo or options.slo):  # its per-request limits, for goodput
             result = self._measure(workload, engine, repeat)
         judgement = self._session.judge(self._item, result, options, slo or options.slo)
         self._settle(judgement)
         return result
+
+    def ab(self, workload: Workload, *, a: Engine, b: Engine, pairs: int = DEFAULT_AB_PAIRS,
+           ) -> PairedRun:
+        """Measure `workload` on engines `a` and `b` alternately (ABBA, `pairs` pairs) and return
+        the paired B/A ratios of every metric, for the test to assert on:
+        `assert run.median("output_throughput_tok_s") > 1.2`. Both sides are rows of the summary;
+        nothing is gated against a baseline."""
+        if not isinstance(pairs, int) or pairs < 1:
+            raise ValueError(f"llmperf.ab(pairs={pairs!r}): a whole number of ABBA pairs, "
+                             "1 or more")
+        key = self._next_key()
+        result_a, result_b = _engine_or_fail(
+            self._session.run_ab, user_nodeid(self._item), key, a, b, workload, pairs)
+        for result in (result_a, result_b):
+            self.results.append(result)
+            self._check_client(result, self._session.settings.client_check)
+            self._check_errors(result, self.options.max_error_rate)
+        return PairedRun(result_a, result_b)
+
+    def _run_ab(self, workload: Workload, engine: Engine | None, slo: Any) -> Result:
+        """--llmperf-ab: side A is the test's engine, side B it with the overrides; judged on
+        the paired ratios (and B on the test's SLO). Returns side B, the candidate."""
+        engine = self._engine(engine)
+        settings = self._session.settings
+        key = self._next_key()
+        result_a, result_b = _engine_or_fail(
+            self._session.run_ab, user_nodeid(self._item), key, engine,
+            engine.replace(**settings.ab), workload, settings.ab_pairs)
+        for result in (result_a, result_b):
+            self.results.append(result)
+            self._check_client(result, settings.client_check)
+            self._check_errors(result, self.options.max_error_rate)
+        # An A/B improvement is in the summary's notes; there is no baseline to call stale.
+        self._settle(self._session.judge_ab(result_a, result_b, self.options, slo), warn=False)
+        return result_b
 
     def sweep(self, workload: Workload, *, rates=None, concurrencies=None,
               engine: Engine | None = None) -> sweeps.Sweep:
@@ -202,8 +240,8 @@ class Llmperf:
         self._settle(judgement)
 
     @staticmethod
-    def _settle(judgement: Judgement) -> None:
-        for message in judgement.warnings:
+    def _settle(judgement: Judgement, warn: bool = True) -> None:
+        for message in judgement.warnings if warn else ():
             warnings.warn(StaleBaselineWarning(message), stacklevel=3)
         if judgement.failed:
             pytest.fail(judgement.failure_text(), pytrace=False)

@@ -97,11 +97,12 @@ def pytest_configure(config: pytest.Config) -> None:
     nice = engine_nice(settings, hardware)
     factory = vllm_factory(settings.path(settings.log_dir), settings.startup_timeout,
                            _engine_env(config), nice=nice)
-    leases = GpuLeases(visible_gpus(hardware.device_count)) if hardware.is_gpu else None
+    gpus = visible_gpus(hardware.device_count) if hardware.is_gpu else []
+    leases = GpuLeases(gpus) if hardware.is_gpu else None
     config.stash[SESSION_KEY] = LlmperfSession(
         settings=settings,
         pool=EnginePool(factory, capacity=settings.keep_engines, leases=leases),
-        hardware_class=hardware.hardware_class, engine_nice=nice,
+        hardware_class=hardware.hardware_class, engine_nice=nice, gpu_count=len(gpus),
         fingerprint=hardware_mod.current_fingerprint(hardware).to_dict(),
     )
     config.stash[STARTED_KEY] = datetime.now(timezone.utc)

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf import baselines, checks, gate, runfile
+from pytest_llmperf.ab import PairedRun, abba_order, judge_pairs
 from pytest_llmperf.client import ClientOptions
-from pytest_llmperf.engines.errors import EngineDied
+from pytest_llmperf.engines.errors import EngineDied, EngineError
 from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.fixture import user_nodeid
@@ -55,9 +56,12 @@ class LlmperfSession:
     # test id -> the gate settings its test declared, for the run file (see runfile.run_document)
     gates: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # test id of an A/B side B -> its paired verdicts, for the run file and `llmperf compare`
+    ab_verdicts: dict[str, gate.GateReport] = field(default_factory=dict)
     pending: dict[str, list[PendingUpdate]] = field(default_factory=lambda: defaultdict(list))
     extras: list[tuple[str, dict[str, Estimate], str]] = field(default_factory=list)
     engine_nice: int = 0
+    gpu_count: int = 0  # GPUs this process may use (0 on CPU hardware)
     # Report payloads (outputs.payload) of this process and, on an xdist controller, its workers.
     payloads: list[dict[str, Any]] = field(default_factory=list)
     _tokenizers: dict[str, Any] = field(default_factory=dict)
@@ -99,18 +103,78 @@ class LlmperfSession:
         # Built first: a bad dataset or config fails before an engine start is paid for.
         requests, warmup = workload.build(self.tokenizer_for(engine))
         endpoint, start_s = self.endpoint_for(engine, workload)
-        workers = self.client_workers()
         runs: list[tuple[RunMetrics, Measurement]] = []
         died = None
         for attempt in range(repeat):
-            measured = measure(endpoint, requests, workload.pattern, seed=workload.seed,
-                               warmup=warmup if attempt == 0 else (),
-                               duration_s=workload.duration_s, workers=workers)
-            runs.append((compute_metrics(measured.records), measured))
-            died = self.engine_death(engine, measured.records)
-            if measured.client_error or died:
+            run, died = self._measure_once(engine, endpoint, requests, workload,
+                                           warmup if attempt == 0 else ())
+            runs.append(run)
+            if run[1].client_error or died:
                 break  # a client worker or the engine died: what was measured is kept
-        # The representative run (its records and summaries) is the median by output throughput.
+        result = self._record(nodeid, key, engine, workload, runs, start_s)
+        if died:
+            self.verdicts[result.test_id] = ENGINE_DIED
+            raise died
+        return result
+
+    def run_ab(self, nodeid: str, key: str, a: Engine, b: Engine, workload: Workload,
+               pairs: int) -> tuple[Result, Result]:
+        """Engines `a` and `b` measured alternately in ABBA order, one run each per pair, on the
+        same requests. Returns both sides' results (every run kept, paired by position)."""
+        sides = {"A": a, "B": b}
+        built = {side: spec.tokenizer or spec.model for side, spec in sides.items()}
+        workloads = {side: workload.build(self.tokenizer_for(spec))
+                     for side, spec in sides.items() if built[side] != built["A"] or side == "A"}
+        runs: dict[str, list[tuple[RunMetrics, Measurement]]] = {"A": [], "B": []}
+        starts: dict[str, float | None] = {}
+        died = None
+        fit = self._sides_fit(sides)
+        with self.pool.room_for(2 if fit else 1):
+            for side in abba_order(pairs):
+                spec = sides[side]
+                try:
+                    endpoint, start_s = self.endpoint_for(spec, workload)
+                except EngineError as exc:
+                    raise type(exc)(f"A/B side {side} ({spec.label()}): {exc}") from None
+                starts.setdefault(side, start_s)
+                requests, warmup = workloads.get(side, workloads["A"])
+                run, died = self._measure_once(spec, endpoint, requests, workload,
+                                               () if runs[side] else warmup)
+                runs[side].append(run)
+                if run[1].client_error or died:
+                    break
+        pairs = min(len(runs["A"]), len(runs["B"]))
+        results = tuple(
+            self._record(nodeid, f"{key} ({side})", sides[side], workload,
+                         runs[side][:max(pairs, 1)], starts.get(side))
+            for side in ("A", "B") if runs[side])
+        for result in results:  # judge_ab may give side B its verdict; llmperf.ab does not
+            self.verdicts.setdefault(result.test_id, f"A/B side {result.key[-2]}")
+        if died:
+            for result in results:
+                self.verdicts[result.test_id] = ENGINE_DIED
+            raise died
+        return results
+
+    def _sides_fit(self, sides: dict[str, Engine]) -> bool:
+        """Both A/B engines can run at once: always on the CPU (both pinned to the engine's
+        cores), on GPUs when there are enough for both."""
+        if self.hardware_class == "cpu":
+            return True
+        return self.gpu_count >= sum(spec.gpus_needed for spec in sides.values())
+
+    def _measure_once(self, engine: Engine, endpoint: Endpoint, requests, workload: Workload,
+                      warmup) -> tuple[tuple[RunMetrics, Measurement], EngineDied | None]:
+        measured = measure(endpoint, requests, workload.pattern, seed=workload.seed,
+                           warmup=warmup, duration_s=workload.duration_s,
+                           workers=self.client_workers())
+        return (compute_metrics(measured.records), measured), \
+            self.engine_death(engine, measured.records)
+
+    def _record(self, nodeid: str, key: str, engine: Engine, workload: Workload,
+                runs: list[tuple[RunMetrics, Measurement]], start_s: float | None) -> Result:
+        """The Result of one engine's runs, added to the session. Its representative run (the
+        records and summaries shown) is the median by output throughput."""
         metrics, measured = sorted(runs, key=lambda run: run[0].output_throughput_tok_s)[
             len(runs) // 2]
         if measured.warning and measured.warning not in self.notes:
@@ -128,9 +192,6 @@ class LlmperfSession:
         self.results.append(result)
         if result.client_error or result.client.limited:
             self.verdicts[result.test_id] = CLIENT_LIMITED
-        if died:
-            self.verdicts[result.test_id] = ENGINE_DIED
-            raise died
         return result
 
     def engine_death(self, engine: Engine, records) -> EngineDied | None:
@@ -210,6 +271,23 @@ class LlmperfSession:
             known=known, gated=tuple(options.gate or gate.DEFAULT_GATED),
             exact=bool(options.gate))
 
+    def judge_ab(self, result_a: Result, result_b: Result, options, slo) -> checks.Judgement:
+        """--llmperf-ab: side B's SLOs, then the paired B/A ratios of the gated metrics (the
+        test's `gate=` list, else gate.DEFAULT_GATED) under --llmperf-ab-tolerance."""
+        known = _known_metric(result_b.metrics)
+        judgement = checks.check_slo(checks.estimates_of(result_b.runs), slo, known=known)
+        gated = tuple(options.gate or gate.DEFAULT_GATED)
+        pairs = PairedRun(result_a, result_b)
+        report = judge_pairs({name: pairs.ratios(name) for name in gated},
+                             self.settings.ab_tolerance)
+        judgement = checks.combine(judgement, checks.Judgement(report=report, saved_run=True))
+        self.ab_verdicts[result_b.test_id] = report
+        if self.verdicts.get(result_b.test_id) != CLIENT_LIMITED:
+            self.verdicts[result_b.test_id] = judgement.label()
+        self.notes += [f"{result_b.test_id}: {verdict.message}" for verdict in report.verdicts
+                       if verdict.status != gate.PASS]
+        return judgement
+
     def judge_estimates(self, item, test_id: str, key: str, estimates: dict[str, Estimate], *,
                         engine: dict, workload: dict, options, slo, known,
                         gated: tuple[str, ...], exact: bool = True) -> checks.Judgement:
@@ -228,6 +306,10 @@ class LlmperfSession:
                                                 exact=exact),
                     baselines.make_provenance(self.fingerprint, engine, workload,
                                               commit=git_commit(self.settings.rootdir))))
+        elif self.settings.ab:  # a sweep, capacity or offline measured side A only
+            judgement = checks.combine(judgement, checks.Judgement(
+                notes=["measured on side A only; --llmperf-ab judges llmperf.run"],
+                ungated=checks.NOT_COMPARED))
         elif self.settings.compare:
             judgement = checks.combine(judgement, self._check_saved(
                 estimates, key, options.tolerance, gated))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable
 
+from pytest_llmperf.ab import DEFAULT_AB_PAIRS, DEFAULT_AB_TOLERANCE, parse_overrides
 from pytest_llmperf.cost import CostSetting, parse_cost_per_hour
 
 
@@ -79,6 +80,26 @@ def parse_summary(text: str) -> str:
     value = text.strip().lower()
     if value not in SUMMARY_MODES:
         raise ValueError("expected short (fits 120 columns) or full (every column and note)")
+    return value
+
+
+def parse_pairs(text: str) -> int:
+    try:
+        pairs = int(text)
+    except ValueError:
+        pairs = 0
+    if pairs < 1:
+        raise ValueError("expected a whole number of ABBA pairs, 1 or more (4 is a good start)")
+    return pairs
+
+
+def parse_ab_tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 10:
+        raise ValueError("expected a fraction above 0, such as 0.1 (B may be 1.1 times worse)")
     return value
 
 
@@ -163,6 +184,15 @@ OPTIONS: tuple[Option, ...] = (
            None, metavar="NAME"),
     Option("compare", "gate against the saved run NAME (or a JSON path) instead of baselines",
            None, metavar="NAME"),
+    # Paired A/B (pytest_llmperf/ab.py, docs/ab.md)
+    Option("ab", "paired A/B: a JSON object of Engine fields that turns each test's engine into "
+           "side B (e.g. '{\"max_num_seqs\": 8}', '{\"python\": \"/opt/vllm-next/bin/python\"}'); "
+           "each test measures A and B alternately and is judged on the B/A ratios",
+           None, parse_overrides, metavar="JSON"),
+    Option("ab_pairs", "ABBA pairs each test measures in an A/B run", DEFAULT_AB_PAIRS,
+           parse_pairs, metavar="N"),
+    Option("ab_tolerance", "how much worse B may be than A, as a factor - 1, in an A/B run",
+           DEFAULT_AB_TOLERANCE, parse_ab_tolerance, metavar="FRACTION"),
     # Reports (pytest_llmperf/outputs.py)
     Option("summary", "the terminal summary: short fits 120 columns (the most telling columns, "
            "repeated notes folded); full shows every column and note, as -v does", "short",
@@ -192,6 +222,9 @@ class Settings:
     update_baselines: bool
     save: str | None
     compare: str | None
+    ab: dict[str, Any] | None
+    ab_pairs: int
+    ab_tolerance: float
     summary: str
     markdown: Path | None
     cost_per_hour: CostSetting | None
@@ -240,3 +273,9 @@ def _parse(option: Option, text: str, where: str) -> Any:
 def _validate(settings: Settings) -> None:
     """Checks that span options. One option's own range is its parser's to check: the parser's
     error is prefixed with where the value came from (flag, ini key or environment variable)."""
+    if settings.ab and settings.endpoint:
+        raise ValueError("--llmperf-ab needs engines the plugin starts (side B is the test's "
+                         "engine with the overrides); drop --llmperf-endpoint")
+    if settings.ab and (settings.compare or settings.update_baselines):
+        raise ValueError("--llmperf-ab judges side B against side A; it cannot be combined with "
+                         "--llmperf-compare or --llmperf-update-baselines")

@@ -13,6 +13,8 @@ each restart of a large model costs minutes.
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Protocol
 
@@ -83,6 +85,17 @@ class EnginePool:
             self._held[engine] = lease
         self.starts.append((engine, server.start_time_s or 0.0))
         return server
+
+    @contextmanager
+    def room_for(self, engines: int) -> Iterator[None]:
+        """Keep at least `engines` running at once inside the block (the two sides of a paired
+        A/B test), whatever --llmperf-keep-engines says; the next start after it evicts down."""
+        saved = self._capacity
+        self._capacity = max(saved, engines)
+        try:
+            yield
+        finally:
+            self._capacity = saved
 
     def check(self, engine: Engine, when: str = DURING_TEST) -> EngineDied | None:
         """Has the spec's server died? If so it is stopped (the next `get` starts a fresh one,

@@ -72,7 +72,8 @@ class VllmServer:
         return f"http://{self.host}:{self.port}"
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", SERVER_MODULE, *self.engine.server_args(),
+        python = self.engine.python or sys.executable
+        return [python, "-m", SERVER_MODULE, *self.engine.server_args(),
                 "--host", self.host, "--port", str(self.port)]
 
     def start(self) -> "VllmServer":

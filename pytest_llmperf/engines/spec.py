@@ -92,6 +92,9 @@ class Engine:
     extra_args: Any = field(default=())
     # Environment variables for the server process (e.g. VLLM_CPU_OMP_THREADS_BIND).
     env: Any = field(default=())
+    # The interpreter of another vLLM install to run this engine with (default: this one), so an
+    # A/B run can put two vLLM versions side by side: python="/opt/vllm-next/bin/python".
+    python: str | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):  # every field, where it is written (see field_rules.py)
@@ -161,7 +164,8 @@ class Engine:
         """A short name for tables: the model's last path part plus what is not default."""
         parts = [Path(self.model).name or self.model]
         for key, value in self.to_dict().items():
-            if key in ("model", "env", "tokenizer", "chat_template", "served_model_name"):
+            if key in ("model", "env", "tokenizer", "chat_template", "served_model_name",
+                       "python"):
                 continue
             parts.append(f"{_SHORT.get(key, key)}={_short_value(value)}")
         return " ".join(parts)

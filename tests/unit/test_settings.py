@@ -27,7 +27,7 @@ def test_defaults():
         log_dir=Path(".llmperf/logs"), startup_timeout=900.0, keep_engines=1, engine_nice="auto",
         hardware=None, endpoint=None, client_workers="auto", client_check="fail", baseline_dir=Path("baselines"),
         repeat=1, json=None, require_baseline=False, update_baselines=False, save=None,
-        compare=None, summary="short", markdown=None, cost_per_hour=None,
+        compare=None, ab=None, ab_pairs=4, ab_tolerance=0.1, summary="short", markdown=None, cost_per_hour=None,
         rootdir=Path("."),
     )
 
@@ -291,3 +291,46 @@ def test_client_workers_on_the_command_line(four_cores, pytester):
     assert config.getoption("llmperf_client_workers") == 2
     config = pytester.parseconfig("--llmperf-client-workers", "auto")
     assert config.getoption("llmperf_client_workers") == "auto"
+
+
+# ------------------------------------------------------------------ paired A/B options
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"LLMPERF_AB": "{max_num_seqs: 8}"},
+     "$LLMPERF_AB='{max_num_seqs: 8}': not valid JSON (Expecting property name enclosed in double "
+     "quotes: line 1 column 2 (char 1)); give a JSON object of Engine fields, e.g. "
+     "'{\"max_num_seqs\": 8}' or '{\"python\": \"/opt/vllm-next/bin/python\"}'"),
+    ({"LLMPERF_AB": '{"max_seqs": 8}'},
+     "$LLMPERF_AB='{\"max_seqs\": 8}': unknown Engine field 'max_seqs' (did you mean "
+     "'max_num_seqs'?); fields: "),
+    ({"LLMPERF_AB": '{"python": "/no/such/python"}'},
+     "$LLMPERF_AB='{\"python\": \"/no/such/python\"}': python '/no/such/python' does not "
+     "exist; name the python of another vLLM install, e.g. /opt/vllm-next/bin/python"),
+    ({"LLMPERF_AB": '{"tensor_parallel_size": 0}'},
+     "$LLMPERF_AB='{\"tensor_parallel_size\": 0}': Engine(tensor_parallel_size=0): expected a "
+     "whole number >= 1, or None for vLLM's default"),
+    ({"LLMPERF_AB_PAIRS": "0"},
+     "$LLMPERF_AB_PAIRS='0': expected a whole number of ABBA pairs, 1 or more (4 is a good start)"),
+    ({"LLMPERF_AB_TOLERANCE": "-0.1"},
+     "$LLMPERF_AB_TOLERANCE='-0.1': expected a fraction above 0, such as 0.1 (B may be 1.1 times "
+     "worse)"),
+])
+def test_bad_ab_options_get_one_line_naming_their_source(env, message):
+    with pytest.raises(ValueError) as excinfo:
+        settings(env=env)
+    assert str(excinfo.value).startswith(message)
+
+
+def test_a_python_without_vllm_is_refused_before_any_engine_starts():
+    with pytest.raises(ValueError) as excinfo:
+        settings(env={"LLMPERF_AB": '{"python": "/usr/bin/python3"}'})
+    assert str(excinfo.value).endswith(
+        "python '/usr/bin/python3' has no vLLM (it cannot import vllm); name the python of "
+        "another vLLM install, e.g. /opt/vllm-next/bin/python")
+
+
+def test_ab_overrides_from_the_ini():
+    chosen = settings(ini={"llmperf_ab": '{"max_num_seqs": 8, "env": {"X": "1"}}',
+                           "llmperf_ab_pairs": "6"})
+    assert (chosen.ab, chosen.ab_pairs) == ({"max_num_seqs": 8, "env": {"X": "1"}}, 6)

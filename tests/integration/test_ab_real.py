@@ -1,0 +1,61 @@
+"""Paired A/B (--llmperf-ab) on the real CPU engine: side B is the test's engine with overrides,
+both stay up, they run in ABBA order, and a weaker B fails the test on its paired ratios."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
+
+pytestmark = requires_vllm
+
+SUITE = """
+import pytest
+from pytest_llmperf import Workload
+from suites.tiny import TINY_CPU
+
+pytestmark = pytest.mark.engine(TINY_CPU.replace(max_num_seqs=8))
+
+def test_concurrent(llmperf):
+    llmperf.run(Workload.fixed(input_tokens=32, output_tokens=16, num_requests=16,
+                               concurrency=8, warmup_requests=2))
+"""
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch):
+    pytester.makepyfile(test_ab_suite=SUITE)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    return pytester
+
+
+def test_a_weaker_side_b_fails_on_its_paired_ratios(suite):
+    # One sequence at a time against eight concurrent requests: TTFT queues several-fold.
+    result = suite.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-rfE", "--llmperf-summary", "full",
+        "--llmperf-ab", json.dumps({"max_num_seqs": 1}), "--llmperf-ab-pairs", "2",
+        "--llmperf-json", "run.json", timeout=400)
+    assert leftover_vllm_processes() == []
+    result.assert_outcomes(failed=1)
+    result.stdout.re_match_lines([
+        r"^ttft_s\.p50 regressed in A/B: B/A median \d+\.\d{3} \(50% interval \d+\.\d{3}-"
+        r"\d+\.\d{3} over 2 ABBA pairs\), allowed <= 1\.100 \(lower is better; A/B tolerance "
+        r"0\.1\)$"])
+    # Both sides are rows of the summary; A is the reference, B carries the verdict.
+    result.stdout.fnmatch_lines(["*test_concurrent (A)*A/B side A*"])
+    result.stdout.fnmatch_lines(["*test_concurrent (B)*REGRESSION*"])
+    # An A/B improvement is a note, not a stale-baseline warning: there is no baseline.
+    assert "StaleBaselineWarning" not in result.stdout.str()
+    # Two engines started once each: ABBA switches sides inside a pair, not between pairs.
+    assert len(list((suite.path / ".llmperf/logs").glob("vllm-*.log"))) == 2
+
+
+def test_bad_overrides_fail_before_any_engine_starts(suite):
+    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "--llmperf-ab",
+                                        '{"max_seqs": 1}', timeout=60)
+    assert result.ret != 0
+    result.stderr.fnmatch_lines([
+        "*--llmperf-ab*unknown Engine field 'max_seqs' (did you mean 'max_num_seqs'?); fields: *"])
+    assert not (suite.path / ".llmperf/logs").exists()

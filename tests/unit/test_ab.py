@@ -1,0 +1,91 @@
+"""Paired A/B judging (pytest_llmperf/ab.py): order, ratios, the median's interval, verdicts."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pytest_llmperf.ab import PairedRatios, abba_order, judge_pairs, median_interval, paired_ratios
+from pytest_llmperf.gate import IMPROVEMENT, PASS, REGRESSION
+
+
+def test_abba_order_alternates_which_side_goes_first():
+    assert abba_order(1) == ["A", "B"]
+    assert abba_order(3) == ["A", "B", "B", "A", "A", "B"]
+
+
+@pytest.mark.parametrize(("n", "expected"), [
+    (1, (5.0, 5.0, 0.0)),
+    (4, (1.0, 4.0, 0.875)),  # 1 - 2/16: four values cannot reach 90%
+    (6, (1.0, 6.0, 0.96875)),  # k = 2 would cover only 78%
+    (8, (2.0, 7.0, 0.9296875)),  # 1 - 2 x 9/256
+])
+def test_median_interval_is_the_sign_tests_order_statistics(n, expected):
+    values = [5.0] if n == 1 else [float(v) for v in range(n, 0, -1)]
+    assert median_interval(values) == expected
+
+
+def test_median_interval_of_nothing_is_nan():
+    low, high, confidence = median_interval([])
+    assert math.isnan(low) and math.isnan(high) and confidence == 0.0
+
+
+def test_ratios_pair_the_nth_a_run_with_the_nth_b_run():
+    a = [{"tpot_s.p50": 0.010}, {"tpot_s.p50": 0.020}]
+    b = [{"tpot_s.p50": 0.012}, {"tpot_s.p50": 0.020}]
+    ratios = paired_ratios(a, b, ["tpot_s.p50"])["tpot_s.p50"]
+    assert ratios.ratios == pytest.approx((1.2, 1.0))
+
+
+def test_a_zero_or_missing_side_gives_nan_for_that_pair():
+    a = [{"x_tok_s": 0.0}, {"x_tok_s": 10.0}, {}]
+    b = [{"x_tok_s": 5.0}, {"x_tok_s": 10.0}, {"x_tok_s": 1.0}]
+    assert paired_ratios(a, b, ["x_tok_s"])["x_tok_s"].ratios[1] == 1.0
+    ratios = paired_ratios(a, b, ["x_tok_s"])["x_tok_s"].ratios
+    assert math.isnan(ratios[0]) and math.isnan(ratios[2])
+
+
+def test_a_latency_20_percent_worse_in_every_pair_regresses_with_one_line():
+    verdict = PairedRatios("tpot_s.p50", (1.18, 1.22, 1.21, 1.19)).judge(0.10)
+    assert verdict.status == REGRESSION
+    assert verdict.message == (
+        "tpot_s.p50 regressed in A/B: B/A median 1.200 (88% interval 1.180-1.220 over 4 ABBA "
+        "pairs), allowed <= 1.100 (lower is better; A/B tolerance 0.1)")
+    assert verdict.failed
+
+
+def test_a_throughput_falls_by_the_same_factor_rule():
+    # 1 / 1.1 = 0.909: a 9.1% fall is the edge, an 8% fall passes, a 12% fall fails.
+    assert PairedRatios("output_throughput_tok_s", (0.92,) * 4).judge(0.10).status == PASS
+    verdict = PairedRatios("output_throughput_tok_s", (0.88,) * 4).judge(0.10)
+    assert verdict.status == REGRESSION
+    assert "allowed >= 0.909 (higher is better" in verdict.message
+
+
+def test_one_odd_pair_cannot_make_a_regression():
+    # The median is past the band, but one pair went the other way: the interval includes 1.
+    verdict = PairedRatios("tpot_s.p50", (1.3, 1.25, 0.95, 1.2)).judge(0.10)
+    assert verdict.status == PASS
+    assert verdict.message.startswith("tpot_s.p50 within the A/B band: B/A median 1.225 ")
+
+
+def test_a_clear_improvement_is_reported_not_failed():
+    verdict = PairedRatios("ttft_s.p50", (0.7, 0.72, 0.71, 0.69)).judge(0.10)
+    assert verdict.status == IMPROVEMENT
+    assert not verdict.failed
+
+
+def test_a_metric_with_no_ratio_fails_and_says_why():
+    verdict = PairedRatios("tpot_s.p50", (math.nan, math.nan)).judge(0.10)
+    assert verdict.status == REGRESSION
+    assert verdict.message == "tpot_s.p50 has no B/A ratio: one side measured nothing (2 pairs)"
+
+
+def test_judge_pairs_gives_one_report_in_name_order():
+    report = judge_pairs({
+        "tpot_s.p50": PairedRatios("tpot_s.p50", (1.5,) * 4),
+        "e2el_s.p50": PairedRatios("e2el_s.p50", (1.0,) * 4),
+    }, 0.10)
+    assert [v.name for v in report.verdicts] == ["e2el_s.p50", "tpot_s.p50"]
+    assert report.failed and [v.name for v in report.failures] == ["tpot_s.p50"]
