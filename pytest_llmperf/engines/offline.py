@@ -19,6 +19,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.engines.errors import EngineStartError
 from pytest_llmperf.engines.process import (
     check_model_path,
     engine_error,
@@ -36,7 +37,7 @@ OFFLINE_TIMEOUT_S = STARTUP_TIMEOUT_S + 900.0
 JOB_VERSION = 1
 
 # Engine fields that are not LLM(...) keyword arguments.
-_NOT_KWARGS = ("extra_args", "env")
+_NOT_KWARGS = ("extra_args", "env", "python")
 _RUN_IDS = itertools.count()
 
 
@@ -142,6 +143,10 @@ def run_offline(engine: Engine, requests: list[Request], log_dir: Path, *, nice:
     if not requests:
         raise ValueError("run_offline: no requests")
     check_model_path(engine, OFFLINE)
+    if engine.python:  # the worker is this package's code, run by this install's vLLM
+        raise EngineStartError(f"offline run of {engine.label()}: Engine(python=...) applies to "
+                               "served engines only; offline runs use this process's vLLM "
+                               "(drop python= here, or measure with llmperf.run)")
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     stem = log_dir / f"vllm-offline-{os.getpid()}-{next(_RUN_IDS)}"

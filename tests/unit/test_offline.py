@@ -227,3 +227,19 @@ def _alive(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_another_vllm_install_is_refused_offline_in_one_line(tmp_path):
+    # The offline worker is this package's code; only served engines run with Engine(python=).
+    from pytest_llmperf.engines.errors import EngineStartError
+    from pytest_llmperf.records import Request
+    from tests.conftest import REPO
+
+    engine = Engine(model=str(REPO / "suites/models/tiny-llama"), python="/usr/bin/python3")
+    with pytest.raises(EngineStartError) as excinfo:
+        offline.run_offline(engine, [Request(prompt="hi", prompt_tokens=1, output_tokens=1)],
+                            tmp_path)
+    assert str(excinfo.value) == (
+        "offline run of tiny-llama: Engine(python=...) applies to served engines only; offline "
+        "runs use this process's vLLM (drop python= here, or measure with llmperf.run)")
+    assert not list(tmp_path.iterdir())  # refused before anything was started or written
