@@ -159,6 +159,7 @@ class _SocketConnection(_Connection):
         self._loop = loop
         self._recvmsg = sock.recvmsg
         self._unsent = b""
+        self._writing = False  # the loop calls _send when the socket can take more
         loop.add_reader(sock.fileno(), self._readable)
 
     def _readable(self) -> None:
@@ -167,41 +168,39 @@ class _SocketConnection(_Connection):
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
-            self._close()
-            self.lost(exc)
+            self._end(exc)
             return
         if not data:
-            self._close()
-            self.lost(None)
+            self._end(None)
             return
         self.feed(data, kernel_stamp(self._clock(), ancillary))
 
     def write(self, raw: bytes) -> None:
-        # A request is small: the first send almost always takes all of it.
-        try:
-            sent = self._sock.send(raw)
-        except (BlockingIOError, InterruptedError):
-            sent = 0
-        except OSError as exc:
-            self._close()
-            self.lost(exc)
-            return
-        if sent < len(raw):
-            self._unsent = raw[sent:]
-            self._loop.add_writer(self._sock.fileno(), self._writable)
+        # A request is small: the first send almost always takes all of it, and only what is
+        # left waits for the socket to become writable.
+        self._unsent = raw
+        self._send()
+        if self._unsent and not self.closed:
+            self._loop.add_writer(self._sock.fileno(), self._send)
+            self._writing = True
 
-    def _writable(self) -> None:
+    def _send(self) -> None:
         try:
             sent = self._sock.send(self._unsent)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
-            self._close()
-            self.lost(exc)
+            self._end(exc)
             return
         self._unsent = self._unsent[sent:]
-        if not self._unsent:
+        if self._writing and not self._unsent:
             self._loop.remove_writer(self._sock.fileno())
+            self._writing = False
+
+    def _end(self, exc: Exception | None) -> None:
+        """The socket failed (`exc`) or the server closed it (None)."""
+        self._close()
+        self.lost(exc)
 
     def abort(self) -> None:
         self._close()
@@ -213,7 +212,7 @@ class _SocketConnection(_Connection):
         self.reusable = False
         fd = self._sock.fileno()
         self._loop.remove_reader(fd)
-        if self._unsent:
+        if self._writing:
             self._loop.remove_writer(fd)
         self._sock.close()
 

@@ -306,6 +306,16 @@ def test_https_streams_through_tls(tls_server):
     assert tls_server.connections == 1  # kept alive over TLS too
 
 
+def test_a_request_larger_than_the_socket_buffer_goes_out_whole(server):
+    # 4 MB of prompt: the first send takes part of it, the rest waits for the socket.
+    server.sse(COMPLETION_CHUNK, USAGE, DONE)
+    big = Request(prompt="x" * 4_000_000, prompt_tokens=5, output_tokens=8)
+    records, _ = send_all(server.url, [big, TEXT])
+    assert [r.ok for r in records] == [True, True]
+    assert len(server.requests[0][1]["prompt"]) == 4_000_000
+    assert server.connections == 1  # and the connection is reused afterwards
+
+
 def test_keep_alive_reuses_one_connection(server):
     server.sse(COMPLETION_CHUNK, USAGE, DONE)
     clock = Ticking()
