@@ -71,11 +71,15 @@ def engine_of(item: pytest.Item) -> Engine | None:
 
 
 def options_of(item: pytest.Item) -> TestOptions:
-    mark = item.get_closest_marker("llmperf")
-    if mark is None:
-        return TestOptions()
+    """The `@pytest.mark.llmperf(...)` settings merged across module, class and function, the
+    nearest winning per key: a function's `slo=` keeps its module's `tolerance=` and `gate=`."""
+    merged: dict[str, Any] = {}
+    args: list[Any] = []
+    for mark in reversed(list(item.iter_markers("llmperf"))):  # farthest first
+        merged.update(mark.kwargs)
+        args += mark.args
     try:
-        return TestOptions(*mark.args, **mark.kwargs)
+        return TestOptions(*args, **merged)
     except (TypeError, ValueError) as exc:
         raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.llmperf: {exc}") from None
 

@@ -243,3 +243,22 @@ def test_an_unknown_gate_metric_is_one_line(suite):
     result = suite.runpytest()
     result.assert_outcomes(passed=2, failed=1)
     assert_lines(result, "@pytest.mark.llmperf(gate=...): *tpot.p50*")
+
+
+def test_marker_settings_merge_across_module_class_and_function(suite):
+    """A function's own `slo=` keeps the module's `tolerance=` and `gate=`; the nearest marker
+    wins per key (here the class's tolerance over the module's)."""
+    (suite.path / "test_suite.py").write_text(SUITE.replace(
+        'pytestmark = pytest.mark.engine(Engine(model="m", max_num_seqs=32))',
+        'pytestmark = [pytest.mark.engine(Engine(model="m", max_num_seqs=32)),\n'
+        '              pytest.mark.llmperf(tolerance=0.5, gate=("tpot_s.p50",))]',
+    ).replace("def test_b(llmperf):\n    llmperf.run(wl(\"b\"))",
+              "class TestB:\n    pytestmark = pytest.mark.llmperf(tolerance=0.25)\n"
+              "    @pytest.mark.llmperf(slo=SLO(max={'ttft_s.p50': 0.15}))\n"
+              "    def test_b(self, llmperf):\n        llmperf.run(wl(\"b\"))"))
+    suite.runpytest("--llmperf-json", "out.json").assert_outcomes(passed=3)
+    results = json.loads((suite.path / "out.json").read_text())["llmperf"]["results"]
+    gates = {result["key"]: result["gate"] for result in results}
+    assert gates["test_a"] == {"tolerance": 0.5, "metrics": ["tpot_s.p50"]}
+    assert gates["TestB::test_b"] == {"tolerance": 0.25, "metrics": ["tpot_s.p50"]}
+    assert gates["test_slo"] == {"tolerance": 0.5, "metrics": ["tpot_s.p50"]}
