@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from pytest_llmperf.http1 import ConnectionPool
+from pytest_llmperf import failures
+from pytest_llmperf.http1 import Aborted, ConnectionPool, StreamClosed
 from pytest_llmperf.records import Request, RequestRecord
 from pytest_llmperf.sse import ERROR_BODY_CHARS, StreamDecoder
 
@@ -50,6 +51,12 @@ class OpenAIStreamClient:
         self.clock = clock
         self._pool = ConnectionPool(self.base_url, clock=clock, connect_timeout_s=CONNECT_TIMEOUT_S)
         self.coalesced_chunks = 0  # token chunks that shared a read with their predecessor
+        # What the stall watchdog and the progress line read (progress.py): kept per request,
+        # never per chunk, so the hot path pays nothing for them.
+        self.in_flight: dict[int, RequestRecord] = {}
+        self.finished = 0  # requests ended, failed or not
+        self.finished_tokens = 0  # output tokens of the finished requests
+        self.last_end_s: float | None = None  # when a request last ended
 
     async def __aenter__(self) -> "OpenAIStreamClient":
         return self
@@ -88,6 +95,7 @@ class OpenAIStreamClient:
             expected_output_tokens=request.output_tokens, scheduled_s=scheduled_s,
         )
         decoder = StreamDecoder(record)
+        self.in_flight[id(record)] = record
         try:
             raw = self._pool.request_bytes(self.path, _encode(self.body(request)))
             record.sent_s = self.clock()
@@ -95,17 +103,55 @@ class OpenAIStreamClient:
                 status, error_body = await self._pool.post(raw, decoder.feed)
             if status != 200:
                 text = error_body.decode(errors="replace")
-                record.error = f"HTTP {status}: {text[:ERROR_BODY_CHARS]}"
+                _fail(record, failures.kind_of_status(status),
+                      f"HTTP {status}: {text[:ERROR_BODY_CHARS]}")
         except TimeoutError:
-            record.error = f"no complete response within {REQUEST_TIMEOUT_S:g} s"
+            _fail(record, failures.TIMEOUT, f"no complete response within {REQUEST_TIMEOUT_S:g} s")
         except Exception as exc:  # every failure becomes data; the run goes on
-            record.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            _fail(record, _kind_of_exception(exc),
+                  f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
         finally:
             record.done_s = self.clock()
             self.coalesced_chunks += decoder.coalesced
-        if record.error is None and not record.chunk_times_s:
-            record.error = "stream ended without any generated token"
+            del self.in_flight[id(record)]
+        if record.error is None:
+            _check_complete(record, decoder.finished)
+        self.finished += 1
+        self.finished_tokens += record.output_tokens
+        self.last_end_s = record.done_s
         return record
+
+    def stop(self, reason: str) -> None:
+        """Give up on the server: every request in flight ends now as a `stalled` failure with
+        `reason`, and every later one at once. What was received before is kept."""
+        self._pool.abort_all(reason)
+
+
+def _fail(record: RequestRecord, kind: str, error: str) -> None:
+    record.error, record.error_kind = error, kind
+
+
+def _kind_of_exception(exc: Exception) -> str:
+    if isinstance(exc, Aborted):
+        return failures.STALLED
+    if isinstance(exc, StreamClosed):
+        return failures.MALFORMED if str(exc).startswith("malformed") else failures.CUT_OFF
+    if isinstance(exc, OSError):  # ConnectionError included: refused, reset, unreachable
+        return failures.CONNECTION
+    return failures.CLIENT
+
+
+def _check_complete(record: RequestRecord, saw_done: bool) -> None:
+    """A 200 whose stream ended without `[DONE]` was cut short (a proxy, a dying server); one
+    without tokens generated nothing; one without usage leaves the token counts to guesswork
+    (the request asked for it with stream_options.include_usage)."""
+    if not saw_done:
+        _fail(record, failures.NO_DONE, "stream ended without data: [DONE]")
+    elif not record.chunk_times_s:
+        _fail(record, failures.NO_TOKENS, "stream ended without any generated token")
+    elif record.usage_output_tokens is None:
+        _fail(record, failures.NO_USAGE, "stream ended without a usage chunk (the server's "
+              "token counts, asked for with stream_options.include_usage)")
 
 
 _encode = msgspec.json.Encoder().encode

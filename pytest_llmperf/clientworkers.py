@@ -12,6 +12,10 @@ time line and the records merge as if one client had taken them.
 
 A worker that dies costs its own records only: the others' are kept, and the measurement says
 which worker died and how.
+
+Each worker publishes its progress (progress.Board) every PUBLISH_S; the parent's stall watchdog
+and progress line read the sum. On a stall the parent raises the board's stop flag, and every
+worker ends its requests in flight and returns what it measured.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from pytest_llmperf import progress, progressline
 from pytest_llmperf.client import OpenAIStreamClient
 from pytest_llmperf.loadgen import Concurrency, LoadPattern
 from pytest_llmperf.records import ClientStats, Request
@@ -37,6 +42,7 @@ from pytest_llmperf.runner import (
     warm_up,
 )
 from pytest_llmperf.server_metrics import ServerMetricsSampler
+from pytest_llmperf.watchdog import DEFAULT_STALL_TIMEOUT_S, Watchdog, abort_reason
 
 __all__ = ["WorkerPlan", "measure_in_workers", "plan_workers", "share"]
 
@@ -47,6 +53,7 @@ _CONTEXT = multiprocessing.get_context("forkserver")
 _CONTEXT.set_forkserver_preload(["pytest_llmperf.clientworkers"])
 READY_TIMEOUT_S = 120.0  # imports plus the warm-up requests of one worker
 START_MARGIN_S = 0.05  # from sending the start instant to it: every worker must be waiting by then
+PUBLISH_S = 0.25  # a worker's progress on the board is at most this old when the parent reads it
 
 
 @dataclass(frozen=True)
@@ -87,13 +94,14 @@ class _Job:
     workers: int  # how many share the measurement
     seed: int
     duration_s: float | None
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S
 
 
-def _worker_main(job: _Job, counter: Any, conn: Connection) -> None:
+def _worker_main(job: _Job, counter: Any, board: progress.Board, conn: Connection) -> None:
     # Ctrl-C goes to the whole process group; the parent decides what happens, not each worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        records, stats = run_async(_worker_run(job, counter, conn))
+        records, stats = run_async(_worker_run(job, counter, board, conn))
         conn.send(("done", records, stats))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent as this worker's failure
         last = traceback.extract_tb(exc.__traceback__)[-1:] or None
@@ -103,7 +111,7 @@ def _worker_main(job: _Job, counter: Any, conn: Connection) -> None:
         conn.close()
 
 
-async def _worker_run(job: _Job, counter: Any, conn: Connection):
+async def _worker_run(job: _Job, counter: Any, board: progress.Board, conn: Connection):
     def take_next() -> int:
         with counter.get_lock():
             index = counter.value
@@ -112,14 +120,30 @@ async def _worker_run(job: _Job, counter: Any, conn: Connection):
 
     endpoint = job.endpoint
     async with OpenAIStreamClient(endpoint.base_url, endpoint.model, endpoint.options) as client:
-        warmup = [job.warmup[i] for i in job.plan.warmup]
-        await warm_up(client, warmup, max(1, share(WARMUP_CONCURRENCY, job.worker, job.workers)))
-        conn.send(("ready",))
-        start_s = conn.recv()  # blocking on purpose: nothing is in flight before the start
-        return await run_measured(
-            client, job.requests, job.plan.pattern, seed=job.seed, duration_s=job.duration_s,
-            start_s=start_s, only=job.plan.only,
-            take_next=take_next if job.plan.only is None else None)
+        publisher = asyncio.ensure_future(_publish(job, client, board))
+        try:
+            warmup = [job.warmup[i] for i in job.plan.warmup]
+            await warm_up(client, warmup,
+                          max(1, share(WARMUP_CONCURRENCY, job.worker, job.workers)),
+                          stopped=board.stop_requested)
+            conn.send(("ready",))
+            start_s = conn.recv()  # blocking on purpose: nothing is in flight before the start
+            return await run_measured(
+                client, job.requests, job.plan.pattern, seed=job.seed, duration_s=job.duration_s,
+                start_s=start_s, only=job.plan.only,
+                take_next=take_next if job.plan.only is None else None,
+                stopped=board.stop_requested)
+        finally:
+            publisher.cancel()
+
+
+async def _publish(job: _Job, client: OpenAIStreamClient, board: progress.Board) -> None:
+    """This worker's progress onto the board; on the parent's stop request, end the requests
+    in flight (the stall watchdog runs in the parent, over every worker's progress)."""
+    while not board.stop_requested():
+        board.publish(job.worker, progress.of_client(client))
+        await asyncio.sleep(PUBLISH_S)
+    client.stop(abort_reason(job.stall_timeout_s))
 
 
 def _death(worker: int, process) -> str:
@@ -165,26 +189,27 @@ def _collect(pending: dict[int, tuple[Any, Connection]], timeout_s: float | None
 
 def measure_in_workers(endpoint: Endpoint, requests: list[Request], pattern: LoadPattern, *,
                        seed: int, warmup: list[Request], duration_s: float | None,
-                       workers: int, on_started=None) -> Measurement:
+                       workers: int, on_started=None,
+                       stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S) -> Measurement:
     """`runner.measure` over `workers` processes. `on_started(pids)` lets a benchmark watch them."""
     plans = plan_workers(pattern, len(requests), len(warmup), workers)
     counter = _CONTEXT.Value("q", 0)
+    board = progress.Board(_CONTEXT, len(plans))
     pending: dict[int, tuple[Any, Connection]] = {}
     try:
         for k, plan in enumerate(plans):
             parent, child = _CONTEXT.Pipe()
-            job = _Job(k, endpoint, requests, warmup, plan, len(plans), seed, duration_s)
-            process = _CONTEXT.Process(target=_worker_main, args=(job, counter, child),
+            job = _Job(k, endpoint, requests, warmup, plan, len(plans), seed, duration_s,
+                       stall_timeout_s)
+            process = _CONTEXT.Process(target=_worker_main, args=(job, counter, board, child),
                                        name=f"llmperf-client-{k}", daemon=True)
             process.start()
             child.close()
             pending[k] = (process, parent)
         if on_started is not None:
             on_started([p.pid for p, _ in pending.values()])
-        _, failed = _collect(pending, READY_TIMEOUT_S, "ready")
-        for k in failed:
-            pending.pop(k)
-        return run_async(_measure(endpoint, pending, failed))
+        watchdog = Watchdog(board.read, stall_timeout_s, lambda stall: board.request_stop())
+        return run_async(_measure(endpoint, pending, watchdog, len(requests)))
     finally:
         for process, conn in pending.values():
             conn.close()
@@ -193,12 +218,23 @@ def measure_in_workers(endpoint: Endpoint, requests: list[Request], pattern: Loa
             process.join(5)
 
 
-async def _measure(endpoint: Endpoint, pending, failed: dict[int, str]) -> Measurement:
-    async with ServerMetricsSampler(endpoint.base_url) as sampler:
-        start_s = time.perf_counter() + START_MARGIN_S
-        for _, conn in pending.values():
-            conn.send(start_s)
-        done, more_failed = await asyncio.to_thread(_collect, pending, None, "done")
+async def _measure(endpoint: Endpoint, pending, watchdog: Watchdog, total: int) -> Measurement:
+    async with watchdog.running():
+        _, failed = await asyncio.to_thread(_collect, pending, READY_TIMEOUT_S, "ready")
+        for k in failed:
+            pending.pop(k)
+        line = progressline.for_measurement(total)
+        watchdog.on_tick = line and line.update
+        try:
+            async with ServerMetricsSampler(endpoint.base_url) as sampler:
+                start_s = time.perf_counter() + START_MARGIN_S
+                for _, conn in pending.values():
+                    conn.send(start_s)
+                done, more_failed = await asyncio.to_thread(_collect, pending, None, "done")
+        finally:
+            watchdog.on_tick = None
+            if line is not None:
+                line.close()
     failed = {**failed, **more_failed}
     records = sorted((r for _, rs, _ in done.values() for r in rs), key=lambda r: r.index)
     stats = ClientStats.merge([s for _, _, s in done.values()])
@@ -206,4 +242,5 @@ async def _measure(endpoint: Endpoint, pending, failed: dict[int, str]) -> Measu
     if error:
         error += (f"; the records of the other {len(done)} worker(s) are kept" if done
                   else "; no records")
-    return Measurement(records, sampler.summary(), sampler.warning, stats, error)
+    return Measurement(records, sampler.summary(), sampler.warning, stats, error,
+                       stall=watchdog.stall and str(watchdog.stall))

@@ -267,7 +267,7 @@ class Llmperf:
     def _check_errors(result: Result, limit: float) -> None:
         """Failed requests fail the test past the allowed rate; the result is already recorded."""
         if result.failed and result.error_rate > limit:
-            errors = "; ".join(result.first_errors())
+            errors = result.failures_text()
             pytest.fail(f"{result.failed} of {result.failed + result.completed} requests failed "
                         f"(error rate {result.error_rate:.1%}, allowed {limit:.1%}): {errors}",
                         pytrace=False)

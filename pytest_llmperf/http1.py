@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-__all__ = ["BodySink", "ConnectionPool", "StreamClosed"]
+__all__ = ["Aborted", "BodySink", "ConnectionPool", "StreamClosed"]
 
 # body bytes, the time they were read -> None
 BodySink = Callable[[bytes, float], None]
@@ -43,6 +43,11 @@ _TIMESPEC = socket.CMSG_SPACE(16)  # struct timespec: two 64-bit fields
 
 class StreamClosed(ConnectionError):
     """The server closed the connection before the response ended."""
+
+
+class Aborted(Exception):
+    """The pool's requests were ended from outside (the stall watchdog gave up on the server).
+    Not a StreamClosed: an aborted request is never sent again."""
 
 
 class _Exchange:
@@ -258,6 +263,7 @@ class ConnectionPool:
         self._address: tuple | None = None  # resolved once, on the first connect
         self._idle: list[_Connection] = []
         self._open: set[_Connection] = set()
+        self._aborted: Aborted | None = None
 
     def request_bytes(self, path: str, body: bytes) -> bytes:
         head = (b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
@@ -270,8 +276,12 @@ class ConnectionPool:
         arrives. Returns the status and, for any other status, the body."""
         retried = False
         while True:
+            if self._aborted is not None:
+                raise self._aborted
             connection, reused = await self._acquire(fresh=retried)
             try:
+                if self._aborted is not None:  # given up on while this one connected
+                    raise self._aborted
                 exchange = connection.start(raw, sink)
                 await exchange.done
             except StreamClosed:
@@ -335,6 +345,16 @@ class ConnectionPool:
             self._idle.append(connection)
         else:
             self._discard(connection)
+
+    def abort_all(self, reason: str) -> None:
+        """End every request in flight with `Aborted(reason)`, and every later one at once: the
+        caller has given up on this server. What a request received before is kept by its sink."""
+        self._aborted = Aborted(reason)
+        for connection in list(self._open):
+            connection._fail(self._aborted)
+            connection.abort()
+        self._open.clear()
+        self._idle.clear()
 
     def close(self) -> None:
         for connection in self._open:

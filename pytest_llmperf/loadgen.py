@@ -22,6 +22,7 @@ from typing import Literal
 
 import numpy as np
 
+from pytest_llmperf.failures import CLIENT
 from pytest_llmperf.records import Request, RequestRecord
 
 __all__ = [
@@ -166,6 +167,7 @@ async def _safe_send(send: Send, index: int, request: Request, scheduled_s: floa
             expected_output_tokens=request.output_tokens,
             scheduled_s=scheduled_s,
             error=f"{type(e).__name__}: {e}",
+            error_kind=CLIENT,
         )
 
 
@@ -177,6 +179,7 @@ async def _closed_loop(
     deadline_s: float,
     clock: Callable[[], float],
     take_next: Callable[[], int] | None,
+    stopped: Callable[[], bool],
 ) -> list[RequestRecord | None]:
     records: list[RequestRecord | None] = [None] * len(requests)
     if take_next is None:
@@ -186,7 +189,7 @@ async def _closed_loop(
         # The first wave is due at the start; each later request is due the moment a slot frees,
         # so its queue lag is the client's own overhead.
         scheduled_s = start_s
-        while scheduled_s <= deadline_s and (i := take_next()) < len(requests):
+        while scheduled_s <= deadline_s and not stopped() and (i := take_next()) < len(requests):
             records[i] = await _safe_send(send, i, requests[i], scheduled_s)
             scheduled_s = clock()
 
@@ -204,6 +207,7 @@ async def _open_loop(
     deadline_s: float,
     clock: Callable[[], float],
     only: Sequence[int] | None,
+    stopped: Callable[[], bool],
 ) -> list[RequestRecord | None]:
     records: list[RequestRecord | None] = [None] * len(requests)
     offsets = offsets.tolist()  # plain floats: numpy scalars are slow in the loop below
@@ -220,12 +224,16 @@ async def _open_loop(
     try:
         for i in range(len(requests)) if only is None else only:
             scheduled_s = start_s + offsets[i]
-            if scheduled_s > deadline_s:
+            if scheduled_s > deadline_s or stopped():
                 break
             await _sleep_until(scheduled_s, clock)
             if slots is not None:
                 # A late request keeps its arrival time as scheduled_s: the wait is visible lag.
                 await slots.acquire()
+            if stopped():  # while it slept or waited for a slot
+                if slots is not None:
+                    slots.release()
+                break
             tasks.append(asyncio.create_task(one(i, scheduled_s)))
         await _gather_all(tasks)
     finally:
@@ -268,11 +276,13 @@ async def run_load(
     start_s: float | None = None,
     only: Sequence[int] | None = None,
     take_next: Callable[[], int] | None = None,
+    stopped: Callable[[], bool] = lambda: False,
 ) -> list[RequestRecord]:
     """Send `requests` as `pattern` says; the records of those sent, in request order.
 
     With `duration_s`, nothing is scheduled later than start + duration_s; requests past that are
-    not sent and not in the result.
+    not sent and not in the result. Once `stopped()` is true (the stall watchdog gave up on the
+    server), nothing more is sent: the records are those of the requests sent until then.
 
     Several processes share one schedule (client workers) through the last three: `start_s`, the
     common start instant on the system-wide perf_counter clock; `only`, the indices of an open
@@ -290,10 +300,10 @@ async def run_load(
     deadline_s = math.inf if duration_s is None else start_s + duration_s
     if isinstance(pattern, Concurrency):
         records = await _closed_loop(
-            requests, send, pattern.max_concurrency, start_s, deadline_s, clock, take_next
-        )
+            requests, send, pattern.max_concurrency, start_s, deadline_s, clock, take_next,
+            stopped)
     else:
         records = await _open_loop(
-            requests, send, offsets, pattern.max_concurrency, start_s, deadline_s, clock, only
-        )
+            requests, send, offsets, pattern.max_concurrency, start_s, deadline_s, clock, only,
+            stopped)
     return [r for r in records if r is not None]

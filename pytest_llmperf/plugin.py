@@ -9,19 +9,20 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from pytest_llmperf import hardware as hardware_mod
-from pytest_llmperf import hookspecs, markers, outputs
+from pytest_llmperf import hookspecs, markers, outputs, progressline
 from pytest_llmperf import settings as settings_mod
 from pytest_llmperf.engines.leases import GpuLeases, visible_gpus
 from pytest_llmperf.engines.pool import EnginePool, vllm_factory
 from pytest_llmperf.engines.server import CPU_ENGINE_NICE
 from pytest_llmperf.engines.spec import Engine
-from pytest_llmperf.fixture import XDIST_GROUP_PREFIX, Llmperf, engine_of
+from pytest_llmperf.fixture import XDIST_GROUP_PREFIX, Llmperf, engine_of, user_nodeid
 from pytest_llmperf.reporthooks import NAME as REPORTS_PLUGIN
 from pytest_llmperf.reporthooks import ReportHooks
 from pytest_llmperf.session import LlmperfSession
@@ -252,6 +253,32 @@ def order_by_engine(items: list[pytest.Item]) -> list[pytest.Item]:
 def llmperf(request: pytest.FixtureRequest) -> Llmperf:
     """Run a workload against an engine and get the measured Result: `llmperf.run(workload)`."""
     return Llmperf(request.node, request.config.stash[SESSION_KEY])
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """Measurements in the test show their live progress line (progressline.py)."""
+    with progressline.showing(progress_display(item)):
+        return (yield)
+
+
+def progress_display(item: pytest.Item) -> progressline.Display | None:
+    """Where the test's progress line goes: pytest's terminal, its capture suspended while the
+    line is written. None under a pytest-xdist worker (its output is not the user's terminal)
+    or without pytest's terminal reporter."""
+    config = item.config
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if hasattr(config, "workerinput") or reporter is None or capture is None:
+        return None
+
+    def write(text: str) -> None:
+        with capture.global_and_fixture_disabled():  # as pytest's own live logging writes
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+    return progressline.Display(user_nodeid(item), write, tty=bool(reporter.isatty),
+                                column=lambda: reporter._tw.width_of_current_line)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -42,6 +42,7 @@ class RequestRecord:
     usage_prompt_tokens: int | None = None
     usage_output_tokens: int | None = None
     error: str | None = None
+    error_kind: str | None = None  # one of failures.KINDS when `error` is set
     # Set when a chunk's token count had to be inferred (the server sent no token ids).
     tokens_estimated: bool = False
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_llmperf.failures import count_kinds, describe_counts
 from pytest_llmperf.metrics import RunMetrics, Summary
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.selfcheck import ClientCheck
@@ -53,6 +54,15 @@ class Result:
 
     def first_errors(self, limit: int = 3) -> list[str]:
         return [f"request {r.index}: {r.error}" for r in self.records if r.error][:limit]
+
+    def failure_kinds(self) -> dict[str, int]:
+        """Failed requests per kind (failures.KINDS), as the run file's "failures" holds them."""
+        return count_kinds(self.records)
+
+    def failures_text(self, limit: int = 3) -> str:
+        """`2 overloaded, 1 cut_off; request 0: HTTP 429: ...`: the count per kind, then the
+        first errors."""
+        return "; ".join([describe_counts(self.failure_kinds()), *self.first_errors(limit)])
 
 
 def _base_names(metrics: RunMetrics) -> set[str]:

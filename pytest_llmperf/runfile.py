@@ -164,6 +164,8 @@ def _result_entry(result: Result, verdicts: Mapping[str, str],
         "verdict": verdicts.get(result.test_id, verdicts.get(result.key, "")),
         "engine_start_s": _finite(result.engine_start_s),
         "gate": dict(gates.get(result.test_id, {})),
+        # Failed requests per kind (failures.py) of the representative run; {} when none failed.
+        "failures": result.failure_kinds(),
         "client": _client(result),
         "cost": _cost(estimates, usd_per_hour),
     }

@@ -167,9 +167,10 @@ class LlmperfSession:
                       warmup) -> tuple[tuple[RunMetrics, Measurement], EngineDied | None]:
         measured = measure(endpoint, requests, workload.pattern, seed=workload.seed,
                            warmup=warmup, duration_s=workload.duration_s,
-                           workers=self.client_workers())
+                           workers=self.client_workers(),
+                           stall_timeout_s=self.settings.stall_timeout)
         return (compute_metrics(measured.records), measured), \
-            self.engine_death(engine, measured.records)
+            self.engine_death(engine, measured.records, measured.stall)
 
     def _record(self, nodeid: str, key: str, engine: Engine, workload: Workload,
                 runs: list[tuple[RunMetrics, Measurement]], start_s: float | None) -> Result:
@@ -194,12 +195,13 @@ class LlmperfSession:
             self.verdicts[result.test_id] = CLIENT_LIMITED
         return result
 
-    def engine_death(self, engine: Engine, records) -> EngineDied | None:
-        """After requests failed, did the engine die? (A started engine only: an endpoint's
-        server is not ours to judge or restart.)"""
-        if self.settings.endpoint or not any(record.error for record in records):
+    def engine_death(self, engine: Engine, records, stall: str | None = None
+                     ) -> EngineDied | None:
+        """After requests failed, did the engine die? After a stall, it is killed like a dead
+        one. (A started engine only: an endpoint's server is not ours to judge or restart.)"""
+        if self.settings.endpoint or not (stall or any(record.error for record in records)):
             return None
-        return self.pool.check(engine)
+        return self.pool.check(engine, stall=stall)
 
     def _note_death(self, engine: Engine, line: str, restarted: bool) -> None:
         then = (f"restarted for the next test ({self.pool.deaths[engine]} of {MAX_DEATHS} "

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from pytest_llmperf.ab import DEFAULT_AB_PAIRS, DEFAULT_AB_TOLERANCE, parse_overrides
 from pytest_llmperf.cost import CostSetting, parse_cost_per_hour
+from pytest_llmperf.watchdog import DEFAULT_STALL_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("log_dir", "directory for engine logs", Path(".llmperf/logs"), Path, metavar="DIR"),
     Option("startup_timeout", "seconds an engine may take to become healthy", 900.0,
            parse_seconds, metavar="SECONDS"),
+    Option("stall_timeout", "seconds with requests in flight and no chunk on any of them before "
+           "the measurement stops and the engine counts as stalled (see docs/engine-faults.md "
+           "for the default)", DEFAULT_STALL_TIMEOUT_S, parse_seconds, metavar="SECONDS"),
     Option("keep_engines", "engines kept running at once (more need more memory)", 1,
            whole_number(1), metavar="N"),
     Option("engine_nice", "scheduling niceness of started engines; auto: 19 on CPU hardware "
@@ -209,6 +213,7 @@ OPTIONS: tuple[Option, ...] = (
 class Settings:
     log_dir: Path
     startup_timeout: float
+    stall_timeout: float
     keep_engines: int
     engine_nice: str | int
     hardware: str | None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import msgspec
 
+from pytest_llmperf.failures import MALFORMED, STREAM_ERROR
 from pytest_llmperf.records import RequestRecord
 
 __all__ = ["ERROR_BODY_CHARS", "StreamDecoder"]
@@ -81,11 +82,13 @@ class StreamDecoder:
                 event = _decode(line[5:])
             except msgspec.DecodeError as exc:
                 record.error = f"malformed stream event ({exc}): {line[:ERROR_BODY_CHARS]!r}"
+                record.error_kind = MALFORMED
                 self.finished = True
                 return
             if event.error and bytes(event.error) != b"null":
                 detail = bytes(event.error).decode(errors="replace")[:ERROR_BODY_CHARS]
                 record.error = f"server error in stream: {detail}"
+                record.error_kind = STREAM_ERROR
                 self.finished = True
                 return
             if event.usage is not None:

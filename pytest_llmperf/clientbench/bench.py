@@ -102,6 +102,10 @@ class MockProcess:
     def reset(self) -> None:
         httpx.post(self.url + "/mock/reset")
 
+    def set_faults(self, faults: list[str | None]) -> None:
+        """What each of the next streamed requests gets (mockserver.FAULTS; None: a stream)."""
+        httpx.post(self.url + "/mock/faults", json=faults).raise_for_status()
+
     def truth(self) -> dict:
         return httpx.get(self.url + "/mock/stats").json()
 

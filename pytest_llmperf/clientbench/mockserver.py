@@ -11,6 +11,10 @@ that writes every chunk due on a tick in one pass. It stamps each tick with the 
 actually ran, so it reports the truth as it happened (true TTFT/TPOT per stream and its own tick
 lateness), not as it was planned. `GET /mock/stats` returns that truth; `POST /mock/reset`
 clears it.
+
+It can also fail on purpose, for the client's fault tests: `POST /mock/faults` with a JSON list
+sets what each of the next streamed requests gets, in arrival order (null: a normal stream; see
+FAULTS for the rest).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import json
 import os
 import sys
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +39,20 @@ COMPLETIONS, CHAT = b"/v1/completions", b"/v1/chat/completions"
 SSE_HEADERS = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                b"transfer-encoding: chunked\r\ncache-control: no-cache\r\n\r\n")
 END_OF_BODY = b"0\r\n\r\n"
+# What a faulty request gets: an HTTP status instead of a stream, or a stream that goes wrong
+# after FAULT_TOKENS tokens.
+STATUS_FAULTS = {"429": 429, "503": 503, "400": 400, "500": 500}
+STREAM_FAULTS = ("error-mid-stream", "no-usage", "no-done", "cut", "stall")
+FAULTS = (*STATUS_FAULTS, *STREAM_FAULTS)
+FAULT_TOKENS = 2
+# An OpenAI-style error: the body of an error status, and the event that ends a broken stream.
+_STREAM_ERROR = {"error": {"message": "mock fault mid-stream", "type": "InternalServerError",
+                           "code": 500}}
+
+
+def _error_body(status: int) -> bytes:
+    return json.dumps({"error": {"message": f"mock fault {status}", "type": "MockError",
+                                 "code": status}}).encode()
 
 
 def _frame(event: dict[str, Any] | str) -> bytes:
@@ -45,7 +63,8 @@ def _frame(event: dict[str, Any] | str) -> bytes:
 
 
 def _response(status: int, body: bytes, content_type: bytes = b"application/json") -> bytes:
-    reason = {200: b"OK", 400: b"Bad Request", 404: b"Not Found"}.get(status, b"Error")
+    reason = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 429: b"Too Many Requests",
+              500: b"Internal Server Error", 503: b"Service Unavailable"}.get(status, b"Error")
     return (b"HTTP/1.1 %d %s\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n%s"
             % (status, reason, content_type, len(body), body))
 
@@ -60,6 +79,7 @@ class _Stream:
     remaining: int = 0
     first_s: float = 0.0
     last_s: float = 0.0
+    cut: bool = False  # close the connection after the last token (a fault)
 
 
 @dataclass
@@ -102,6 +122,13 @@ class MockServer:
         self._origin = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ids = 0
+        self.faults: deque[str | None] = deque()  # what the next streamed requests get
+
+    def set_faults(self, faults: list[str | None]) -> None:
+        unknown = [f for f in faults if f is not None and f not in FAULTS]
+        if unknown:
+            raise ValueError(f"unknown mock faults {unknown}; known: {', '.join(FAULTS)}")
+        self.faults = deque(faults)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -110,10 +137,33 @@ class MockServer:
 
     def add(self, transport: asyncio.Transport, path: bytes, body: dict[str, Any]) -> None:
         self._ids += 1
+        fault = self.faults.popleft() if self.faults else None
+        if fault in STATUS_FAULTS:
+            status = STATUS_FAULTS[fault]
+            transport.write(_response(status, _error_body(status)))
+            return
         stream = _Stream(transport, *self._frames(path, body), arrived_s=time.perf_counter())
         stream.remaining = stream.tokens
         transport.write(SSE_HEADERS + (self._role_frame(body) if path == CHAT else b""))
+        if fault == "stall":
+            return  # headers, then silence: never on the wheel
+        if fault is not None:
+            stream.remaining = min(stream.tokens, FAULT_TOKENS)
+            stream.tail, stream.cut = self._faulty_tail(fault, stream.tail)
         self._wheel[self._tick + 1].append(stream)
+
+    @staticmethod
+    def _faulty_tail(fault: str, tail: bytes) -> tuple[bytes, bool]:
+        """What follows the last token of a faulty stream, and whether the connection closes."""
+        done = _frame("[DONE]")
+        usage_frame = tail[:tail.index(done)]  # the normal tail is usage, [DONE], end of body
+        if fault == "error-mid-stream":
+            return _frame(_STREAM_ERROR) + done + END_OF_BODY, False
+        if fault == "no-usage":
+            return done + END_OF_BODY, False
+        if fault == "no-done":
+            return usage_frame + END_OF_BODY, False
+        return b"", True  # cut: the connection closes mid-stream
 
     def _frames(self, path: bytes, body: dict[str, Any]) -> tuple[bytes, bytes, int]:
         tokens = max(1, int(body.get("max_tokens") or 16))
@@ -174,6 +224,8 @@ class MockServer:
                 later.append(stream)
                 continue
             stream.transport.write(stream.tail)
+            if stream.cut:
+                stream.transport.close()
             self.truth.ttft_s.append(stream.first_s - stream.arrived_s)
             if stream.tokens > 1:
                 self.truth.tpot_s.append((now - stream.first_s) / (stream.tokens - 1))
@@ -220,6 +272,13 @@ class _Connection(asyncio.Protocol):
             self.server.add(self.transport, url, json.loads(raw or b"{}"))
         elif url == b"/mock/stats":
             self.transport.write(_response(200, self.server.stats()))
+        elif url == b"/mock/faults":
+            try:
+                self.server.set_faults(json.loads(raw or b"[]"))
+            except (ValueError, TypeError) as exc:
+                self.transport.write(_response(400, json.dumps({"error": str(exc)}).encode()))
+            else:
+                self.transport.write(_response(200, b"{}"))
         elif url == b"/mock/reset":
             self.server.reset()
             self.transport.write(_response(200, b"{}"))

@@ -18,3 +18,8 @@ class EngineStartError(EngineError):
 class EngineDied(EngineError):
     """The engine died while it served (or between tests). The message names how it died, its
     last telling log lines and the log path."""
+
+
+class EngineStalled(EngineDied):
+    """The engine stopped answering while requests were in flight (the stall watchdog); it was
+    killed like a dead one. The message names the stall, the engine's state and its log."""

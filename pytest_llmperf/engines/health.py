@@ -102,6 +102,31 @@ class ProcessWatch:
         self._fds.clear()
 
 
+# /proc/PID/stat's state letter (proc(5)) in words; a stall line says what each process is doing.
+_STATES = {"R": "running", "S": "sleeping", "D": "in uninterruptible wait (D)",
+           "T": "stopped (T)", "t": "stopped by a tracer (t)", "Z": "a zombie (Z)",
+           "I": "idle", "X": "dead"}
+
+
+def process_state(pid: int) -> str:
+    """A process's scheduling state in words ("stopped (T)" for one held by SIGSTOP)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "gone"
+    letter = stat[stat.rindex(")") + 2:].split()[0]
+    return _STATES.get(letter, f"in state {letter}")
+
+
+def tree_states(pgid: int) -> str:
+    """`server sleeping, VLLM::EngineCore pid 123 stopped (T)`: every process of the group."""
+    members = group_members(pgid)
+    if not members:
+        return "no process left"
+    return ", ".join(("server" if m.name == "server" else f"{m.name} pid {m.pid}")
+                     + f" {process_state(m.pid)}" for m in members)
+
+
 def exit_status(returncode: int) -> str:
     """Popen's returncode in words: a negative one is the signal that killed the process."""
     if returncode < 0:
@@ -175,11 +200,19 @@ def death_line(engine: Engine, when: str, story: str, log_path: Path | None) -> 
     return f"engine {short_name(engine)} died {when} {_details(story, log_path)}"
 
 
+def stall_line(engine: Engine, when: str, story: str, log_path: Path | None) -> str:
+    """`engine tiny-llama stalled during the test (no chunk for ...; its state); last log lines:
+    ...; log: PATH`."""
+    return f"engine {short_name(engine)} stalled {when} {_details(story, log_path)}"
+
+
 def given_up_line(engine: Engine, deaths: int, when: str, story: str,
-                  log_path: Path | None) -> str:
-    """What every later test of a spec that died too often fails with."""
-    return (f"engine {short_name(engine)} died {deaths} times in this session and is not "
-            f"started again; the last time {when} {_details(story, log_path)}")
+                  log_path: Path | None, stalled: bool = False) -> str:
+    """What every later test of a spec that died (or stalled) too often fails with."""
+    what = "died or stalled" if stalled else "died"
+    last = "the last time it stalled" if stalled else "the last time"
+    return (f"engine {short_name(engine)} {what} {deaths} times in this session and is not "
+            f"started again; {last} {when} {_details(story, log_path)}")
 
 
 def _details(story: str, log_path: Path | None) -> str:

@@ -5,9 +5,10 @@ where two engines rarely fit) each spec starts once. A spec that failed to start
 every later test that asks for it fails at once with the same one-line error.
 
 An engine that dies (found by `check` after requests failed, or by `get` before a measurement)
-is stopped, its GPUs handed back, and the next test gets a fresh one. A spec that died
-MAX_DEATHS times is not started again: something about it (memory, a driver) kills it, and
-each restart of a large model costs minutes.
+is stopped, its GPUs handed back, and the next test gets a fresh one. A stalled engine (the
+watchdog's word, passed to `check`) is treated the same, killed at once: a hung engine would
+not heed a polite stop. A spec that died (or stalled) MAX_DEATHS times is not started again:
+something about it (memory, a driver) kills it, and each restart of a large model costs minutes.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Protocol
 
-from pytest_llmperf.engines.errors import EngineDied, EngineError, EngineStartError
-from pytest_llmperf.engines.health import death_line, given_up_line
+from pytest_llmperf.engines.errors import EngineDied, EngineError, EngineStalled, EngineStartError
+from pytest_llmperf.engines.health import death_line, given_up_line, stall_line
 from pytest_llmperf.engines.leases import GpuLeases, Lease
 from pytest_llmperf.engines.server import VllmServer
 from pytest_llmperf.engines.spec import Engine
@@ -38,9 +39,11 @@ class Server(Protocol):
 
     def start(self) -> "Server": ...
 
-    def stop(self) -> None: ...
+    def stop(self, kill: bool = False) -> None: ...
 
     def death(self) -> str | None: ...
+
+    def state(self) -> str: ...
 
 
 # factory(engine, extra_env) -> a server not yet started; extra_env carries the GPU lease.
@@ -59,6 +62,7 @@ class EnginePool:
         self._held: dict[Engine, Lease] = {}
         self._failed: dict[Engine, EngineError] = {}
         self.deaths: Counter[Engine] = Counter()
+        self._stalled: set[Engine] = set()  # specs that stalled at least once (for the wording)
         self.on_death: DeathListener | None = None
         self.starts: list[tuple[Engine, float]] = []  # (spec, seconds to healthy), for the report
 
@@ -97,30 +101,42 @@ class EnginePool:
         finally:
             self._capacity = saved
 
-    def check(self, engine: Engine, when: str = DURING_TEST) -> EngineDied | None:
-        """Has the spec's server died? If so it is stopped (the next `get` starts a fresh one,
-        unless it died MAX_DEATHS times) and the returned error tells how, in one line."""
+    def check(self, engine: Engine, when: str = DURING_TEST,
+              stall: str | None = None) -> EngineDied | None:
+        """Has the spec's server died, or did it stall (`stall`: the watchdog's description)? If
+        so it is stopped (the next `get` starts a fresh one, unless this happened MAX_DEATHS
+        times) and the returned error tells how, in one line."""
         server = self._running.get(engine)
-        story = server.death() if server is not None else None
-        if story is None:
+        if server is None:
             return None
         log_path = server.log_path
-        died = EngineDied(death_line(engine, when, story, log_path))
-        self.stop(engine)
+        if stall is not None:
+            # Its state is read before the kill: alive or not, what /health says.
+            story = f"{stall}; {server.state()}"
+            died: EngineDied = EngineStalled(stall_line(engine, when, story, log_path))
+            self._stalled.add(engine)
+        else:
+            story = server.death()
+            if story is None:
+                return None
+            died = EngineDied(death_line(engine, when, story, log_path))
+        self.stop(engine, kill=stall is not None)
         self.deaths[engine] += 1
         restart = self.deaths[engine] < MAX_DEATHS
         if not restart:
-            self._failed[engine] = EngineDied(
-                given_up_line(engine, self.deaths[engine], when, story, log_path))
+            self._failed[engine] = EngineDied(given_up_line(
+                engine, self.deaths[engine], when, story, log_path,
+                stalled=engine in self._stalled))
         if self.on_death is not None:
             self.on_death(engine, str(died), restart)
         return died
 
-    def stop(self, engine: Engine) -> None:
-        """Stop one engine (if running) and hand its GPUs back."""
+    def stop(self, engine: Engine, kill: bool = False) -> None:
+        """Stop one engine (if running; `kill`: at once, without a grace period) and hand its
+        GPUs back."""
         server = self._running.pop(engine, None)
         if server is not None:
-            server.stop()
+            server.stop(kill=kill)
         lease = self._held.pop(engine, None)
         if lease is not None:
             lease.release()

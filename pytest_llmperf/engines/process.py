@@ -90,11 +90,15 @@ def lower_autogroup(session_leader: int, nice: int) -> None:
         pass
 
 
-def stop_group(proc: subprocess.Popen) -> None:
+def stop_group(proc: subprocess.Popen, grace_s: float = STOP_TIMEOUT_S) -> None:
     """End the child's whole session: SIGTERM, wait until every process of the group is gone,
-    SIGKILL what is left after STOP_TIMEOUT_S. Returns only when nothing is left running."""
-    _signal_group(proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
+    SIGKILL what is left after `grace_s` (0: SIGKILL at once, for an engine that hangs). Returns
+    only when nothing is left running."""
+    if grace_s > 0:
+        _signal_group(proc.pid, signal.SIGTERM)
+        # A stopped process (SIGSTOP, a debugger's Ctrl-Z) holds SIGTERM until it continues.
+        _signal_group(proc.pid, signal.SIGCONT)
+    deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         if proc.poll() is not None and not _group_alive(proc.pid):
             return

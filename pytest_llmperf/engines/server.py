@@ -15,9 +15,10 @@ from pathlib import Path
 
 import httpx
 
-from pytest_llmperf.engines.health import ProcessWatch, group_members, how_it_died
+from pytest_llmperf.engines.health import ProcessWatch, group_members, how_it_died, tree_states
 from pytest_llmperf.engines.process import (
     CPU_ENGINE_NICE,
+    STOP_TIMEOUT_S,
     EngineStartError,
     check_model_path,
     engine_error,
@@ -130,15 +131,16 @@ class VllmServer:
                                        self.log_path)
                 time.sleep(HEALTH_POLL_S)
 
-    def stop(self) -> None:
-        """Stop the whole process group; returns when nothing of it is left running."""
+    def stop(self, kill: bool = False) -> None:
+        """Stop the whole process group (`kill`: SIGKILL at once, for a hung engine); returns
+        when nothing of it is left running."""
         _LIVE.discard(self)
         watch, self._watch = self._watch, None
         if watch is not None:
             watch.close()  # our own stop is no death
         proc, self.process = self.process, None
         if proc is not None:
-            stop_group(proc)
+            stop_group(proc, grace_s=0 if kill else STOP_TIMEOUT_S)
 
     @property
     def running(self) -> bool:
@@ -160,6 +162,17 @@ class VllmServer:
         except subprocess.TimeoutExpired:
             pass  # still up (VLLM_KEEP_ALIVE_ON_ENGINE_DEATH, or a child ended): told as is
         return how_it_died(list(self._watch.ended), self.process.poll(), health)
+
+    def state(self) -> str:
+        """How the engine looks now, for a stall line: each process's scheduling state and what
+        /health answered (a stalled engine may still answer it: vLLM's /health does not wait
+        for the engine core)."""
+        if self.process is None:
+            return "not running"
+        health = self._health_status()
+        answered = (f"/health answered {health}" if health is not None else
+                    f"/health did not answer within {HEALTH_CHECK_TIMEOUT_S:g} s")
+        return f"{tree_states(self.process.pid)}; {answered}"
 
     def _health_status(self) -> int | None:
         try:

@@ -72,3 +72,41 @@ def test_an_engine_needing_more_gpus_than_the_machine_has(pytester: pytest.Pytes
     result = run_suite(pytester, "--llmperf-hardware", "h100:1",
                        engine_extra=", tensor_parallel_size=2")
     assert failure_line(result) == "an engine needs 2 GPUs; this process sees 1 (0)"
+
+
+# ------------------------------------------------------------------ server answers (mock server)
+
+MOCK_SUITE = """
+import pytest
+from pytest_llmperf import Engine, Workload
+
+@pytest.mark.engine(Engine(model={model!r}))
+def test_x(llmperf):
+    llmperf.run(Workload.fixed(input_tokens=8, output_tokens=4, num_requests=5, concurrency=1))
+"""
+
+
+@pytest.fixture(scope="module")
+def mock():
+    from pytest_llmperf.clientbench.bench import MockProcess
+
+    server = MockProcess(0.005, cpu=None)
+    yield server
+    server.stop()
+
+
+def test_failed_requests_are_counted_by_kind_in_the_failure_and_the_run_file(
+        pytester: pytest.Pytester, mock):
+    mock.set_faults(["429", None, "503", "cut", None])
+    pytester.makepyfile(test_suite=MOCK_SUITE.format(model=str(ARCH)))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--llmperf-endpoint", mock.url,
+                                "--llmperf-hardware", "cpu", "--llmperf-json", "run.json")
+    result.assert_outcomes(failed=1)
+    overloaded = '{"error": {"message": "mock fault %d", "type": "MockError", "code": %d}}'
+    assert failure_line(result) == (
+        "3 of 5 requests failed (error rate 60.0%, allowed 0.0%): 2 overloaded, 1 cut_off; "
+        f"request 0: HTTP 429: {overloaded % (429, 429)}; "
+        f"request 2: HTTP 503: {overloaded % (503, 503)}; "
+        "request 3: StreamClosed: the server closed the connection before the response ended")
+    (entry,) = json.loads((pytester.path / "run.json").read_text())["llmperf"]["results"]
+    assert entry["failures"] == {"overloaded": 2, "cut_off": 1}

@@ -266,7 +266,7 @@ def test_send_chat_posts_to_the_chat_path(server):
 
 
 def test_a_path_in_the_endpoint_url_prefixes_the_api_path(server):
-    server.sse(COMPLETION_CHUNK, DONE)
+    server.sse(COMPLETION_CHUNK, USAGE, DONE)
     record = send(server.url + "/proxy/")
     assert record.ok
     assert server.requests[0][0] == "/proxy/v1/completions"
@@ -329,7 +329,7 @@ def test_keep_alive_reuses_one_connection(server):
 
 
 def test_a_connection_the_server_closes_is_not_reused(server):
-    server.sse(COMPLETION_CHUNK, DONE)
+    server.sse(COMPLETION_CHUNK, USAGE, DONE)
     server.close = True  # "Connection: close"
     records, _ = send_all(server.url, [TEXT, TEXT])
     assert [r.ok for r in records] == [True, True]
@@ -367,7 +367,7 @@ def test_long_error_body_is_cut(server):
 
 def test_a_chunked_stream_is_read(server):
     # uvicorn (vLLM) streams with chunked transfer encoding; chunk edges need not match events.
-    body = f"{COMPLETION_CHUNK}\n\n{TWO_IDS}\n\n{DONE}\n\n".encode()
+    body = f"{COMPLETION_CHUNK}\n\n{TWO_IDS}\n\n{USAGE}\n\n{DONE}\n\n".encode()
     pieces = [body[:30], body[30:130], body[130:]]
     server.raw = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                   b"Transfer-Encoding: chunked\r\n\r\n"
@@ -406,7 +406,7 @@ def test_a_response_that_is_not_http(server):
 def test_a_response_ended_by_closing_the_connection_is_complete(server):
     # Legal HTTP/1.x: no Content-Length and no chunked encoding, the body ends at the close.
     server.raw = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
-                  + f"{COMPLETION_CHUNK}\n\n{DONE}\n\n".encode())
+                  + f"{COMPLETION_CHUNK}\n\n{USAGE}\n\n{DONE}\n\n".encode())
     record = send(server.url)
     assert record.error is None and record.chunk_tokens == [1]
 
@@ -449,7 +449,7 @@ def test_chat_with_token_ids_fails_the_record_not_the_run(server):
 
 
 def test_a_failed_request_does_not_break_the_next_one(server):
-    server.sse(COMPLETION_CHUNK, DONE)
+    server.sse(COMPLETION_CHUNK, USAGE, DONE)
     records, _ = send_all(server.url, [IDS, TEXT], api="chat")
     assert records[0].error == "ValueError: chat requests need text prompts, not token ids"
     assert records[1].ok

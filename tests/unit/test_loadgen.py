@@ -193,6 +193,31 @@ def test_duration_cuts_an_open_loop_run():
     assert [r.index for r in run(make_requests(5), FakeServer(), even_100_rps, duration_s=0)] == [0]
 
 
+@pytest.mark.parametrize("pattern", [Concurrency(max_concurrency=2),
+                                     Rate(requests_per_s=200, burstiness=math.inf),
+                                     Rate(requests_per_s=200, burstiness=math.inf,
+                                          max_concurrency=2)],
+                         ids=["closed", "open", "capped"])
+def test_nothing_is_sent_once_stopped(pattern):
+    """The stall watchdog's stop: the records are those of the requests sent until then."""
+    sent: list[int] = []
+
+    async def send(index: int, request: Request, scheduled_s: float) -> RequestRecord:
+        sent.append(index)
+        return RequestRecord(index=index, expected_prompt_tokens=4, expected_output_tokens=1,
+                             scheduled_s=scheduled_s)
+
+    records = run(make_requests(10), send, pattern, stopped=lambda: len(sent) >= 3)
+    assert [r.index for r in records] == sent == [0, 1, 2]
+
+
+def test_a_failed_send_is_a_client_failure():
+    records = run(make_requests(2), FakeServer(fail=frozenset({1})),
+                  Concurrency(max_concurrency=1))
+    assert [(r.error, r.error_kind) for r in records] == [
+        (None, None), ("ConnectionError: server dropped request 1", "client")]
+
+
 def test_duration_cuts_a_closed_loop_run():
     records = run(make_requests(200), FakeServer(sleep_s=0.01), Concurrency(max_concurrency=2),
                   duration_s=0.05)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf import Engine
-from pytest_llmperf.engines.errors import EngineDied, EngineError
+from pytest_llmperf.engines.errors import EngineDied, EngineError, EngineStalled
 from pytest_llmperf.engines.leases import GpuLeases, LeaseTimeout, visible_gpus
 from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
 from pytest_llmperf.engines.server import EngineStartError
@@ -36,8 +36,12 @@ class FakeServer:
         self.log.append(("start", self.engine.model, self.env.get("CUDA_VISIBLE_DEVICES")))
         return self
 
-    def stop(self):
-        self.log.append(("stop", self.engine.model, self.env.get("CUDA_VISIBLE_DEVICES")))
+    def stop(self, kill=False):
+        self.log.append(("kill" if kill else "stop", self.engine.model,
+                         self.env.get("CUDA_VISIBLE_DEVICES")))
+
+    def state(self):
+        return "server sleeping, VLLM::EngineCore pid 7 stopped (T); /health answered 200"
 
 
 @pytest.fixture
@@ -191,6 +195,39 @@ def test_a_spec_that_died_three_times_is_not_started_again(log, tmp_path):
     assert sum(1 for entry in log if entry[0] == "start") == starts == MAX_DEATHS
     p.get(B)  # another spec is not affected
     p.stop_all()
+
+
+STALL = ("no chunk for 3.2 s on any of the 4 requests in flight (stall timeout 3 s, "
+         "--llmperf-stall-timeout)")
+
+
+def test_a_stalled_engine_is_killed_at_once_and_told_in_one_line(log, tmp_path):
+    p = pool(log, tmp_path)
+    heard = []
+    p.on_death = lambda engine, line, restarted: heard.append((line, restarted))
+    first = p.get(A)
+    stalled = p.check(A, stall=STALL)
+    assert isinstance(stalled, EngineStalled) and isinstance(stalled, EngineDied)
+    assert str(stalled) == (
+        f"engine a stalled during the test ({STALL}; server sleeping, VLLM::EngineCore pid 7 "
+        "stopped (T); /health answered 200); last log lines: (no error in the log); "
+        "log: (no log)")
+    assert log[-1] == ("kill", "/m/a", "0,1"), "no grace period for a hung engine"
+    assert heard == [(str(stalled), True)] and p.deaths[A] == 1
+    assert p.get(A) is not first
+    p.stop_all()
+
+
+def test_a_spec_that_stalls_three_times_is_not_started_again(log, tmp_path):
+    p = pool(log, tmp_path)
+    for _ in range(MAX_DEATHS):
+        p.get(A)
+        p.check(A, stall=STALL)
+    with pytest.raises(EngineDied) as info:
+        p.get(A)
+    assert str(info.value).startswith(
+        "engine a died or stalled 3 times in this session and is not started again; the last "
+        f"time it stalled during the test ({STALL}; server sleeping")
 
 
 def test_the_death_line_quotes_the_logs_error_lines(log, tmp_path):

@@ -24,7 +24,7 @@ def settings(cli=None, ini=None, env=None, rootdir=Path(".")) -> Settings:
 
 def test_defaults():
     assert settings() == Settings(
-        log_dir=Path(".llmperf/logs"), startup_timeout=900.0, keep_engines=1, engine_nice="auto",
+        log_dir=Path(".llmperf/logs"), startup_timeout=900.0, stall_timeout=120.0, keep_engines=1, engine_nice="auto",
         hardware=None, endpoint=None, client_workers="auto", client_check="fail", baseline_dir=Path("baselines"),
         repeat=1, json=None, require_baseline=False, update_baselines=False, save=None,
         compare=None, ab=None, ab_pairs=4, ab_tolerance=0.1, summary="short", markdown=None, cost_per_hour=None,
