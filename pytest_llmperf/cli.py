@@ -4,6 +4,7 @@ client.
     llmperf compare A.json B.json [--metrics ttft_s.p50,...] [--tolerance 0.1]
     llmperf env [--json] [--hardware CLASS[:N]]
     llmperf bench-client [--streams 64,256] [--rates 100] [--workers N] [--no-vllm]
+    llmperf plot RUN.json [RUN.json ...] [-o DIR]   (plotcommand.py)
 
 `compare` judges B (the candidate, e.g. after a vLLM upgrade) against A (the reference) with the
 same gate as the plugin: A's saved value and spread are the baseline, B's the current estimate.
@@ -22,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf import gate
+from pytest_llmperf import gate, plotcommand
 from pytest_llmperf.baselines import TOLERANCE_RULE, BaselineError, is_tolerance
 from pytest_llmperf.hardware import current_fingerprint, detect_hardware
 from pytest_llmperf.runfile import RunFile, SavedResult, read_run
@@ -266,6 +267,7 @@ def make_parser() -> argparse.ArgumentParser:
                           "(default: $LLMPERF_HARDWARE, else detected)")
     env.set_defaults(run=_env)
     _add_bench_client(commands)
+    plotcommand.add_command(commands)
     return parser
 
 

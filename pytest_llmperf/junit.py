@@ -31,7 +31,8 @@ def properties(nodeid: str, session, usd_per_hour: float | None) -> list[tuple[s
     order."""
     results = [r for r in session.results if belongs_to(r.test_id, nodeid)]
     out: list[tuple[str, str]] = []
-    for row in summary_rows(results, session.verdicts, usd_per_hour):
+    for row in summary_rows(results, session.verdicts, usd_per_hour,
+                            root=session.settings.rootdir):
         suffix = row["test_id"][len(nodeid):]
         out += [(f"{name}{suffix}", row[name]) for name in ("verdict", "engine", "workload")]
         out += [(f"{key}{suffix}", _number(value)) for key, value in row["values"].items()

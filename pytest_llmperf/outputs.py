@@ -25,7 +25,8 @@ def usd_per_hour(session) -> float | None:
 
 def payload(session, started) -> dict[str, Any]:
     """One process's share of the report, as JSON-able data."""
-    wants_document = session.settings.json or session.settings.save
+    # --llmperf-html draws its plots from the run file, so it needs one as much as --llmperf-json.
+    wants_document = session.settings.json or session.settings.save or session.settings.html
     document = None
     if wants_document and session.results:
         from pytest_llmperf.session import git_commit
@@ -33,9 +34,10 @@ def payload(session, started) -> dict[str, Any]:
         document = runfile.run_document(
             session.results, verdicts=session.verdicts, fingerprint=session.fingerprint,
             commit=git_commit(session.settings.rootdir), started=started, gates=session.gates,
-            usd_per_hour=usd_per_hour(session))
+            usd_per_hour=usd_per_hour(session), root=session.settings.rootdir)
     return {
-        "rows": report.summary_rows(session.results, session.verdicts, usd_per_hour(session)),
+        "rows": report.summary_rows(session.results, session.verdicts, usd_per_hour(session),
+                                    root=session.settings.rootdir),
         "extras": report.extra_lines(session.extras, session.verdicts),
         "starts": [[engine.label(), seconds] for engine, seconds in session.pool.starts],
         "notes": list(session.notes) + _cost_notes(session),

@@ -13,9 +13,10 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from pytest_llmperf import checks, cost
+from pytest_llmperf import checks, cost, roofline
 from pytest_llmperf.result import Result
 from pytest_llmperf.session import CLIENT_LIMITED
 
@@ -38,6 +39,8 @@ class Column:
 
 GOODPUT = "good/s, good% = goodput: requests/s meeting every per-request SLO limit, and their share"
 COST = "$/1M out, $/1M tot = dollars per million output and total tokens"
+ROOFLINE = ("roof% = the GPU memory-bandwidth lower bound of a decode step as a share of the "
+            "measured TPOT p50 (docs/roofline.md)")
 # Every column, in the order a table shows them.
 COLUMNS: tuple[Column, ...] = (
     Column("ok", "completed", 1, "{:.0f}", ""),
@@ -57,6 +60,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("hit%", "server:prefix_cache_hit_rate", 100, "{:.0f}", "hit% = prefix-cache hit rate"),
     Column("$/1M out", cost.PER_OUTPUT, 1, "{:.4g}", COST, optional=True),
     Column("$/1M tot", cost.PER_TOTAL, 1, "{:.4g}", COST, optional=True),
+    Column("roof%", roofline.FRACTION, 100, "{:.0f}", ROOFLINE, optional=True),
 )
 # Measured values a row keeps although no column shows them (cost.py derives from them).
 EXTRA_VALUES = ("total_throughput_tok_s",)
@@ -74,20 +78,33 @@ def _finite(value: float | None) -> float | None:
 def _value(result: Result, key: str) -> float | None:
     if key.startswith("server:"):
         return _finite(result.server_metrics.get(key.partition(":")[2]))
-    if key in cost.NAMES:
+    if key in cost.NAMES or key == roofline.FRACTION:
         return None  # derived in summary_rows once the throughputs are known
     return _finite(result.value(key))
 
 
+def roofline_of(result: Result, root: Path | None = None) -> roofline.Roofline | str:
+    """The result's decode roofline, or one line saying why it has none (a CPU run, a GPU or
+    model the model does not know); a relative model path is under `root`."""
+    values = {name: result.value(name) for name in roofline.INPUTS}
+    try:
+        return roofline.roofline(result.engine, result.fingerprint, values, root=root)
+    except roofline.NoRoofline as exc:
+        return str(exc)
+
+
 def summary_rows(results: Sequence[Result], verdicts: Mapping[str, str],
-                 usd_per_hour: float | None = None) -> list[Row]:
+                 usd_per_hour: float | None = None, root: Path | None = None) -> list[Row]:
     """A row per result; `verdicts` maps a test id to its gate verdict ("pass", "REGRESSION"),
-    `usd_per_hour` (what the machine costs) adds the cost columns."""
+    `usd_per_hour` (what the machine costs) adds the cost columns; `root` (pytest's rootdir)
+    is where a relative model path is, for the roofline."""
     rows = []
     for result in results:
         keys = [column.key for column in COLUMNS] + list(EXTRA_VALUES)
         values = {key: _value(result, key) for key in keys}
         values.update(cost.per_million_tokens(values, usd_per_hour))
+        found = roofline_of(result, root)
+        values[roofline.FRACTION] = None if isinstance(found, str) else _finite(found.fraction)
         rows.append({"test_id": result.test_id, "engine": result.engine_label,
                      "workload": result.workload_label,
                      "verdict": verdicts.get(result.test_id, ""), "values": values})

@@ -1,5 +1,6 @@
 """pytest hooks of the reports beyond the terminal summary: each test's metrics as JUnit
-properties, the failures' messages for the Markdown report, and writing that report at the end.
+properties, the failures' messages for the Markdown and HTML reports, and writing them at the
+end.
 
 Registered by plugin.py once the session exists, as a plugin of its own so the measuring hooks
 and the reporting hooks stay apart.
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llmperf import junit, outputs
+from pytest_llmperf import htmlreport, junit, outputs
 from pytest_llmperf.fixture import XDIST_GROUP_PREFIX, user_nodeid
 
 NAME = "llmperf-reports"
@@ -36,6 +37,9 @@ class ReportHooks:
             if settings.markdown:
                 outputs.check_writable("--llmperf-markdown", settings.markdown,
                                        settings.path(settings.markdown))
+            if settings.html:
+                outputs.check_writable("--llmperf-html", settings.html,
+                                       settings.path(settings.html))
         except ValueError as exc:
             raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
 
@@ -70,3 +74,5 @@ class ReportHooks:
         data = outputs.markdown_report(llmperf.payloads, failures=self.failures,
                                        fingerprint=llmperf.fingerprint, provenance=provenance)
         llmperf.payloads[-1]["notes"] += outputs.write_markdown(llmperf, data)
+        if llmperf.settings.html:
+            llmperf.payloads[-1]["notes"].append(htmlreport.write(llmperf, data))

@@ -21,7 +21,9 @@ Our own complete data sits under the top-level "llmperf" key, which those tools 
                  ...every name of RunMetrics.flat()},
      "server_metrics": {...}, "verdict": "pass", "engine_start_s": 41.2,
      "cost": {"usd_per_hour": 2.49, "usd_per_1m_output_tok": 0.46, "usd_per_1m_total_tok": 0.23}
-     (with --llmperf-cost-per-hour; {} without)}]}
+     (with --llmperf-cost-per-hour; {} without),
+     "roofline": {"fraction": 0.62, "tpot_bound_s": 0.0048, "weight_bytes": ..., ...} on a GPU
+     (roofline.Roofline.to_dict; docs/roofline.md), {"none": "why"} where there is none}]}
 
 `value` and `spread` are the median and robust spread over the repeats (stats.combine_runs), so a
 saved run can stand in for a baseline (SavedResult.entries). Non-finite numbers (an empty
@@ -44,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_llmperf import cost
+from pytest_llmperf import cost, roofline
 from pytest_llmperf import metrics as metrics_mod
 from pytest_llmperf.baselines import DIRECTIONS, BaselineEntry, BaselineError, load_run, save_run
 from pytest_llmperf.gate import DEFAULT_GATED, DEFAULT_TOLERANCE
@@ -83,13 +85,15 @@ def run_document(
     started: datetime,
     gates: Mapping[str, Mapping[str, Any]] | None = None,
     usd_per_hour: float | None = None,
+    root: Path | None = None,
 ) -> dict[str, Any]:
     """The run as a pytest-benchmark JSON document with our data under "llmperf".
 
     `verdicts` maps a test id (or a baseline key) to its gate verdict, as the summary shows it;
     `gates` maps a test id to the gate settings the test declared ({"tolerance": 0.75,
     "metrics": [...]}), so `llmperf compare` judges each test as the test itself would;
-    `usd_per_hour` (--llmperf-cost-per-hour) adds each result's "cost" (cost.py).
+    `usd_per_hour` (--llmperf-cost-per-hour) adds each result's "cost" (cost.py); `root`
+    (pytest's rootdir) is where a relative model path is, for the roofline.
     """
     return {
         "machine_info": _machine_info(fingerprint),
@@ -100,7 +104,7 @@ def run_document(
         "llmperf": {
             "format": FORMAT,
             "fingerprint": dict(fingerprint),
-            "results": [_result_entry(result, verdicts, gates or {}, usd_per_hour)
+            "results": [_result_entry(result, verdicts, gates or {}, usd_per_hour, root)
                         for result in results],
         },
     }
@@ -140,7 +144,7 @@ def _finite(value: float | None) -> float | None:
 
 def _result_entry(result: Result, verdicts: Mapping[str, str],
                   gates: Mapping[str, Mapping[str, Any]],
-                  usd_per_hour: float | None = None) -> dict[str, Any]:
+                  usd_per_hour: float | None = None, root: Path | None = None) -> dict[str, Any]:
     runs = result.runs or (result.metrics,)
     estimates = combine_runs([run.flat() for run in runs])
     return {
@@ -168,7 +172,19 @@ def _result_entry(result: Result, verdicts: Mapping[str, str],
         "failures": result.failure_kinds(),
         "client": _client(result),
         "cost": _cost(estimates, usd_per_hour),
+        "roofline": _roofline(result, estimates, root),
     }
+
+
+def _roofline(result: Result, estimates: Mapping[str, Estimate],
+              root: Path | None) -> dict[str, Any]:
+    """The decode roofline at the median metrics, or why there is none."""
+    values = {name: estimates[name].value for name in roofline.INPUTS if name in estimates}
+    try:
+        found = roofline.roofline(result.engine, result.fingerprint, values, root=root)
+    except roofline.NoRoofline as exc:
+        return {"none": str(exc)}
+    return {name: _finite(value) for name, value in found.to_dict().items()}
 
 
 def _cost(estimates: Mapping[str, Estimate], usd_per_hour: float | None) -> dict[str, Any]:

@@ -203,6 +203,8 @@ OPTIONS: tuple[Option, ...] = (
            parse_summary, metavar="short|full"),
     Option("markdown", "write the report as Markdown to this file (also appended to "
            "$GITHUB_STEP_SUMMARY when that is set)", None, _optional_path, metavar="PATH"),
+    Option("html", "write the report as one self-contained HTML page, plots included (they "
+           "need the plots extra), to this file", None, _optional_path, metavar="PATH"),
     Option("cost_per_hour", "what the machine costs in US dollars per hour, for $ per 1M tokens; "
            "one price, or one per hardware class (h100=2.49,cpu=0.10)", None,
            parse_cost_per_hour, metavar="USD|CLASS=USD,..."),
@@ -232,6 +234,7 @@ class Settings:
     ab_tolerance: float
     summary: str
     markdown: Path | None
+    html: Path | None
     cost_per_hour: CostSetting | None
     rootdir: Path = Path(".")
 

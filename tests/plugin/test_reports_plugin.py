@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from pytest_llmperf import plots, roofline
 from tests.plugin.test_gate_plugin import CONFTEST, SUITE
 
 LONG = "test_a_test_whose_name_says_a_lot_about_what_it_measures_and_why"
@@ -92,6 +93,24 @@ def test_junit_xml_carries_each_tests_metrics_and_verdict(suite):
         "request_throughput_req_s": "5.26316", "ttft_s.p50": "0.1", "ttft_s.p99": "0.1",
         "tpot_s.p50": "0.01", "itl_s.p50": "0.01", "e2el_s.p50": "0.19", "queue_s.p99": "0",
         "total_throughput_tok_s": "94.7368"}
+
+
+def test_html_page_with_its_plots_and_the_roofline_none_on_cpu(suite):
+    result = suite.runpytest("--llmperf-html", "reports/r.html", "--llmperf-json", "r.json")
+    result.assert_outcomes(passed=6)
+    text = (suite.path / "reports/r.html").read_text()
+    assert text.startswith("<!DOCTYPE html>")
+    assert "<p>6 no baseline</p>" in text
+    assert "<tr><td>test_suite.py::test_a</td><td>m</td><td>a x20 @ concurrency 1</td>" in text
+    assert "<tr><th>hardware_class</th><td><code>cpu</code></td></tr>" in text
+    if plots.available():  # the latency distributions, from the run file
+        assert text.count('src="data:image/png;base64,') == 4
+    else:
+        assert plots.MISSING in text
+    # The summary wraps a line at 120 columns; this test's path is long.
+    result.stdout.fnmatch_lines(["HTML report written to", "    */reports/r.html"])
+    [first, *_] = json.loads((suite.path / "r.json").read_text())["llmperf"]["results"]
+    assert first["roofline"] == {"none": roofline.NO_CPU}
 
 
 def test_cost_per_hour_in_the_json_and_per_hardware_class_from_ini(suite):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 from pytest_llmperf.junit import belongs_to, properties
@@ -12,7 +13,8 @@ NODE = "suites/t.py::test_x[1]"
 
 
 def session(*results, extras=(), verdicts=None):
-    return SimpleNamespace(results=list(results), extras=list(extras), verdicts=verdicts or {})
+    return SimpleNamespace(results=list(results), extras=list(extras), verdicts=verdicts or {},
+                           settings=SimpleNamespace(rootdir=Path(".")))
 
 
 def test_one_measurement_gives_its_verdict_labels_and_every_value():

@@ -83,7 +83,8 @@ def test_a_row_holds_each_column_in_its_metric_unit():
                    "tpot_s.p50": 0.25, "itl_s.p50": 0.25, "e2el_s.p50": 1.0,
                    "queue_s.p99": 0.0625, "server:kv_cache_usage_max": 0.4375,
                    "server:prefix_cache_hit_rate": 0.75, "usd_per_1m_output_tok": None,
-                   "usd_per_1m_total_tok": None, "total_throughput_tok_s": 20.0},
+                   "usd_per_1m_total_tok": None, "roofline_fraction": None,
+                   "total_throughput_tok_s": 20.0},
     }
     assert cells(row) == ["1", "0", "4.0", "1.00", "250.0", "250.0", "250.00", "250.00", "1000",
                           "62.50", "44", "75"]
@@ -177,7 +178,8 @@ def test_the_legend_names_what_the_shown_columns_mean_once_each():
         "ITL token-normalized inter-token latency, E2EL end to end, queue = client lag); "
         "good/s, good% = goodput: requests/s meeting every per-request SLO limit, and their "
         "share; KV max% = peak KV-cache use; hit% = prefix-cache hit rate; $/1M out, $/1M tot = "
-        "dollars per million output and total tokens")
+        "dollars per million output and total tokens; roof% = the GPU memory-bandwidth lower bound "
+        "of a decode step as a share of the measured TPOT p50 (docs/roofline.md)")
     assert legend([c for c in COLUMNS if c.header in ("ok", "out tok/s")]) == "latencies in ms"
 
 

@@ -27,7 +27,8 @@ def test_defaults():
         log_dir=Path(".llmperf/logs"), startup_timeout=900.0, stall_timeout=120.0, keep_engines=1, engine_nice="auto",
         hardware=None, endpoint=None, client_workers="auto", client_check="fail", baseline_dir=Path("baselines"),
         repeat=1, json=None, require_baseline=False, update_baselines=False, save=None,
-        compare=None, ab=None, ab_pairs=4, ab_tolerance=0.1, summary="short", markdown=None, cost_per_hour=None,
+        compare=None, ab=None, ab_pairs=4, ab_tolerance=0.1, summary="short", markdown=None, html=None,
+        cost_per_hour=None,
         rootdir=Path("."),
     )
 
