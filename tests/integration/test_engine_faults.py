@@ -1,8 +1,12 @@
 """Engine faults on the real CPU engine: each costs one test, never the run, and says so in one line.
+One pytest run meets a crash and then a stall (an engine start saved: ~30 s of CI).
 
 - vLLM's EngineCore process killed with SIGKILL mid-test (what the OOM killer does to a GPU
   engine): that test fails with the death line, its measurement is kept, the next test gets a
   fresh engine;
+- vLLM's EngineCore process stopped with SIGSTOP mid-test (a hung engine: /health still answers):
+  the stall watchdog stops the measurement, that test fails with the stall line within the stall
+  timeout + 5 s, the next test gets a fresh engine;
 - the port picked for the server taken by someone else before vLLM binds it: started again on
   another port.
 
@@ -66,12 +70,58 @@ CRASH_SUITE = """
         result = llmperf.run(Workload.fixed(input_tokens=32, output_tokens=8, num_requests=8,
                                             concurrency=2))
         assert result.completed == 8
+
+
+    def stop_engine_core_once_serving(log_dir, stopped):
+        # As above, on the fresh engine: its log is the one without our kill's aftermath.
+        while not any("POST /v1/completions" in log.read_text(errors="replace")
+                      and "EngineDeadError" not in log.read_text(errors="replace")
+                      for log in Path(log_dir).glob("vllm-*.log")):
+            time.sleep(0.2)
+        time.sleep(1.0)
+        pid = engine_core_pid()
+        os.kill(pid, signal.SIGSTOP)
+        stopped.append((pid, time.monotonic()))
+
+
+    def test_stall(llmperf, request):
+        log_dir = request.config.getoption("llmperf_log_dir")
+        stopped = []
+        threading.Thread(target=stop_engine_core_once_serving, args=(log_dir, stopped),
+                         daemon=True).start()
+        try:
+            llmperf.run(Workload.fixed(input_tokens=32, output_tokens=64, num_requests=2000,
+                                       concurrency=4))
+        except pytest.fail.Exception:
+            Path("reported_after_s").write_text(str(time.monotonic() - stopped[0][1]))
+            raise
+        finally:
+            for pid, _ in stopped:  # the pool kills it; never leave a stopped process behind
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+
+
+    def test_after_the_stall(llmperf):
+        result = llmperf.run(Workload.fixed(input_tokens=32, output_tokens=8, num_requests=8,
+                                            concurrency=2))
+        assert result.completed == 8
 """
 
 DEATH_LINE = re.compile(
     r"^engine tiny-llama died during the test \(VLLM::EngineCore, pid \d+, ended first; then "
     r"the server exited with code 0\); last log lines: .*EngineDeadError: EngineCore "
     r"encountered an issue.*; log: (?P<log>\S+/vllm-\d+\.log)$")
+
+
+STALL_TIMEOUT_S = 3
+REPORTED_WITHIN_S = STALL_TIMEOUT_S + 5  # issue 10's target
+STALL_LINE = re.compile(
+    r"^engine tiny-llama stalled during the test \(no chunk for \d+\.\d s on any of the 4 "
+    rf"requests in flight \(stall timeout {STALL_TIMEOUT_S} s, --llmperf-stall-timeout\); "
+    r"server \w+.*, VLLM::EngineCore pid \d+ stopped \(T\).*; /health answered 200\); "
+    r"last log lines: .*; log: (?P<log>\S+/vllm-\d+\.log)$")
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -82,23 +132,33 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return result
 
 
-def test_killed_engine_core_fails_its_test_and_the_next_test_gets_a_fresh_engine(
+def test_a_killed_and_a_stalled_engine_each_cost_one_test_and_the_next_gets_a_fresh_engine(
         pytester: pytest.Pytester, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     pytester.makepyfile(test_crash_suite=CRASH_SUITE)
-    result = run(pytester)
-    result.assert_outcomes(passed=1, failed=1)
+    result = run(pytester, "--llmperf-stall-timeout", str(STALL_TIMEOUT_S))
+    result.assert_outcomes(passed=2, failed=2)
     out = result.stdout.str()
+    flat = " ".join(out.split())  # the notes under the table wrap at 120 columns
+    assert "Traceback" not in out and "During handling" not in out
+    # The crash: one line, the death's.
     deaths = [line for line in result.stdout.lines if DEATH_LINE.match(line)]
-    assert len(deaths) == 1, out  # the failure, in one line
+    assert len(deaths) == 1, out
     assert "FAILED test_crash_suite.py::test_crash - Failed: engine tiny-llama died" in out
     assert Path(DEATH_LINE.match(deaths[0]).group("log")).is_file()
-    assert "Traceback" not in out and "During handling" not in out
-    # What was measured before the death is kept: its row is in the summary.
+    # The stall: one line, reported within the stall timeout + 5 s of the SIGSTOP.
+    stalls = [line for line in result.stdout.lines if STALL_LINE.match(line)]
+    assert len(stalls) == 1, out
+    assert "FAILED test_crash_suite.py::test_stall - Failed: engine tiny-llama stalled" in out
+    assert Path(STALL_LINE.match(stalls[0]).group("log")).is_file()
+    assert float((pytester.path / "reported_after_s").read_text()) <= REPORTED_WITHIN_S
+    # What was measured before each is kept: their rows are in the summary.
     assert re.search(r"\btest_crash\b.* ENGINE DIED\n", out), out
-    assert "; restarted for the next test (1 of 3 deaths)" in out  # a note under the table
-    assert len(list((pytester.path / "logs").glob("vllm-*.log"))) == 2, "a fresh engine"
-    assert re.search(r"healthy after [\d.]+ s, [\d.]+ s", out), out
+    assert re.search(r"\btest_stall\b.* ENGINE DIED\n", out), out
+    assert "; restarted for the next test (1 of 3 deaths)" in flat  # notes under the table
+    assert "; restarted for the next test (2 of 3 deaths)" in flat
+    assert len(list((pytester.path / "logs").glob("vllm-*.log"))) == 3, "a fresh engine each"
+    assert re.search(r"healthy after [\d.]+ s, [\d.]+ s, [\d.]+ s", out), out
 
 
 def test_a_taken_port_is_tried_again_on_another(tmp_path, monkeypatch):
