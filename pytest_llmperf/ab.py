@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.engines.spec import Engine
+from pytest_llmperf.engines.spec import Engine, is_pairs, thaw_pairs
 from pytest_llmperf.gate import (
     IMPROVEMENT,
     PASS,
@@ -41,10 +41,12 @@ __all__ = [
     "DEFAULT_AB_TOLERANCE",
     "PairedRatios",
     "PairedRun",
+    "ab_entry",
     "abba_order",
     "judge_pairs",
     "median_interval",
     "parse_overrides",
+    "side_b",
 ]
 
 DEFAULT_AB_PAIRS = 4
@@ -142,6 +144,31 @@ def judge_pairs(ratios: Mapping[str, PairedRatios], tolerance: float) -> GateRep
     return GateReport(tuple(ratios[name].judge(tolerance) for name in sorted(ratios)))
 
 
+def ab_entry(ratios: Mapping[str, PairedRatios], tolerance: float,
+             report: GateReport) -> dict[str, Any]:
+    """What a run file keeps of one test's A/B judgement: per gated metric the ratios in
+    measuring order, their median and interval, and the verdict (None for a NaN)."""
+    verdicts = {verdict.name: verdict for verdict in report.verdicts}
+
+    def number(value: float) -> float | None:
+        return value if math.isfinite(value) else None
+
+    metrics = {}
+    for name, paired in sorted(ratios.items()):
+        low, high, confidence = paired.interval
+        verdict = verdicts.get(name)
+        metrics[name] = {
+            "ratios": [number(r) for r in paired.ratios],
+            "median": number(paired.median),
+            "interval": [number(low), number(high)],
+            "confidence": confidence,
+            "status": verdict.status if verdict else PASS,
+            "message": verdict.message if verdict else "",
+        }
+    pairs = max((len(paired.ratios) for paired in ratios.values()), default=0)
+    return {"tolerance": tolerance, "pairs": pairs, "metrics": metrics}
+
+
 # ------------------------------------------------------------------ --llmperf-ab
 
 
@@ -164,12 +191,29 @@ def parse_overrides(text: str) -> dict[str, Any]:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ValueError(f"unknown Engine field {name!r}{hint}; fields: {', '.join(known)}")
     try:
-        Engine(model="side-b").replace(**{k: v for k, v in overrides.items() if k != "model"})
+        side_b(Engine(model="side-b"), {k: v for k, v in overrides.items() if k != "model"})
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{exc}") from None
     if "python" in overrides:
         check_python(overrides["python"])
     return overrides
+
+
+# Mapping fields an override adds to instead of replacing: '{"env": {"X": "1"}}' must not drop
+# the test's own environment (on the CPU, the core its engine is pinned to). null removes a key.
+MERGED_FIELDS = ("env", "extra_args")
+
+
+def side_b(engine: Engine, overrides: Mapping[str, Any]) -> Engine:
+    """The test's engine with --llmperf-ab's overrides: plain fields replaced, `env` and
+    `extra_args` merged key by key into the engine's own (a null value removes that key)."""
+    changes = dict(overrides)
+    for name in MERGED_FIELDS:
+        if isinstance(changes.get(name), Mapping):
+            own = getattr(engine, name)
+            merged = {**(thaw_pairs(own) if is_pairs(own) else dict(own or {})), **changes[name]}
+            changes[name] = {key: value for key, value in merged.items() if value is not None}
+    return engine.replace(**changes)
 
 
 def check_python(python: object) -> None:

@@ -1,27 +1,31 @@
-"""Judge one measured Result: its hard targets (SLOs), then its baseline or a saved run.
+"""The one judging path: a measurement against its hard targets (SLOs) and one reference.
 
-Pure of pytest: the fixture turns a `Judgement` into a test failure, a warning or a note. Every
-input problem (a malformed baseline, an unknown metric, a baseline for another engine) becomes
-one line in `Judgement.error`; the Result itself is already recorded by then, so nothing measured
-is lost.
+A reference is what a measurement is compared with, and each kind knows how:
+
+- `BaselineTable`: a table of the suite's committed baseline file (the plugin's default);
+- `SavedRun`: one test of a saved run file (`--llmperf-compare NAME`, `llmperf compare A B`);
+- `SideA`: side A of a paired A/B run (`--llmperf-ab`), judged on the paired B/A ratios;
+- `NotJudged`: nothing to compare with, and the one line that says why.
+
+`judge(current, reference, ...)` is the only place a verdict is made: the fixture, the saved-run
+comparison and `llmperf compare` all call it. Pure of pytest: the fixture turns a `Judgement`
+into a test failure, a warning or a note. Every input problem (a malformed baseline, an unknown
+metric, a baseline for another engine) becomes one line in `Judgement.error`; the Result itself
+is already recorded by then, so nothing measured is lost.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Protocol
 
 from pytest_llmperf import baselines, gate
+from pytest_llmperf.ab import ab_entry, judge_pairs, paired_ratios
 from pytest_llmperf.stats import Estimate, combine_runs
-
-# What the summary's verdict column says.
-PASSED, REGRESSED, MISSED, STALE, IMPROVED, ERROR = (
-    "pass", "REGRESSION", "MISSED TARGET", "pass (stale baseline)", "pass (improved)", "ERROR",
-)
-# Why a measurement was not gated (the verdict column says so instead of "pass").
-NO_BASELINE, OTHER_HARDWARE, NOT_COMPARED = "no baseline", "other hardware", "not compared"
+from pytest_llmperf.status import Status
 
 
 @dataclass
@@ -30,8 +34,12 @@ class Judgement:
     error: str | None = None
     notes: list[str] = field(default_factory=list)
     baseline: baselines.Baseline | None = None
-    ungated: str | None = None  # NO_BASELINE, OTHER_HARDWARE or NOT_COMPARED
-    saved_run: bool = False  # gated against a saved run (A/B), not a baseline
+    # Why a measurement was not gated: NO_BASELINE, OTHER_HARDWARE or NOT_COMPARED.
+    ungated: Status | None = None
+    # Judged against another measurement (a saved run, side A), not a baseline: an improvement
+    # is then just that, not a stale baseline.
+    saved_run: bool = False
+    ab: dict[str, Any] | None = None  # a paired judgement's ratios (ab.ab_entry)
 
     @property
     def failed(self) -> bool:
@@ -44,19 +52,41 @@ class Judgement:
     def failure_text(self) -> str:
         return self.error if self.error else self.report.failure_text()
 
-    def label(self) -> str:
+    @property
+    def status(self) -> Status:
+        """The test's status: an error, then a missed target, a regression, why it was not
+        gated, an improvement, else a pass."""
         if self.error:
-            return ERROR
+            return Status.ERROR
         statuses = {verdict.status for verdict in self.report.verdicts}
-        if gate.MISSED in statuses:
-            return MISSED
-        if gate.REGRESSION in statuses:
-            return REGRESSED
+        for worst in (Status.MISSED, Status.REGRESSION):
+            if worst in statuses:
+                return worst
         if self.ungated:
             return self.ungated
-        if gate.IMPROVEMENT in statuses:
-            return IMPROVED if self.saved_run else STALE
-        return PASSED
+        if Status.IMPROVEMENT in statuses:
+            return Status.IMPROVEMENT if self.saved_run else Status.STALE
+        return Status.PASS
+
+    def label(self) -> str:
+        """The verdict column's words."""
+        return self.status.summary
+
+
+def combine(*judgements: Judgement) -> Judgement:
+    out = Judgement()
+    for judgement in judgements:
+        out.report = out.report + judgement.report
+        out.error = out.error or judgement.error
+        out.notes += judgement.notes
+        out.baseline = out.baseline or judgement.baseline
+        out.ungated = out.ungated or judgement.ungated
+        out.saved_run = out.saved_run or judgement.saved_run
+        out.ab = out.ab or judgement.ab
+    return out
+
+
+# ---------------------------------------------------------------- what is judged
 
 
 def estimates_of(runs) -> dict[str, Estimate]:
@@ -64,14 +94,42 @@ def estimates_of(runs) -> dict[str, Estimate]:
     return combine_runs([run.flat() for run in runs])
 
 
-def check_slo(estimates: dict[str, Estimate], slo: gate.SLO | None,
-              known: Callable[[str], bool]) -> Judgement:
-    if slo is None:
-        return Judgement()
-    try:
-        return Judgement(report=gate.check_targets(estimates, slo, known=known))
-    except gate.UnknownMetricError as exc:
-        return Judgement(error=f"SLO: {exc}")
+@dataclass(frozen=True)
+class Current:
+    """The measurement being judged: each metric's estimate over the repeats, and the repeats
+    themselves (a paired comparison needs them one by one)."""
+
+    estimates: Mapping[str, Estimate]
+    runs: tuple[Mapping[str, float], ...] = ()
+
+    @classmethod
+    def of(cls, runs) -> Current:
+        """From a Result's runs (RunMetrics)."""
+        flat = tuple(run.flat() for run in runs)
+        return cls(combine_runs(list(flat)), flat)
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a verdict is about: the test (its pytest item and result id), its baseline key, and
+    the engine and workload it measured, as a baseline's provenance records them."""
+
+    item: Any  # pytest.Item
+    test_id: str
+    key: str
+    engine: dict[str, Any]
+    workload: dict[str, Any]
+
+
+# ---------------------------------------------------------------- references
+
+
+class Reference(Protocol):
+    """What a measurement is compared with. `gated`: the metrics to judge; `tolerance`: the
+    band the test declared (None: the reference's own, else the default)."""
+
+    def compare(self, current: Current, gated: Sequence[str],
+                tolerance: float | None) -> Judgement: ...
 
 
 @dataclass(frozen=True)
@@ -89,62 +147,136 @@ class BaselineRef:
         return Path(os.path.relpath(self.path))
 
 
-def only_metrics(baseline: baselines.Baseline, names: tuple[str, ...]) -> baselines.Baseline:
+def only_metrics(baseline: baselines.Baseline, names: Sequence[str]) -> baselines.Baseline:
     return replace(baseline, metrics={n: e for n, e in baseline.metrics.items() if n in names})
 
 
-def check_against_baseline(estimates: dict[str, Estimate], ref: BaselineRef,
-                           engine: dict[str, Any], fingerprint: dict[str, Any], *,
-                           require: bool, only: tuple[str, ...] | None = None) -> Judgement:
-    """The baseline decides what is gated, unless the test names its metrics (`only`)."""
+@dataclass(frozen=True)
+class BaselineTable:
+    """A table of a baseline file. The table decides what is gated and with which tolerance,
+    unless the test names its metrics (`exact`)."""
+
+    ref: BaselineRef
+    engine: Mapping[str, Any]
+    fingerprint: Mapping[str, Any]
+    require: bool = False  # --llmperf-require-baseline: a missing baseline is an error
+    exact: bool = False
+
+    def compare(self, current: Current, gated: Sequence[str],
+                tolerance: float | None = None) -> Judgement:
+        ref = self.ref
+        try:
+            baseline = baselines.load_baseline(ref.shown, ref.key)
+        except baselines.BaselineError as exc:
+            return Judgement(error=str(exc))
+        if baseline is None:
+            note = f"no baseline for this hardware: {ref.shown} has no [\"{ref.key}\"]"
+            if self.require:
+                return Judgement(error=f"{note} (--llmperf-require-baseline); create it with: "
+                                       f'pytest --llmperf-update-baselines "{ref.nodeid}"')
+            return Judgement(notes=[note], ungated=Status.NO_BASELINE)
+        other = baselines.hardware_mismatch(baseline, self.fingerprint)
+        if other:  # numbers from another machine say nothing about this one: a note
+            if self.require:
+                return Judgement(error=f"{other} (--llmperf-require-baseline); make one here "
+                                       f'with: pytest --llmperf-update-baselines "{ref.nodeid}"')
+            return Judgement(notes=[other], ungated=Status.OTHER_HARDWARE)
+        mismatch = baselines.engine_mismatch(baseline, dict(self.engine))
+        if mismatch:
+            return Judgement(error=mismatch, baseline=baseline)
+        if self.exact:
+            baseline = only_metrics(baseline, gated)
+        return Judgement(report=gate.check_baseline(current.estimates, baseline, ref.nodeid),
+                         baseline=baseline)
+
+
+@dataclass(frozen=True)
+class SavedRun:
+    """One test of a saved run (None: the run lacks it). No engine check: the engine may differ
+    on purpose, e.g. a vLLM upgrade or a new config. The run keeps values and spreads, not
+    bands: the tolerance is the test's, else the one it declared when saved, else the
+    default."""
+
+    path: Path
+    key: str
+    saved: Any  # runfile.SavedResult | None
+
+    def compare(self, current: Current, gated: Sequence[str],
+                tolerance: float | None = None) -> Judgement:
+        if self.saved is None:
+            return Judgement(notes=[f'not in the saved run {self.path} :: "{self.key}": '
+                                    "nothing to compare"], ungated=Status.NOT_COMPARED)
+        band = next(t for t in (tolerance, self.saved.tolerance, gate.DEFAULT_TOLERANCE)
+                    if t is not None)
+        entries = self.saved.entries(names=gated, tolerance=band)
+        baseline = baselines.Baseline(metrics=entries, path=str(self.path), test_id=self.key)
+        return Judgement(report=gate.check_baseline(current.estimates, baseline),
+                         baseline=baseline, saved_run=True)
+
+
+@dataclass(frozen=True)
+class SideA:
+    """Side A of a paired run: its repeats, paired by position with the current (side B)
+    ones, judged on the B/A ratios under the A/B tolerance (ab.py)."""
+
+    runs: tuple[Mapping[str, float], ...]
+    tolerance: float
+
+    def compare(self, current: Current, gated: Sequence[str],
+                tolerance: float | None = None) -> Judgement:
+        pairs = min(len(self.runs), len(current.runs))
+        ratios = paired_ratios(self.runs[:pairs], current.runs[:pairs], list(gated))
+        report = judge_pairs(ratios, self.tolerance)
+        return Judgement(report=report, saved_run=True,
+                         ab=ab_entry(ratios, self.tolerance, report))
+
+
+@dataclass(frozen=True)
+class NotJudged:
+    """Nothing to compare with; `why` is the note, `status` what the verdict column says."""
+
+    why: str
+    status: Status = Status.NOT_COMPARED
+
+    def compare(self, current: Current, gated: Sequence[str],
+                tolerance: float | None = None) -> Judgement:
+        return Judgement(notes=[self.why], ungated=self.status)
+
+
+@dataclass(frozen=True)
+class Unusable:
+    """A reference that could not be read (a malformed saved run): one line says why."""
+
+    error: str
+
+    def compare(self, current: Current, gated: Sequence[str],
+                tolerance: float | None = None) -> Judgement:
+        return Judgement(error=self.error)
+
+
+# ---------------------------------------------------------------- the verdict
+
+
+def check_slo(estimates: Mapping[str, Estimate], slo: gate.SLO | None,
+              known: Callable[[str], bool]) -> Judgement:
+    if slo is None:
+        return Judgement()
     try:
-        baseline = baselines.load_baseline(ref.shown, ref.key)
-    except baselines.BaselineError as exc:
-        return Judgement(error=str(exc))
-    if baseline is None:
-        note = f"no baseline for this hardware: {ref.shown} has no [\"{ref.key}\"]"
-        if require:
-            return Judgement(error=f"{note} (--llmperf-require-baseline); create it with: "
-                                   f'pytest --llmperf-update-baselines "{ref.nodeid}"')
-        return Judgement(notes=[note], ungated=NO_BASELINE)
-    other = baselines.hardware_mismatch(baseline, fingerprint)
-    if other:  # numbers from another machine say nothing about this one: a note, not a verdict
-        if require:
-            return Judgement(error=f"{other} (--llmperf-require-baseline); make one here with: "
-                                   f'pytest --llmperf-update-baselines "{ref.nodeid}"')
-        return Judgement(notes=[other], ungated=OTHER_HARDWARE)
-    mismatch = baselines.engine_mismatch(baseline, engine)
-    if mismatch:
-        return Judgement(error=mismatch, baseline=baseline)
-    if only is not None:
-        baseline = only_metrics(baseline, only)
-    return Judgement(report=gate.check_baseline(estimates, baseline, ref.nodeid),
-                     baseline=baseline)
+        return Judgement(report=gate.check_targets(estimates, slo, known=known))
+    except gate.UnknownMetricError as exc:
+        return Judgement(error=f"SLO: {exc}")
 
 
-def check_against_saved(estimates: dict[str, Estimate], saved_entries, path: Path,
-                        key: str, gated: tuple[str, ...] = gate.DEFAULT_GATED) -> Judgement:
-    """A/B: gate against a saved run's estimates (no engine check: the engine may differ on
-    purpose, e.g. a vLLM upgrade or a new config)."""
-    if saved_entries is None:
-        return Judgement(notes=[f'not in the saved run {path} :: "{key}": nothing to compare'],
-                         ungated=NOT_COMPARED)
-    entries = {name: e for name, e in saved_entries.items() if name in gated}
-    baseline = baselines.Baseline(metrics=entries, path=str(path), test_id=key)
-    return Judgement(report=gate.check_baseline(estimates, baseline), baseline=baseline,
-                     saved_run=True)
-
-
-def combine(*judgements: Judgement) -> Judgement:
-    out = Judgement()
-    for judgement in judgements:
-        out.report = out.report + judgement.report
-        out.error = out.error or judgement.error
-        out.notes += judgement.notes
-        out.baseline = out.baseline or judgement.baseline
-        out.ungated = out.ungated or judgement.ungated
-        out.saved_run = out.saved_run or judgement.saved_run
-    return out
+def judge(current: Current, reference: Reference | None, *,
+          gated: Sequence[str] = gate.DEFAULT_GATED, tolerance: float | None = None,
+          slo: gate.SLO | None = None,
+          known: Callable[[str], bool] | None = None) -> Judgement:
+    """The verdict on a measurement: its hard targets first (an SLO names any metric it
+    knows), then its gated metrics against the reference (None: targets only)."""
+    targets = check_slo(current.estimates, slo, known or current.estimates.__contains__)
+    if reference is None:
+        return targets
+    return combine(targets, reference.compare(current, tuple(gated), tolerance))
 
 
 def updated_entries(estimates: dict[str, Estimate], ref: BaselineRef, tolerance: float | None,

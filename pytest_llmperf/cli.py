@@ -2,6 +2,7 @@
 client.
 
     llmperf compare A.json B.json [--metrics ttft_s.p50,...] [--tolerance 0.1]
+    llmperf compare AB.json      (the paired results of an --llmperf-ab run)
     llmperf env [--json] [--hardware CLASS[:N]]
     llmperf bench-client [--streams 64,256] [--rates 100] [--workers N] [--no-vllm]
     llmperf plot RUN.json [RUN.json ...] [-o DIR]   (plotcommand.py)
@@ -23,18 +24,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf import gate, plotcommand
+from pytest_llmperf import checks, gate, plotcommand
 from pytest_llmperf.baselines import TOLERANCE_RULE, BaselineError, is_tolerance
 from pytest_llmperf.hardware import current_fingerprint, detect_hardware
 from pytest_llmperf.runfile import RunFile, SavedResult, read_run
+from pytest_llmperf.stats import Estimate
+from pytest_llmperf.status import Status
 
 __all__ = ["main"]
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
-VERDICT_WORDS = {gate.PASS: "pass", gate.REGRESSION: "REGRESSION", gate.IMPROVEMENT: "improved"}
 NOISE_MARK = "*"
 HEADER = ["test", "metric", "A", "B", "delta", "allowed", "verdict"]
-RIGHT_ALIGNED = {"A", "B", "delta", "allowed"}
+AB_HEADER = ["test", "metric", "B/A median", "interval", "pairs", "allowed", "verdict"]
+RIGHT_ALIGNED = {"A", "B", "delta", "allowed", "B/A median", "interval", "pairs"}
 
 
 class CliError(Exception):
@@ -93,51 +96,68 @@ def _only_row(key: str, name: str, *, in_a: bool) -> list[str]:
     return [key, name, "", "", "", "", "only in A" if in_a else "only in B"]
 
 
-def _metric_row(
-    key: str, name: str, a: SavedResult, b: SavedResult, tolerance: float
-) -> tuple[list[str], gate.Verdict | None]:
-    if name not in b.estimates or name not in a.estimates:
-        return _only_row(key, name, in_a=name in a.estimates), None
-    current = b.estimates[name]
-    entry = a.entries([name], tolerance).get(name)
+def _metric_row(key: str, verdict: gate.Verdict, a: SavedResult) -> list[str]:
     # The gate's own unit choice, so the table and the messages printed under it agree.
-    fmt = gate.formatter(name, a.estimates[name].value, current.value)
-    if entry is None:  # A has no value (NaN): nothing to regress from
-        shown = _cell(current.value, fmt)
-        return [key, name, "NaN", shown, "-", "-", "no value in A"], None
-    verdict = gate.check_metric(name, current, entry, origin=gate.Origin(f'{a.path} :: "{key}"'))
-    cells = [key, name, fmt(entry.value), _cell(current.value, fmt)]
-    cells += [_delta(verdict, fmt), _band(verdict, fmt), VERDICT_WORDS[verdict.status]]
-    return cells, verdict
-
-
-def gate_of(reference: SavedResult, names: Sequence[str] | None,
-            tolerance: float | None) -> tuple[Sequence[str], float]:
-    """The metrics and tolerance a test is judged by: the command line's, else those the test
-    declared when A was measured (as `--llmperf-compare` judges it), else the defaults."""
-    band = next(t for t in (tolerance, reference.tolerance, gate.DEFAULT_TOLERANCE)
-                if t is not None)
-    return names or reference.gated or gate.DEFAULT_GATED, band
+    fmt = gate.formatter(verdict.name, verdict.reference, verdict.value)
+    cells = [key, verdict.name, fmt(verdict.reference), _cell(verdict.value, fmt)]
+    return cells + [_delta(verdict, fmt), _band(verdict, fmt), verdict.status.summary]
 
 
 def compare_runs(
     a: RunFile, b: RunFile, names: Sequence[str] | None = None, tolerance: float | None = None
 ) -> tuple[list[list[str]], list[gate.Verdict]]:
-    """Table rows (tests in A's order, then B's extras) and every verdict judged. `names` and
-    `tolerance` override every test's own (see gate_of)."""
+    """Table rows (tests in A's order, then B's extras) and every verdict, each test judged by
+    the plugin's own path (checks.judge against A's saved test). `names` and `tolerance`
+    override every test's own: by default each is judged on the metrics and tolerance it
+    declared when A was measured (as `--llmperf-compare` judges it), else the defaults."""
     rows: list[list[str]] = []
     verdicts: list[gate.Verdict] = []
     for key in [*a.results, *(k for k in b.results if k not in a.results)]:
         if key not in b.results or key not in a.results:
             rows.append(_only_row(key, "-", in_a=key in a.results))
             continue
-        present = set(a.results[key].estimates) | set(b.results[key].estimates)
-        judged, band = gate_of(a.results[key], names, tolerance)
-        for name in (n for n in judged if n in present):
-            row, verdict = _metric_row(key, name, a.results[key], b.results[key], band)
-            rows.append(row)
-            verdicts += [verdict] if verdict else []
+        saved_a, saved_b = a.results[key], b.results[key]
+        gated = names or saved_a.gated or gate.DEFAULT_GATED
+        reference = checks.SavedRun(Path(a.path), key, saved_a)
+        judged = checks.judge(checks.Current(saved_b.estimates), reference, gated=gated,
+                              tolerance=tolerance).report.verdicts
+        by_name = {verdict.name: verdict for verdict in judged}
+        for name in gated:
+            if name in by_name:
+                rows.append(_metric_row(key, by_name[name], saved_a))
+            elif name in saved_a.estimates:  # A has it as NaN: nothing to regress from
+                fmt = gate.formatter(name, saved_b.estimates.get(name, Estimate(0, 0, 0)).value)
+                shown = _cell(saved_b.estimates[name].value, fmt) if name in saved_b.estimates \
+                    else ""
+                rows.append([key, name, "NaN", shown, "-", "-", "no value in A"])
+            elif name in saved_b.estimates:
+                rows.append(_only_row(key, name, in_a=False))
+        verdicts += judged
     return rows, verdicts
+
+
+def ab_rows(run: RunFile) -> tuple[list[list[str]], list[gate.Verdict]]:
+    """Side B of each paired A/B test in a run file: per gated metric the median B/A ratio,
+    its interval, the pairs, the allowed ratio and the verdict, as the session judged it."""
+    rows, verdicts = [], []
+    for saved in run.results.values():
+        for name, entry in sorted(saved.ab.get("metrics", {}).items()):
+            low, high = entry.get("interval") or (None, None)
+            status = Status(entry.get("status", "pass"))
+            tolerance = float(saved.ab.get("tolerance", 0.0))
+            direction = saved.directions.get(name) or gate.metric_direction(name)
+            allowed = f"<= {1 + tolerance:.3f}" if direction == "lower" else \
+                f">= {1 / (1 + tolerance):.3f}"
+            rows.append([saved.key.removesuffix(" (B)"), name, _ratio(entry.get("median")),
+                         f"{_ratio(low)}-{_ratio(high)}", str(saved.ab.get("pairs", "")),
+                         allowed, status.summary])
+            verdicts.append(gate.Verdict(name, status, math.nan, 1.0, math.nan, tolerance,
+                                         tolerance * 100, str(entry.get("message", ""))))
+    return rows, verdicts
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def format_table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -170,6 +190,8 @@ def _read(path: str) -> RunFile:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    if args.b is None:
+        return _compare_ab(_read(args.a))
     names = _metric_names(args.metrics)
     a, b = _read(args.a), _read(args.b)
     known = {name for run in (a, b) for saved in run.results.values() for name in saved.estimates}
@@ -192,6 +214,20 @@ def _compare(args: argparse.Namespace) -> int:
     return _summary(verdicts, rows)
 
 
+def _compare_ab(run: RunFile) -> int:
+    """One run file of a paired A/B session (--llmperf-ab): its paired verdicts."""
+    rows, verdicts = ab_rows(run)
+    if not rows:
+        raise CliError(f"{run.path} has no paired A/B results (it was not run with "
+                       "--llmperf-ab); to compare two runs give both: llmperf compare A.json "
+                       "B.json")
+    print(f"A/B run: {run.path}{_provenance(run)}; ratios are B/A per ABBA pair")
+    print()
+    for line in format_table(AB_HEADER, rows):
+        print(line)
+    return _summary(verdicts, [])
+
+
 def _provenance(run: RunFile) -> str:
     parts = [f"commit {run.commit}" if run.commit else "", run.started or ""]
     shown = ", ".join(part for part in parts if part)
@@ -199,13 +235,13 @@ def _provenance(run: RunFile) -> str:
 
 
 def _summary(verdicts: list[gate.Verdict], rows: list[list[str]]) -> int:
-    regressions = [v for v in verdicts if v.status == gate.REGRESSION]
-    counts = {word: sum(VERDICT_WORDS[v.status] == word for v in verdicts)
-              for word in VERDICT_WORDS.values()}
+    regressions = [v for v in verdicts if v.status == Status.REGRESSION]
+    counts = {status: sum(v.status == status for v in verdicts)
+              for status in (Status.REGRESSION, Status.IMPROVEMENT, Status.PASS)}
     only = sum(row[-1].startswith("only in") and row[1] == "-" for row in rows)
     print()
-    print(f"{counts['REGRESSION']} regression(s), {counts['improved']} improved, "
-          f"{counts['pass']} pass; {only} test(s) in one file only")
+    print(f"{counts[Status.REGRESSION]} regression(s), {counts[Status.IMPROVEMENT]} improved, "
+          f"{counts[Status.PASS]} pass; {only} test(s) in one file only")
     for verdict in regressions:
         print(verdict.message)
     return EXIT_REGRESSION if regressions else EXIT_OK
@@ -248,7 +284,9 @@ def make_parser() -> argparse.ArgumentParser:
                     "candidate, A the reference. Exit 0 no regression, 1 regression, 2 bad input.",
     )
     compare.add_argument("a", metavar="A.json", help="reference run (before the change)")
-    compare.add_argument("b", metavar="B.json", help="candidate run (after the change)")
+    compare.add_argument("b", metavar="B.json", nargs="?", default=None,
+                         help="candidate run (after the change); without it, A's paired A/B "
+                              "results (a run file of --llmperf-ab)")
     compare.add_argument("--metrics", metavar="NAMES", default=None,
                          help="comma-separated metrics to judge, for every test (default: each "
                               "test's own gate= list as recorded in A, else "

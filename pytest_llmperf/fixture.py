@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
 from pytest_llmperf import goodput, sweeps
-from pytest_llmperf.ab import DEFAULT_AB_PAIRS, PairedRun
+from pytest_llmperf.ab import DEFAULT_AB_PAIRS, PairedRun, side_b
 from pytest_llmperf.baselines import TOLERANCE_RULE, is_tolerance
-from pytest_llmperf.checks import Judgement
+from pytest_llmperf.checks import Current, Judgement, Subject
 from pytest_llmperf.engines.errors import EngineError
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.input_errors import InputError
 from pytest_llmperf.result import Result, result_id
-from pytest_llmperf.settings import usable_cores
+from pytest_llmperf.settings import Settings, usable_cores
 from pytest_llmperf.stats import Estimate
 from pytest_llmperf.workloads import Workload
 
@@ -103,12 +104,41 @@ def baseline_key(item: pytest.Item, run_number: int) -> str:
     return key if run_number == 1 else f"{key}#{run_number}"
 
 
+class Measurer(Protocol):
+    """What the fixture needs of the session (session.LlmperfSession): measuring, judging
+    and recording. Typed so a test can hand the fixture a small stand-in."""
+
+    settings: Settings
+
+    def run(self, nodeid: str, key: str, engine: Engine, workload: Workload,
+            repeat: int) -> Result: ...
+
+    def run_ab(self, nodeid: str, key: str, a: Engine, b: Engine, workload: Workload,
+               pairs: int) -> tuple[Result, Result]: ...
+
+    def run_offline(self, engine: Engine, workload: Workload) -> Any: ...
+
+    def judge(self, item: pytest.Item, result: Result, options: TestOptions,
+              slo: Any) -> Judgement: ...
+
+    def judge_ab(self, result_a: Result, result_b: Result, options: TestOptions,
+                 slo: Any) -> Judgement: ...
+
+    def judge_estimates(self, subject: Subject, current: Current, options: TestOptions, *,
+                        slo: Any, known: Callable[[str], bool], gated: tuple[str, ...],
+                        exact: bool = True) -> Judgement: ...
+
+    def engine_identity(self, engine: Engine) -> dict[str, Any]: ...
+
+    def record_extra(self, test_id: str, estimates: dict[str, Estimate], detail: str) -> None: ...
+
+
 class Llmperf:
     """What a test measures with. `run` measures one workload; `sweep`, `capacity` and
     `offline` build on it. Each judges its metrics (SLOs, baseline) before it returns; a
     regression or a missed target fails the test there, after the numbers have been recorded."""
 
-    def __init__(self, item: pytest.Item, session: Any) -> None:
+    def __init__(self, item: pytest.Item, session: Measurer) -> None:
         self._item = item
         self._session = session
         self._measurements = 0
@@ -158,7 +188,7 @@ class Llmperf:
         key = self._next_key()
         result_a, result_b = _engine_or_fail(
             self._session.run_ab, user_nodeid(self._item), key, engine,
-            engine.replace(**settings.ab), workload, settings.ab_pairs)
+            side_b(engine, settings.ab), workload, settings.ab_pairs)
         for result in (result_a, result_b):
             self.results.append(result)
             self._check_client(result, settings.client_check)
@@ -236,10 +266,11 @@ class Llmperf:
         engine = self._engine(engine)
         key = self._next_key()
         test_id = result_id(user_nodeid(self._item), key)
+        subject = Subject(self._item, test_id, key, self._session.engine_identity(engine),
+                          workload.to_dict())
         judgement = self._session.judge_estimates(
-            self._item, test_id, key, estimates, engine=self._session.engine_identity(engine),
-            workload=workload.to_dict(), options=self.options, slo=None,
-            known=estimates.__contains__, gated=tuple(estimates))
+            subject, Current(estimates), self.options, slo=None, known=estimates.__contains__,
+            gated=tuple(estimates))
         self._session.record_extra(test_id, estimates, detail)
         self._settle(judgement)
 

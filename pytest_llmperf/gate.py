@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pytest_llmperf.baselines import Baseline, BaselineEntry
 from pytest_llmperf.metrics import METRIC_DIRECTIONS
 from pytest_llmperf.stats import Estimate
+from pytest_llmperf.status import Status
 
 __all__ = [
     "DEFAULT_GATED",
@@ -75,8 +76,9 @@ DEFAULT_GATED = (
     "e2el_s.p50",
     "output_throughput_tok_s",
 )
-PASS, REGRESSION, IMPROVEMENT, MISSED = "pass", "regression", "improvement", "missed"
-FAILING = frozenset({REGRESSION, MISSED})
+# A metric's outcomes (status.py has every outcome and its words).
+PASS, REGRESSION, IMPROVEMENT, MISSED = (
+    Status.PASS, Status.REGRESSION, Status.IMPROVEMENT, Status.MISSED)
 UPDATE_OPTION = "--llmperf-update-baselines"
 
 
@@ -124,7 +126,7 @@ class Verdict:
     """
 
     name: str
-    status: str
+    status: Status
     value: float
     reference: float
     delta_pct: float
@@ -135,7 +137,7 @@ class Verdict:
 
     @property
     def failed(self) -> bool:
-        return self.status in FAILING
+        return self.status.failing
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf import checks, cost, roofline
+from pytest_llmperf import cost, roofline
 from pytest_llmperf.result import Result
-from pytest_llmperf.session import CLIENT_LIMITED
+from pytest_llmperf.status import Status
 
 Row = dict[str, Any]  # {"test_id", "engine", "workload", "verdict", "values": {key: float|None}}
 
@@ -66,7 +66,7 @@ COLUMNS: tuple[Column, ...] = (
 EXTRA_VALUES = ("total_throughput_tok_s",)
 
 # Worst first: the reports put these rows on top so a reader sees them without scrolling.
-SEVERITY = {checks.ERROR: 0, checks.REGRESSED: 1, checks.MISSED: 2, CLIENT_LIMITED: 3}
+SEVERITY = {status.summary: status.severity for status in Status if status.severity is not None}
 PROBLEMS = frozenset(SEVERITY)
 NOT_JUDGED = "not judged"
 

@@ -22,6 +22,9 @@ Our own complete data sits under the top-level "llmperf" key, which those tools 
      "server_metrics": {...}, "verdict": "pass", "engine_start_s": 41.2,
      "cost": {"usd_per_hour": 2.49, "usd_per_1m_output_tok": 0.46, "usd_per_1m_total_tok": 0.23}
      (with --llmperf-cost-per-hour; {} without),
+     "ab": {"tolerance": 0.1, "pairs": 4, "metrics": {"tpot_s.p50": {"ratios": [1.21, ...],
+            "median": 1.2, "interval": [1.18, 1.23], "confidence": 0.875, "status": "regression",
+            "message": "..."}}} (side B of an --llmperf-ab run only),
      "roofline": {"fraction": 0.62, "tpot_bound_s": 0.0048, "weight_bytes": ..., ...} on a GPU
      (roofline.Roofline.to_dict; docs/roofline.md), {"none": "why"} where there is none}]}
 
@@ -85,6 +88,7 @@ def run_document(
     started: datetime,
     gates: Mapping[str, Mapping[str, Any]] | None = None,
     usd_per_hour: float | None = None,
+    ab: Mapping[str, Mapping[str, Any]] | None = None,
     root: Path | None = None,
 ) -> dict[str, Any]:
     """The run as a pytest-benchmark JSON document with our data under "llmperf".
@@ -92,8 +96,9 @@ def run_document(
     `verdicts` maps a test id (or a baseline key) to its gate verdict, as the summary shows it;
     `gates` maps a test id to the gate settings the test declared ({"tolerance": 0.75,
     "metrics": [...]}), so `llmperf compare` judges each test as the test itself would;
-    `usd_per_hour` (--llmperf-cost-per-hour) adds each result's "cost" (cost.py); `root`
-    (pytest's rootdir) is where a relative model path is, for the roofline.
+    `usd_per_hour` (--llmperf-cost-per-hour) adds each result's "cost" (cost.py); `ab` maps
+    side B's test id to its paired A/B judgement (ab.ab_entry), written as that result's "ab";
+    `root` (pytest's rootdir) is where a relative model path is, for the roofline.
     """
     return {
         "machine_info": _machine_info(fingerprint),
@@ -104,7 +109,8 @@ def run_document(
         "llmperf": {
             "format": FORMAT,
             "fingerprint": dict(fingerprint),
-            "results": [_result_entry(result, verdicts, gates or {}, usd_per_hour, root)
+            "results": [_with_ab(_result_entry(result, verdicts, gates or {}, usd_per_hour, root),
+                                 (ab or {}).get(result.test_id))
                         for result in results],
         },
     }
@@ -185,6 +191,11 @@ def _roofline(result: Result, estimates: Mapping[str, Estimate],
     except roofline.NoRoofline as exc:
         return {"none": str(exc)}
     return {name: _finite(value) for name, value in found.to_dict().items()}
+
+
+def _with_ab(entry: dict[str, Any], ab: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Side B of a paired A/B test carries its paired judgement (ab.ab_entry) as "ab"."""
+    return {**entry, "ab": dict(ab)} if ab else entry
 
 
 def _cost(estimates: Mapping[str, Estimate], usd_per_hour: float | None) -> dict[str, Any]:
@@ -328,6 +339,7 @@ class SavedResult:
     # The gate settings the test declared (None: it left them to the defaults).
     tolerance: float | None = None
     gated: tuple[str, ...] | None = None
+    ab: dict[str, Any] = field(default_factory=dict)  # side B of a paired run: ab.ab_entry
 
     def entries(
         self, names: Iterable[str] | None = DEFAULT_GATED, tolerance: float = DEFAULT_TOLERANCE
@@ -429,6 +441,7 @@ def _saved_result(path: str, index: int, item: Any) -> SavedResult:
         path=path,
         tolerance=tolerance,
         gated=gated,
+        ab=_object(item.get("ab")),
     )
 
 

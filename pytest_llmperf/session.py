@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf import baselines, checks, gate, runfile
-from pytest_llmperf.ab import PairedRun, abba_order, judge_pairs
+from pytest_llmperf.ab import abba_order
 from pytest_llmperf.client import ClientOptions
 from pytest_llmperf.engines.errors import EngineDied, EngineError
 from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
@@ -27,14 +27,15 @@ from pytest_llmperf.runner import Endpoint, Measurement, measure
 from pytest_llmperf.selfcheck import check_client
 from pytest_llmperf.settings import Settings, usable_cores
 from pytest_llmperf.stats import Estimate
+from pytest_llmperf.status import Status
 from pytest_llmperf.workloads import Workload
 
 GIT_TIMEOUT_S = 5
 # More client processes than this only add start-up and merge time: 8 of them measured
 # (estimated from ~100,000 chunks/s per process on a free core) far above any one server.
 MAX_AUTO_WORKERS = 8
-CLIENT_LIMITED = "CLIENT LIMITED"  # the verdict column of a run the self-check refused
-ENGINE_DIED = "ENGINE DIED"  # the verdict column of a run its engine died in
+CLIENT_LIMITED = Status.CLIENT_LIMITED.summary  # a run the self-check refused
+ENGINE_DIED = Status.ENGINE_DIED.summary  # a run its engine died in
 RUNS_DIR = Path(".llmperf/runs")
 
 
@@ -57,7 +58,7 @@ class LlmperfSession:
     gates: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     # test id of an A/B side B -> its paired verdicts, for the run file and `llmperf compare`
-    ab_verdicts: dict[str, gate.GateReport] = field(default_factory=dict)
+    ab: dict[str, dict[str, Any]] = field(default_factory=dict)  # test id -> ab_entry
     pending: dict[str, list[PendingUpdate]] = field(default_factory=lambda: defaultdict(list))
     extras: list[tuple[str, dict[str, Estimate], str]] = field(default_factory=list)
     engine_nice: int = 0
@@ -149,7 +150,8 @@ class LlmperfSession:
                          runs[side][:max(pairs, 1)], starts.get(side))
             for side in ("A", "B") if runs[side])
         for result in results:  # judge_ab may give side B its verdict; llmperf.ab does not
-            self.verdicts.setdefault(result.test_id, f"A/B side {result.key[-2]}")
+            side = Status.SIDE_A if result.key.endswith("(A)") else Status.SIDE_B
+            self.verdicts.setdefault(result.test_id, side.summary)
         if died:
             for result in results:
                 self.verdicts[result.test_id] = ENGINE_DIED
@@ -255,7 +257,7 @@ class LlmperfSession:
         return checks.BaselineRef(directory / f"{Path(suite_path).stem}.toml", key, nodeid)
 
     def judge(self, item, result: Result, options, slo) -> checks.Judgement:
-        """A measured run: its SLOs over every metric, its baseline over the gated ones (the
+        """A measured run: its SLOs over every metric, its reference over the gated ones (the
         test's `gate=` list, else the baseline's own, else gate.DEFAULT_GATED)."""
         known = _known_metric(result.metrics)
         declared = {"tolerance": options.tolerance, "metrics": options.gate and list(options.gate)}
@@ -267,79 +269,73 @@ class LlmperfSession:
                 judgement = checks.Judgement(error=f"@pytest.mark.llmperf(gate=...): {exc}")
                 self.verdicts[result.test_id] = judgement.label()
                 return judgement
-        return self.judge_estimates(
-            item, result.test_id, result.key, checks.estimates_of(result.runs),
-            engine=result.engine, workload=result.workload, options=options, slo=slo,
-            known=known, gated=tuple(options.gate or gate.DEFAULT_GATED),
-            exact=bool(options.gate))
+        subject = checks.Subject(item, result.test_id, result.key, result.engine, result.workload)
+        return self.judge_estimates(subject, checks.Current.of(result.runs), options, slo=slo,
+                                    known=known, gated=tuple(options.gate or gate.DEFAULT_GATED),
+                                    exact=bool(options.gate))
 
     def judge_ab(self, result_a: Result, result_b: Result, options, slo) -> checks.Judgement:
-        """--llmperf-ab: side B's SLOs, then the paired B/A ratios of the gated metrics (the
-        test's `gate=` list, else gate.DEFAULT_GATED) under --llmperf-ab-tolerance."""
-        known = _known_metric(result_b.metrics)
-        judgement = checks.check_slo(checks.estimates_of(result_b.runs), slo, known=known)
-        gated = tuple(options.gate or gate.DEFAULT_GATED)
-        pairs = PairedRun(result_a, result_b)
-        report = judge_pairs({name: pairs.ratios(name) for name in gated},
-                             self.settings.ab_tolerance)
-        judgement = checks.combine(judgement, checks.Judgement(report=report, saved_run=True))
-        self.ab_verdicts[result_b.test_id] = report
+        """--llmperf-ab: side B's SLOs, then side B against side A on the paired B/A ratios of
+        the gated metrics (the test's `gate=` list, else gate.DEFAULT_GATED) under
+        --llmperf-ab-tolerance."""
+        side_a = checks.SideA(tuple(run.flat() for run in result_a.runs),
+                              self.settings.ab_tolerance)
+        judgement = checks.judge(checks.Current.of(result_b.runs), side_a,
+                                 gated=options.gate or gate.DEFAULT_GATED, slo=slo,
+                                 known=_known_metric(result_b.metrics))
+        self.ab[result_b.test_id] = judgement.ab
         if self.verdicts.get(result_b.test_id) != CLIENT_LIMITED:
             self.verdicts[result_b.test_id] = judgement.label()
-        self.notes += [f"{result_b.test_id}: {verdict.message}" for verdict in report.verdicts
-                       if verdict.status != gate.PASS]
+        self.notes += [f"{result_b.test_id}: {verdict.message}"
+                       for verdict in judgement.report.verdicts if verdict.status != Status.PASS]
         return judgement
 
-    def judge_estimates(self, item, test_id: str, key: str, estimates: dict[str, Estimate], *,
-                        engine: dict, workload: dict, options, slo, known,
-                        gated: tuple[str, ...], exact: bool = True) -> checks.Judgement:
+    def judge_estimates(self, subject: checks.Subject, current: checks.Current, options, *, slo,
+                        known, gated: tuple[str, ...], exact: bool = True) -> checks.Judgement:
         """Any named metrics (a run's, an SLO capacity, an offline throughput) through the SLO
-        check and then the baseline gate, saved-run comparison or baseline update. `exact`:
-        gate exactly `gated`, whatever else an existing baseline holds."""
-        judgement = checks.check_slo(estimates, slo, known=known)
-        ref = self.baseline_ref(item.path, user_nodeid(item), key)
-        limited = self.verdicts.get(test_id) == CLIENT_LIMITED
+        check and then this session's reference (reference_for), or into a pending baseline
+        update. `exact`: gate exactly `gated`, whatever else an existing baseline holds."""
+        ref = self.baseline_ref(subject.item.path, user_nodeid(subject.item), subject.key)
+        reference = None if self.settings.update_baselines else self.reference_for(
+            subject, ref, exact)
+        judgement = checks.judge(current, reference, gated=gated, tolerance=options.tolerance,
+                                 slo=slo, known=known)
+        limited = self.verdicts.get(subject.test_id) == CLIENT_LIMITED
         if self.settings.update_baselines:
             if limited:
-                self.notes.append(f"{test_id}: baseline not updated (client-limited run)")
+                self.notes.append(f"{subject.test_id}: baseline not updated (client-limited run)")
             elif not judgement.failed:
-                self.pending[item.nodeid].append(PendingUpdate(
-                    ref, checks.updated_entries(estimates, ref, options.tolerance, gated,
-                                                exact=exact),
-                    baselines.make_provenance(self.fingerprint, engine, workload,
+                self.pending[subject.item.nodeid].append(PendingUpdate(
+                    ref, checks.updated_entries(dict(current.estimates), ref, options.tolerance,
+                                                gated, exact=exact),
+                    baselines.make_provenance(self.fingerprint, subject.engine, subject.workload,
                                               commit=git_commit(self.settings.rootdir))))
-        elif self.settings.ab:  # a sweep, capacity or offline measured side A only
-            judgement = checks.combine(judgement, checks.Judgement(
-                notes=["measured on side A only; --llmperf-ab judges llmperf.run"],
-                ungated=checks.NOT_COMPARED))
-        elif self.settings.compare:
-            judgement = checks.combine(judgement, self._check_saved(
-                estimates, key, options.tolerance, gated))
-        else:
-            judgement = checks.combine(judgement, checks.check_against_baseline(
-                estimates, ref, engine, self.fingerprint,
-                require=self.settings.require_baseline, only=gated if exact else None))
-        self.verdicts[test_id] = CLIENT_LIMITED if limited else judgement.label()
-        self.notes += [f"{test_id}: {note}" for note in judgement.notes]
+        self.verdicts[subject.test_id] = CLIENT_LIMITED if limited else judgement.label()
+        self.notes += [f"{subject.test_id}: {note}" for note in judgement.notes]
         return judgement
 
-    def _check_saved(self, estimates, key: str, tolerance: float | None,
-                     gated: tuple[str, ...]) -> checks.Judgement:
-        """Against --llmperf-compare's run, with the test's own tolerance (the saved run keeps
-        values and spreads, not bands)."""
+    def reference_for(self, subject: checks.Subject, ref: checks.BaselineRef,
+                      exact: bool) -> checks.Reference:
+        """What this session judges a measurement against: --llmperf-compare's saved run, else
+        the suite's baseline table. In an A/B session only llmperf.run is paired; a sweep,
+        capacity or offline run measured side A only."""
+        if self.settings.ab:
+            return checks.NotJudged("measured on side A only; --llmperf-ab judges llmperf.run")
+        if self.settings.compare:
+            return self._saved_reference(subject.key)
+        return checks.BaselineTable(ref, subject.engine, self.fingerprint,
+                                    require=self.settings.require_baseline, exact=exact)
+
+    def _saved_reference(self, key: str) -> checks.Reference:
+        """The --llmperf-compare run's test `key`; read once per session."""
         try:
             if self._saved_run is None:
                 path = runfile.resolve_saved(self.settings.compare, self.runs_dir())
                 self._saved_run = (path, runfile.read_run(path))
         except baselines.BaselineError as exc:
-            return checks.Judgement(error=str(exc))
+            return checks.Unusable(str(exc))
         path, saved = self._saved_run
-        entries = None
-        if key in saved.results:
-            band = {} if tolerance is None else {"tolerance": tolerance}
-            entries = saved.results[key].entries(names=gated, **band)
-        return checks.check_against_saved(estimates, entries, Path(os.path.relpath(path)), key,
-                                          gated)
+        return checks.SavedRun(Path(os.path.relpath(path)), key, saved.results.get(key))
 
     def apply_updates(self, nodeid: str, passed: bool) -> list[str]:
         """Write a test's pending baseline updates once the test as a whole has passed. Returns
@@ -357,11 +353,11 @@ class LlmperfSession:
                                           update.provenance)
             except baselines.BaselineError as exc:
                 errors.append(f"baseline not updated: {exc}")
-                self.verdicts[result_id(nodeid, update.ref.key)] = checks.ERROR
+                self.verdicts[result_id(nodeid, update.ref.key)] = Status.ERROR.summary
                 continue
             self.notes.append(f"{nodeid}: baseline updated: {update.ref.shown} :: "
                               f'"{update.ref.key}"')
-            self.verdicts[result_id(nodeid, update.ref.key)] = "updated"
+            self.verdicts[result_id(nodeid, update.ref.key)] = Status.UPDATED.summary
         return errors
 
     # ------------------------------------------------------------------ output

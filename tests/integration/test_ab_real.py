@@ -52,6 +52,14 @@ def test_a_weaker_side_b_fails_on_its_paired_ratios(suite):
     result.stdout.re_match_lines([r".*test_concurrent \(B\).*(REGRESSION|CLIENT LIMITED)$"])
     # An A/B improvement is a note, not a stale-baseline warning: there is no baseline.
     assert "StaleBaselineWarning" not in result.stdout.str()
+    # The run file keeps side B's paired ratios and verdicts, for `llmperf compare` and plots.
+    results = json.loads((suite.path / "run.json").read_text())["llmperf"]["results"]
+    side_b = next(r for r in results if r["key"] == "test_concurrent (B)")
+    ttft = side_b["ab"]["metrics"]["ttft_s.p50"]
+    assert (side_b["ab"]["pairs"], side_b["ab"]["tolerance"]) == (2, 0.1)
+    assert len(ttft["ratios"]) == 2 and ttft["status"] == "regression"
+    assert ttft["interval"] == [min(ttft["ratios"]), max(ttft["ratios"])]
+    assert "ab" not in next(r for r in results if r["key"] == "test_concurrent (A)")
     # Two engines started once each: ABBA switches sides inside a pair, not between pairs.
     assert len(list((suite.path / ".llmperf/logs").glob("vllm-*.log"))) == 2
 

@@ -6,7 +6,16 @@ import math
 
 import pytest
 
-from pytest_llmperf.ab import PairedRatios, abba_order, judge_pairs, median_interval, paired_ratios
+from pytest_llmperf.ab import (
+    PairedRatios,
+    abba_order,
+    judge_pairs,
+    median_interval,
+    paired_ratios,
+    parse_overrides,
+    side_b,
+)
+from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.gate import IMPROVEMENT, PASS, REGRESSION
 
 
@@ -89,3 +98,16 @@ def test_judge_pairs_gives_one_report_in_name_order():
     }, 0.10)
     assert [v.name for v in report.verdicts] == ["e2el_s.p50", "tpot_s.p50"]
     assert report.failed and [v.name for v in report.failures] == ["tpot_s.p50"]
+
+
+def test_side_b_adds_env_and_extra_args_to_the_tests_own():
+    """'{"env": {...}}' must not drop the engine's own environment (on the CPU, the core it is
+    pinned to); null removes a key; plain fields are replaced."""
+    a = Engine(model="m", max_num_seqs=4, env={"BIND": "0", "OLD": "1"},
+               extra_args={"seed": 1})
+    b = side_b(a, parse_overrides('{"env": {"NEW": "2", "OLD": null}, "max_num_seqs": 8, '
+                                  '"extra_args": {"max-num-batched-tokens": 512}}'))
+    assert b.environment() == {"BIND": "0", "NEW": "2"}
+    assert b.max_num_seqs == 8
+    assert "--seed" in b.server_args() and "--max-num-batched-tokens" in b.server_args()
+    assert a.environment() == {"BIND": "0", "OLD": "1"}  # side A untouched

@@ -10,16 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf import baselines, checks, gate
+from pytest_llmperf import baselines, checks, gate, runfile
 from pytest_llmperf.baselines import BaselineEntry
 from pytest_llmperf.metrics import compute_metrics
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.stats import Estimate
+from pytest_llmperf.status import Status
 
 FILE = "baselines/cpu/test_cpu.toml"
 KEY = "test_fixed[64]"
 NODEID = "suites/test_cpu.py::test_fixed[64]"
 WHERE = f'[{FILE} :: "{KEY}"]'
+SAVED = Path(".llmperf/runs/before.json")
 UPDATE = f'pytest --llmperf-update-baselines "{NODEID}"'
 ENGINE = {"model": "suites/models/tiny-llama", "max_num_seqs": 8}
 # This machine, as hardware.py fingerprints it; baselines below are written with it.
@@ -52,11 +54,26 @@ def write(ref: checks.BaselineRef, engine=ENGINE, fingerprint=HERE,
 
 
 def against(estimates, ref, engine=ENGINE, *, require: bool, fingerprint=HERE):
-    return checks.check_against_baseline(estimates, ref, engine, fingerprint, require=require)
+    """The one judging path, against the baseline table (gating what the table gates)."""
+    table = checks.BaselineTable(ref, engine, fingerprint, require=require)
+    return checks.judge(checks.Current(estimates), table)
+
+
+def saved_result(entries) -> runfile.SavedResult:
+    """A saved run's test holding exactly these values (spread 0) and directions."""
+    estimates = {name: Estimate(e.value, e.spread, e.n) for name, e in entries.items()}
+    return runfile.SavedResult(key=KEY, test_id=NODEID, estimates=estimates,
+                               directions={name: e.direction for name, e in entries.items()})
+
+
+def against_saved(estimates, entries):
+    """The one judging path, against a saved run's test (None: the run lacks the test)."""
+    saved = None if entries is None else saved_result(entries)
+    return checks.judge(checks.Current(estimates), checks.SavedRun(SAVED, KEY, saved))
 
 
 def verdict(status: str) -> gate.Verdict:
-    return gate.Verdict("ttft_s.p50", status, 0.1, 0.1, 0.0, 0.01, 10.0, f"ttft_s.p50 {status}")
+    return gate.Verdict("ttft_s.p50", Status(status), 0.1, 0.1, 0.0, 0.01, 10.0, f"ttft_s.p50 {status}")
 
 
 def judged(*statuses: str, **kwargs) -> checks.Judgement:
@@ -80,10 +97,10 @@ def test_label_regression():
 
 
 def test_label_says_why_a_measurement_was_not_gated():
-    for reason in (checks.NO_BASELINE, checks.OTHER_HARDWARE, checks.NOT_COMPARED):
+    for reason in (Status.NO_BASELINE, Status.OTHER_HARDWARE, Status.NOT_COMPARED):
         judgement = judged("pass")
         judgement.ungated = reason
-        assert judgement.label() == reason
+        assert judgement.label() == reason.summary == str(reason)
 
 
 def test_label_no_baseline_does_not_hide_a_missed_target():
@@ -328,17 +345,14 @@ def test_a_gated_metric_missing_from_the_run_regresses(ref):
 
 # ------------------------------------------------------------------ saved runs (A/B)
 
-SAVED = Path(".llmperf/runs/before.json")
-
-
 def test_saved_run_without_the_test_is_a_note():
-    judgement = checks.check_against_saved(ON_BASELINE, None, SAVED, KEY)
+    judgement = against_saved(ON_BASELINE, None)
     assert judgement.notes == [f'not in the saved run {SAVED} :: "{KEY}": nothing to compare']
     assert not judgement.failed
 
 
 def test_label_when_the_saved_run_lacks_the_test_is_not_pass():
-    assert checks.check_against_saved(ON_BASELINE, None, SAVED, KEY).label() == "not compared"
+    assert against_saved(ON_BASELINE, None).label() == "not compared"
 
 
 def test_saved_run_gates_only_the_default_metrics():
@@ -349,7 +363,7 @@ def test_saved_run_gates_only_the_default_metrics():
         "error_rate": BaselineEntry(value=0.0, spread=0.0, direction="lower", tolerance=0.1, n=1),
     }
     current = {**ON_BASELINE, "ttft_s.p99": est(1.0), "error_rate": est(0.5)}
-    judgement = checks.check_against_saved(current, saved, SAVED, KEY)
+    judgement = against_saved(current, saved)
     assert sorted(judgement.baseline.metrics) == ["ttft_s.p50"]
     assert [(v.name, v.status) for v in judgement.report.verdicts] == [("ttft_s.p50", "pass")]
     assert judgement.label() == "pass"
@@ -357,8 +371,7 @@ def test_saved_run_gates_only_the_default_metrics():
 
 def test_saved_run_regression_has_no_update_command():
     # Against a saved run there is no baseline to update: the message just says where.
-    judgement = checks.check_against_saved({"ttft_s.p50": est(0.2)}, {"ttft_s.p50": TTFT},
-                                           SAVED, KEY)
+    judgement = against_saved({"ttft_s.p50": est(0.2)}, {"ttft_s.p50": TTFT})
     assert judgement.label() == "REGRESSION"
     assert judgement.failure_text() == (
         "ttft_s.p50 regressed: 200.0 ms vs baseline 100.0 ms (+100.0%, allowed +10.0%, lower is "
@@ -367,8 +380,7 @@ def test_saved_run_regression_has_no_update_command():
 
 
 def test_label_of_an_improvement_over_a_saved_run_does_not_say_stale():
-    judgement = checks.check_against_saved({"ttft_s.p50": est(0.05)}, {"ttft_s.p50": TTFT},
-                                           SAVED, KEY)
+    judgement = against_saved({"ttft_s.p50": est(0.05)}, {"ttft_s.p50": TTFT})
     assert judgement.warnings  # the improvement itself is reported
     assert judgement.label() == "pass (improved)"
 
@@ -432,3 +444,43 @@ def test_updated_entries_round_trip_through_the_file(ref):
     judgement = against(ON_BASELINE, ref, require=True)
     assert judgement.label() == "pass"
     assert len(judgement.report.verdicts) == 2
+
+
+# ------------------------------------------------------------------ one judge(), every reference
+
+
+def test_side_a_judges_the_paired_ratios_and_keeps_them_for_the_run_file():
+    side_a = checks.SideA(({"ttft_s.p50": 0.1},) * 4, tolerance=0.1)
+    current = checks.Current({"ttft_s.p50": est(0.13)}, ({"ttft_s.p50": 0.13},) * 4)
+    judgement = checks.judge(current, side_a, gated=("ttft_s.p50",))
+    assert judgement.status == Status.REGRESSION and judgement.label() == "REGRESSION"
+    assert judgement.failure_text() == (
+        "ttft_s.p50 regressed in A/B: B/A median 1.300 (88% interval 1.300-1.300 over 4 ABBA "
+        "pairs), allowed <= 1.100 (lower is better; A/B tolerance 0.1)")
+    assert judgement.ab["metrics"]["ttft_s.p50"]["ratios"] == pytest.approx([1.3] * 4)
+    # Better than A beyond the band: reported as improved, never as a stale baseline.
+    faster = checks.Current({}, ({"ttft_s.p50": 0.07},) * 4)
+    assert checks.judge(faster, side_a, gated=("ttft_s.p50",)).label() == "pass (improved)"
+
+
+def test_targets_are_judged_before_any_reference_and_without_one():
+    slo = gate.SLO(max={"ttft_s.p50": 0.05})
+    alone = checks.judge(checks.Current(ON_BASELINE), None, slo=slo)
+    assert alone.label() == "MISSED TARGET"
+    why = checks.NotJudged("measured on side A only")
+    judgement = checks.judge(checks.Current(ON_BASELINE), why, slo=slo)
+    assert judgement.label() == "MISSED TARGET" and judgement.notes == ["measured on side A only"]
+    assert checks.judge(checks.Current(ON_BASELINE), why).label() == "not compared"
+
+
+def test_an_unusable_reference_is_its_one_line():
+    judgement = checks.judge(checks.Current(ON_BASELINE), checks.Unusable("x.json: broken"))
+    assert judgement.failed and judgement.failure_text() == "x.json: broken"
+    assert judgement.status == Status.ERROR
+
+
+def test_every_status_has_its_words_and_only_verdicts_of_the_gate_fail():
+    assert {s for s in Status if s.failing} == {Status.REGRESSION, Status.MISSED, Status.ERROR}
+    assert Status.from_summary("MISSED TARGET") is Status.MISSED
+    assert len({s.summary for s in Status}) == len(Status)  # no two read the same
+    assert Status.REGRESSION == "regression"  # the run file's metric status, unchanged

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf import cli, hardware
-from pytest_llmperf.runfile import write_run
-from tests.unit.test_runfile import FINGERPRINT, document, make_result
+from pytest_llmperf.runfile import run_document, write_run
+from tests.unit.test_runfile import FINGERPRINT, STARTED, document, make_result
 
 TEST = "suites/test_cpu.py::test_fixed[64]"
 
@@ -98,7 +98,7 @@ def test_improvement_is_reported_and_passes(capsys, tmp_path, before):
     after = save(tmp_path / "after.json", make_result(TEST, (0.1,) * 4))
     code, lines, _ = compare(capsys, before, after, "--metrics", "ttft_s.p50")
     assert code == 0
-    assert "test_fixed[64]  ttft_s.p50  200.0 ms  100.0 ms  -50.0%    -9.1%  improved" in lines
+    assert "test_fixed[64]  ttft_s.p50  200.0 ms  100.0 ms  -50.0%    -9.1%  pass (improved)" in lines
     assert lines[-1] == "0 regression(s), 1 improved, 0 pass; 0 test(s) in one file only"
 
 
@@ -267,3 +267,46 @@ def test_console_script_help_imports_nothing_heavy():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=60)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+# ---------------------------------------------------------------- compare, one A/B run file
+
+
+def ab_run(tmp_path, b_ttft: float) -> str:
+    """A run file of an --llmperf-ab session: side A at 200 ms TTFT over 4 pairs, side B at
+    `b_ttft`, B judged against A by the plugin's own path (checks.SideA)."""
+    from dataclasses import replace
+
+    from pytest_llmperf import checks
+
+    a = make_result(TEST, (0.2,) * 4, scales=(1.0,) * 4)
+    b = make_result(TEST, (b_ttft,) * 4, scales=(1.0, 1.01, 0.99, 1.0))
+    a = replace(a, key="test_fixed[64] (A)", test_id=f"{TEST} (A)")
+    b = replace(b, key="test_fixed[64] (B)", test_id=f"{TEST} (B)")
+    side_a = checks.SideA(tuple(run.flat() for run in a.runs), 0.1)
+    judged = checks.judge(checks.Current.of(b.runs), side_a, gated=("ttft_s.p50",))
+    doc = run_document([a, b], verdicts={b.test_id: judged.label()}, fingerprint=FINGERPRINT,
+                       commit="3f2c1e0", started=STARTED, ab={b.test_id: judged.ab})
+    return save_document(tmp_path / "ab.json", doc)
+
+
+def test_one_ab_run_file_shows_its_paired_verdicts(capsys, tmp_path):
+    code, lines, _ = compare(capsys, ab_run(tmp_path, 0.3))
+    assert code == 1
+    assert lines[2:] == [
+        "test            metric      B/A median     interval  pairs   allowed  verdict",
+        "--------------  ----------  ----------  -----------  -----  --------  ----------",
+        "test_fixed[64]  ttft_s.p50       1.500  1.485-1.515      4  <= 1.100  REGRESSION",
+        "",
+        "1 regression(s), 0 improved, 0 pass; 0 test(s) in one file only",
+        "ttft_s.p50 regressed in A/B: B/A median 1.500 (88% interval 1.485-1.515 over 4 ABBA "
+        "pairs), allowed <= 1.100 (lower is better; A/B tolerance 0.1)",
+    ]
+
+
+def test_one_run_file_without_ab_results_exits_2(capsys, before):
+    code, _, err = compare(capsys, before)
+    assert code == 2
+    assert err.strip() == (
+        f"llmperf: error: {before} has no paired A/B results (it was not run with "
+        "--llmperf-ab); to compare two runs give both: llmperf compare A.json B.json")

@@ -1,0 +1,72 @@
+"""Every outcome the plugin reports, for one metric or one test, and the words that say it.
+
+One type for all of them, so the summary, the Markdown and JUnit reports, the run file and
+`llmperf compare` cannot disagree on what a status is called or whether it fails. A member's
+value is its stable name (the run file's "status" of a metric); `summary` is what the verdict
+column shows. Pure: no pytest.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["Status"]
+
+
+class Status(StrEnum):
+    # Of one metric (gate.Verdict) and of a test.
+    PASS = "pass"
+    REGRESSION = "regression"
+    IMPROVEMENT = "improvement"  # beyond the band, in the better direction
+    MISSED = "missed"  # a hard target (SLO)
+    # Of a test only.
+    STALE = "stale"  # improved against a baseline: the baseline is out of date
+    ERROR = "error"  # bad input: the test could not be judged
+    NO_BASELINE = "no baseline"
+    OTHER_HARDWARE = "other hardware"
+    NOT_COMPARED = "not compared"
+    CLIENT_LIMITED = "client limited"
+    ENGINE_DIED = "engine died"
+    UPDATED = "updated"
+    SIDE_A = "side a"  # the reference side of a paired A/B run
+    SIDE_B = "side b"  # side B measured by llmperf.ab(), which the test itself judges
+
+    @property
+    def summary(self) -> str:
+        """The verdict column's words."""
+        return _SUMMARY.get(self, self.value)
+
+    @property
+    def failing(self) -> bool:
+        return self in _FAILING
+
+    @property
+    def severity(self) -> int | None:
+        """The order the reports list problems in (0 first); None: not a problem."""
+        return _SEVERITY.get(self)
+
+    @classmethod
+    def from_summary(cls, text: str) -> Status | None:
+        """The status whose verdict column reads `text` (a run file's "verdict"), if any."""
+        return _BY_SUMMARY.get(text)
+
+
+_SUMMARY = {
+    Status.REGRESSION: "REGRESSION",
+    Status.IMPROVEMENT: "pass (improved)",
+    Status.MISSED: "MISSED TARGET",
+    Status.STALE: "pass (stale baseline)",
+    Status.ERROR: "ERROR",
+    Status.CLIENT_LIMITED: "CLIENT LIMITED",
+    Status.ENGINE_DIED: "ENGINE DIED",
+    Status.SIDE_A: "A/B side A",
+    Status.SIDE_B: "A/B side B",
+}
+# What fails a test as a verdict of the gate. (A client-limited run fails under
+# --llmperf-client-check fail and a dead engine fails its test, each by its own path.)
+_FAILING = frozenset({Status.REGRESSION, Status.MISSED, Status.ERROR})
+# Worst first: a test that could not be judged, then a regression, a missed target, a
+# measurement the client limited, an engine that died.
+_SEVERITY = {Status.ERROR: 0, Status.REGRESSION: 1, Status.MISSED: 2, Status.CLIENT_LIMITED: 3,
+             Status.ENGINE_DIED: 4}
+_BY_SUMMARY = {status.summary: status for status in Status}

@@ -1,0 +1,168 @@
+"""Measure paired A/B's false-alarm and catch rates on this machine, with the real CPU engine.
+
+Each session runs a short 4-test CPU suite (closed loop, Poisson, random lengths, one stream)
+under --llmperf-ab, every test repeated --reps times while the two engines stay up, and restarts
+both engines between sessions. The conditions alternate session by session, so the machine's
+mood is shared between them:
+
+- same: B is A's engine plus the slowdown hook with no delay, so both run the same code path
+  but as two engines. Every failed test is a false alarm.
+- slow: B's every model step sleeps --delay seconds (tests/integration/slowdown), sized so TPOT
+  rises about 20%. A repetition with no failed test missed the regression.
+
+It prints, per condition, the repetitions with a failure, the failed tests, and each gated
+metric's B/A medians (their range over all tests and repetitions); the raw run files and logs
+stay under --out.
+
+    .venv/bin/python scripts/calibrate_ab.py --sessions 4 --reps 5 --pairs 3 --delay 0.0015
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SLOWDOWN = REPO / "tests" / "integration" / "slowdown"
+
+SUITE = textwrap.dedent('''
+    """The calibration suite: four short load patterns, each repeated, judged by --llmperf-ab."""
+    import pytest
+    from pytest_llmperf import Workload
+    from suites.tiny import CPU_GATED, TINY_CPU
+
+    REPS = int({reps})
+    pytestmark = [pytest.mark.cpu, pytest.mark.engine(TINY_CPU),
+                  pytest.mark.llmperf(gate=CPU_GATED),
+                  pytest.mark.parametrize("rep", range(REPS))]
+
+    def test_closed_loop(llmperf, rep):
+        llmperf.run(Workload.fixed(input_tokens=64, output_tokens=32, num_requests=32,
+                                   concurrency=8, warmup_requests=2))
+
+    def test_poisson(llmperf, rep):
+        llmperf.run(Workload.fixed(input_tokens=64, output_tokens=32, num_requests=24,
+                                   rate=16.0, seed=rep, warmup_requests=2))
+
+    def test_random_lengths(llmperf, rep):
+        llmperf.run(Workload.random(input_tokens=128, output_tokens=32, range_ratio=0.5,
+                                    num_requests=16, concurrency=4, seed=rep,
+                                    warmup_requests=2))
+
+    def test_one_stream(llmperf, rep):
+        llmperf.run(Workload.fixed(input_tokens=32, output_tokens=48, num_requests=6,
+                                   concurrency=1, warmup_requests=1))
+''')
+
+
+@contextlib.contextmanager
+def held(lock: str | None):
+    """The machine's heavy-work lock, if one is named: no other benchmark runs beside ours."""
+    if lock is None:
+        yield
+        return
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def overrides(delay: float) -> str:
+    return json.dumps({"env": {"PYTHONPATH": str(SLOWDOWN),
+                               "LLMPERF_INDUCED_STEP_DELAY_S": f"{delay:g}"}})
+
+
+def run_session(out: Path, name: str, suite: Path, args: argparse.Namespace,
+                delay: float) -> list[dict]:
+    """One pytest session; returns one row per test: its id, failed or not, and its ratios."""
+    junit, run_json = out / f"{name}.xml", out / f"{name}.json"
+    command = [sys.executable, "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider",
+               "--rootdir", str(REPO), "--llmperf-ab", overrides(delay),
+               "--llmperf-ab-pairs", str(args.pairs), "--llmperf-ab-tolerance",
+               str(args.tolerance), f"--junitxml={junit}", f"--llmperf-json={run_json}"]
+    began = time.monotonic()
+    with held(args.lock):
+        proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    (out / f"{name}.log").write_text(proc.stdout + proc.stderr)
+    failed = {case.get("name") for case in ET.parse(junit).getroot().iter("testcase")
+              if case.find("failure") is not None or case.find("error") is not None}
+    results = json.loads(run_json.read_text())["llmperf"]["results"] if run_json.is_file() else []
+    rows = []
+    for result in results:
+        if "ab" not in result:
+            continue
+        test = result["key"].removesuffix(" (B)")
+        medians = {metric: entry["median"] for metric, entry in result["ab"]["metrics"].items()}
+        rows.append({"test": test, "failed": test in failed, "medians": medians,
+                     "messages": [entry["message"] for entry in result["ab"]["metrics"].values()
+                                  if entry["status"] == "regression"],
+                     "client_limited": bool(result.get("client", {}).get("limited"))})
+    print(f"{name}: exit {proc.returncode}, {len(failed)} of {len(rows)} tests failed, "
+          f"{time.monotonic() - began:.0f} s", flush=True)
+    return rows
+
+
+def summarize(condition: str, rows: list[dict]) -> None:
+    by_rep: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        by_rep[row["session"] + row["test"].rpartition("[")[2]].append(row)
+    reps_failed = sum(any(r["failed"] for r in group) for group in by_rep.values())
+    tests_failed = sum(r["failed"] for r in rows)
+    print(f"\n{condition}: {reps_failed} of {len(by_rep)} repetitions had a failed test; "
+          f"{tests_failed} of {len(rows)} tests failed; "
+          f"{sum(r['client_limited'] for r in rows)} side-B rows client-limited")
+    metrics = sorted({m for r in rows for m in r["medians"]})
+    for metric in metrics:
+        values = [r["medians"][metric] for r in rows if r["medians"].get(metric) is not None]
+        if values:
+            print(f"  {metric:26} B/A median of medians {statistics.median(values):.3f}, "
+                  f"range {min(values):.3f}-{max(values):.3f} over {len(values)} tests")
+    for row in rows:
+        for message in row["messages"] if row["failed"] else ():
+            print(f"  {row['session']} {row['test']}: {message}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=4, help="sessions per condition")
+    parser.add_argument("--reps", type=int, default=5, help="suite repetitions per session")
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--tolerance", type=float, default=0.10)
+    parser.add_argument("--delay", type=float, default=0.0015,
+                        help="seconds each model step of side B sleeps in the slow condition")
+    parser.add_argument("--conditions", default="same,slow")
+    parser.add_argument("--lock", default=None, help="a file to flock around each session")
+    parser.add_argument("--out", type=Path, default=REPO / ".llmperf" / "calibrate-ab")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    suite = args.out / "test_calibration_ab.py"
+    suite.write_text(SUITE.format(reps=args.reps))
+    conditions = args.conditions.split(",")
+    rows: dict[str, list[dict]] = {c: [] for c in conditions}
+    for session in range(args.sessions):
+        for condition in conditions:  # alternated: both see the same stretch of the machine
+            delay = args.delay if condition == "slow" else 0.0
+            name = f"{condition}-{session + 1}"
+            for row in run_session(args.out, name, suite, args, delay):
+                rows[condition].append({**row, "session": name})
+    for condition in conditions:
+        summarize(condition, rows[condition])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
