@@ -348,6 +348,17 @@ GPU_HARDWARE_KEYS = ("device_name", "device_count")
 CPU_HARDWARE_KEYS = (*GPU_HARDWARE_KEYS, "cpu_cores", "cpu_signature")
 
 
+def machine_id(fingerprint: Mapping[str, Any]) -> str:
+    """A short name for this machine's hardware as the gate compares it ("cpu-1a2b3c4d5e"): the
+    folder of its machine-local baselines, so two machines sharing a checkout never mix."""
+    import hashlib
+
+    keys = CPU_HARDWARE_KEYS if fingerprint.get("hardware_class") == "cpu" else GPU_HARDWARE_KEYS
+    text = json.dumps([fingerprint.get(key) for key in keys], default=str)
+    digest = hashlib.sha1(text.encode()).hexdigest()[:10]
+    return f"{fingerprint.get('hardware_class', 'unknown')}-{digest}"
+
+
 def hardware_mismatch(baseline: Baseline, fingerprint: Mapping[str, Any]) -> str | None:
     """One line naming what differs between the baseline's hardware and this machine's; None
     when they match or the baseline recorded no fingerprint."""

@@ -40,6 +40,8 @@ class Judgement:
     # is then just that, not a stale baseline.
     saved_run: bool = False
     ab: dict[str, Any] | None = None  # a paired judgement's ratios (ab.ab_entry)
+    # No usable baseline here: this run becomes the machine-local one (BaselineTable.local).
+    record_local: bool = False
 
     @property
     def failed(self) -> bool:
@@ -83,6 +85,7 @@ def combine(*judgements: Judgement) -> Judgement:
         out.ungated = out.ungated or judgement.ungated
         out.saved_run = out.saved_run or judgement.saved_run
         out.ab = out.ab or judgement.ab
+        out.record_local = out.record_local or judgement.record_local
     return out
 
 
@@ -154,13 +157,21 @@ def only_metrics(baseline: baselines.Baseline, names: Sequence[str]) -> baseline
 @dataclass(frozen=True)
 class BaselineTable:
     """A table of a baseline file. The table decides what is gated and with which tolerance,
-    unless the test names its metrics (`exact`)."""
+    unless the test names its metrics (`exact`).
+
+    Where the committed file has no table for this hardware (none, or one from another machine),
+    the machine-local baseline `local` (under .llmperf/, one folder per machine) stands in: the
+    first run here records it, the next runs gate against it, saying so. So a new user's first
+    run gates from the second run on, and the committed files change only by
+    --llmperf-update-baselines.
+    """
 
     ref: BaselineRef
     engine: Mapping[str, Any]
     fingerprint: Mapping[str, Any]
     require: bool = False  # --llmperf-require-baseline: a missing baseline is an error
     exact: bool = False
+    local: BaselineRef | None = None
 
     def compare(self, current: Current, gated: Sequence[str],
                 tolerance: float | None = None) -> Judgement:
@@ -174,20 +185,45 @@ class BaselineTable:
             if self.require:
                 return Judgement(error=f"{note} (--llmperf-require-baseline); create it with: "
                                        f'pytest --llmperf-update-baselines "{ref.nodeid}"')
-            return Judgement(notes=[note], ungated=Status.NO_BASELINE)
+            return self._machine_local(current, gated, note, Status.NO_BASELINE)
         other = baselines.hardware_mismatch(baseline, self.fingerprint)
-        if other:  # numbers from another machine say nothing about this one: a note
+        if other:  # numbers from another machine say nothing about this one
             if self.require:
                 return Judgement(error=f"{other} (--llmperf-require-baseline); make one here "
                                        f'with: pytest --llmperf-update-baselines "{ref.nodeid}"')
-            return Judgement(notes=[other], ungated=Status.OTHER_HARDWARE)
+            return self._machine_local(current, gated, other, Status.OTHER_HARDWARE)
         mismatch = baselines.engine_mismatch(baseline, dict(self.engine))
         if mismatch:
             return Judgement(error=mismatch, baseline=baseline)
+        return self._against(current, gated, baseline)
+
+    def _against(self, current: Current, gated: Sequence[str],
+                 baseline: baselines.Baseline) -> Judgement:
         if self.exact:
             baseline = only_metrics(baseline, gated)
-        return Judgement(report=gate.check_baseline(current.estimates, baseline, ref.nodeid),
+        return Judgement(report=gate.check_baseline(current.estimates, baseline, self.ref.nodeid),
                          baseline=baseline)
+
+    def _machine_local(self, current: Current, gated: Sequence[str], why: str,
+                       ungated: Status) -> Judgement:
+        """No committed baseline for this hardware (`why`): gate against this machine's own,
+        or make this run it (the session writes it once the test passes)."""
+        if self.local is None:
+            return Judgement(notes=[why], ungated=ungated)
+        try:
+            local = baselines.load_baseline(self.local.shown, self.local.key)
+        except baselines.BaselineError:
+            local = None  # a broken local file is recorded anew
+        usable = local is not None and not baselines.hardware_mismatch(local, self.fingerprint) \
+            and not baselines.engine_mismatch(local, dict(self.engine))
+        if not usable:
+            return Judgement(notes=[why], ungated=ungated, record_local=True)
+        judgement = self._against(current, gated, local)
+        judgement.notes.append(
+            f"gated against this machine's first-run baseline {self.local.shown} :: "
+            f'"{self.local.key}" (no committed baseline for this hardware); commit one with: '
+            f'pytest --llmperf-update-baselines "{self.ref.nodeid}"')
+        return judgement
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,8 @@ MAX_AUTO_WORKERS = 8
 CLIENT_LIMITED = Status.CLIENT_LIMITED.summary  # a run the self-check refused
 ENGINE_DIED = Status.ENGINE_DIED.summary  # a run its engine died in
 RUNS_DIR = Path(".llmperf/runs")
+# Machine-local first-run baselines (checks.BaselineTable.local): never committed.
+LOCAL_BASELINES_DIR = Path(".llmperf/baselines")
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class PendingUpdate:
     ref: checks.BaselineRef
     entries: dict[str, baselines.BaselineEntry]
     provenance: dict[str, Any]
+    local: bool = False  # this machine's first-run baseline (not a committed file)
 
 
 @dataclass
@@ -310,6 +313,14 @@ class LlmperfSession:
                                                 gated, exact=exact),
                     baselines.make_provenance(self.fingerprint, subject.engine, subject.workload,
                                               commit=git_commit(self.settings.rootdir))))
+        elif judgement.record_local and not limited and not judgement.failed:
+            local = self.local_ref(ref)
+            self.pending[subject.item.nodeid].append(PendingUpdate(
+                local, checks.updated_entries(dict(current.estimates), local, options.tolerance,
+                                              gated, exact=exact),
+                baselines.make_provenance(self.fingerprint, subject.engine, subject.workload,
+                                          commit=git_commit(self.settings.rootdir)),
+                local=True))
         self.verdicts[subject.test_id] = CLIENT_LIMITED if limited else judgement.label()
         self.notes += [f"{subject.test_id}: {note}" for note in judgement.notes]
         return judgement
@@ -324,7 +335,15 @@ class LlmperfSession:
         if self.settings.compare:
             return self._saved_reference(subject.key)
         return checks.BaselineTable(ref, subject.engine, self.fingerprint,
-                                    require=self.settings.require_baseline, exact=exact)
+                                    require=self.settings.require_baseline, exact=exact,
+                                    local=self.local_ref(ref))
+
+    def local_ref(self, ref: checks.BaselineRef) -> checks.BaselineRef:
+        """The machine-local stand-in for a committed baseline table: the same file name and
+        key under .llmperf/baselines/<machine>/<hardware class>/."""
+        directory = (self.settings.path(LOCAL_BASELINES_DIR)
+                     / baselines.machine_id(self.fingerprint) / self.hardware_class)
+        return checks.BaselineRef(directory / ref.path.name, ref.key, ref.nodeid)
 
     def _saved_reference(self, key: str) -> checks.Reference:
         """The --llmperf-compare run's test `key`; read once per session."""
@@ -355,8 +374,12 @@ class LlmperfSession:
                 errors.append(f"baseline not updated: {exc}")
                 self.verdicts[result_id(nodeid, update.ref.key)] = Status.ERROR.summary
                 continue
-            self.notes.append(f"{nodeid}: baseline updated: {update.ref.shown} :: "
-                              f'"{update.ref.key}"')
+            where = f'{update.ref.shown} :: "{update.ref.key}"'
+            if update.local:  # the verdict stays: nothing was gated yet
+                self.notes.append(f"{nodeid}: this machine's first-run baseline recorded: "
+                                  f"{where}; the next run here gates against it")
+                continue
+            self.notes.append(f"{nodeid}: baseline updated: {where}")
             self.verdicts[result_id(nodeid, update.ref.key)] = Status.UPDATED.summary
         return errors
 

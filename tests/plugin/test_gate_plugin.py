@@ -262,3 +262,27 @@ def test_marker_settings_merge_across_module_class_and_function(suite):
     assert gates["test_a"] == {"tolerance": 0.5, "metrics": ["tpot_s.p50"]}
     assert gates["TestB::test_b"] == {"tolerance": 0.25, "metrics": ["tpot_s.p50"]}
     assert gates["test_slo"] == {"tolerance": 0.5, "metrics": ["tpot_s.p50"]}
+
+
+def joined(result) -> str:
+    """The output with the summary's wrapped lines joined back (notes wrap at 120 columns)."""
+    return re.sub(r"\n\s+", " ", result.stdout.str())
+
+
+def test_a_first_run_records_this_machines_baseline_and_the_next_run_gates(suite, monkeypatch):
+    first = suite.runpytest("-v")
+    first.assert_outcomes(passed=3)
+    local = r"\.llmperf/baselines/cpu-[0-9a-f]{10}/cpu/test_suite\.toml"
+    assert re.search(r"test_suite\.py::test_a: this machine's first-run baseline recorded: "
+                     rf'{local} :: "test_a"; the next run here gates against it', joined(first))
+    assert not (suite.path / "baselines").exists()  # committed baselines only on request
+    monkeypatch.setenv("FAKE_b", "0.2,0.01")  # test_b's TTFT doubles
+    second = suite.runpytest("-v")
+    second.assert_outcomes(passed=2, failed=1)
+    text = joined(second)
+    assert re.search(r"ttft_s\.p50 regressed: 200\.0 ms vs baseline 100\.0 ms \(\+100\.0%, "
+                     rf'allowed \+10\.0%, lower is better\) \[{local} :: "test_b"\]', text)
+    assert re.search(r"test_suite\.py::test_a: gated against this machine's first-run baseline "
+                     rf'{local} :: "test_a" \(no committed baseline for this hardware\); commit '
+                     r'one with: pytest --llmperf-update-baselines "test_suite\.py::test_a"', text)
+    assert not (suite.path / "baselines").exists()

@@ -484,3 +484,21 @@ def test_every_status_has_its_words_and_only_verdicts_of_the_gate_fail():
     assert Status.from_summary("MISSED TARGET") is Status.MISSED
     assert len({s.summary for s in Status}) == len(Status)  # no two read the same
     assert Status.REGRESSION == "regression"  # the run file's metric status, unchanged
+
+
+def test_a_committed_baseline_from_other_hardware_gives_way_to_this_machines_own(ref, tmp_path):
+    write(ref, fingerprint={**HERE, "cpu_cores": 16})
+    local = checks.BaselineRef(tmp_path / ".llmperf/baselines/here/cpu/test_cpu.toml", KEY,
+                               NODEID)
+    table = checks.BaselineTable(ref, ENGINE, HERE, local=local)
+    first = checks.judge(checks.Current(ON_BASELINE), table)
+    assert first.label() == "other hardware" and first.record_local  # the session records it
+    write(local, **{"ttft_s.p50": TTFT})
+    second = checks.judge(checks.Current({"ttft_s.p50": est(0.2)}), table)
+    assert second.label() == "REGRESSION" and not second.record_local
+    assert second.failure_text().endswith(
+        '[.llmperf/baselines/here/cpu/test_cpu.toml :: "test_fixed[64]"]; if this change is '
+        f"intended, update with: {UPDATE}")
+    # Its own spec changed: the machine-local table no longer describes it; recorded anew.
+    other_engine = checks.BaselineTable(ref, {**ENGINE, "max_num_seqs": 16}, HERE, local=local)
+    assert checks.judge(checks.Current(ON_BASELINE), other_engine).record_local
