@@ -42,6 +42,8 @@ __all__ = [
     "PairedRatios",
     "PairedRun",
     "ab_entry",
+    "ab_line",
+    "format_ratio",
     "abba_order",
     "judge_pairs",
     "median_interval",
@@ -167,6 +169,19 @@ def ab_entry(ratios: Mapping[str, PairedRatios], tolerance: float,
         }
     pairs = max((len(paired.ratios) for paired in ratios.values()), default=0)
     return {"tolerance": tolerance, "pairs": pairs, "metrics": metrics}
+
+
+def ab_line(entry: Mapping[str, Any]) -> str:
+    """One summary line of a paired judgement: each gated metric's median B/A ratio, e.g.
+    "B/A over 4 ABBA pairs (tolerance 0.1): ttft_s.p50 1.021, tpot_s.p50 0.987"."""
+    ratios = ", ".join(f"{name} {format_ratio(metric.get('median'))}"
+                       for name, metric in sorted(entry.get("metrics", {}).items()))
+    return (f"B/A over {entry.get('pairs', 0)} ABBA pairs (tolerance "
+            f"{entry.get('tolerance', 0):g}): {ratios}")
+
+
+def format_ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 # ------------------------------------------------------------------ --llmperf-ab

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf import checks, gate, plotcommand
+from pytest_llmperf.ab import format_ratio
 from pytest_llmperf.baselines import TOLERANCE_RULE, BaselineError, is_tolerance
 from pytest_llmperf.hardware import current_fingerprint, detect_hardware
 from pytest_llmperf.runfile import RunFile, SavedResult, read_run
@@ -148,16 +149,12 @@ def ab_rows(run: RunFile) -> tuple[list[list[str]], list[gate.Verdict]]:
             direction = saved.directions.get(name) or gate.metric_direction(name)
             allowed = f"<= {1 + tolerance:.3f}" if direction == "lower" else \
                 f">= {1 / (1 + tolerance):.3f}"
-            rows.append([saved.key.removesuffix(" (B)"), name, _ratio(entry.get("median")),
-                         f"{_ratio(low)}-{_ratio(high)}", str(saved.ab.get("pairs", "")),
-                         allowed, status.summary])
+            interval = f"{format_ratio(low)}-{format_ratio(high)}"
+            rows.append([saved.key.removesuffix(" (B)"), name, format_ratio(entry.get("median")),
+                         interval, str(saved.ab.get("pairs", "")), allowed, status.summary])
             verdicts.append(gate.Verdict(name, status, math.nan, 1.0, math.nan, tolerance,
                                          tolerance * 100, str(entry.get("message", ""))))
     return rows, verdicts
-
-
-def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
 
 
 def format_table(header: list[str], rows: list[list[str]]) -> list[str]:

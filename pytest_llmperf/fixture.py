@@ -186,9 +186,10 @@ class Llmperf:
         engine = self._engine(engine)
         settings = self._session.settings
         key = self._next_key()
-        result_a, result_b = _engine_or_fail(
-            self._session.run_ab, user_nodeid(self._item), key, engine,
-            side_b(engine, settings.ab), workload, settings.ab_pairs)
+        with goodput.limits_of(slo):  # its per-request limits, for both sides' goodput
+            result_a, result_b = _engine_or_fail(
+                self._session.run_ab, user_nodeid(self._item), key, engine,
+                side_b(engine, settings.ab), workload, settings.ab_pairs)
         for result in (result_a, result_b):
             self.results.append(result)
             self._check_client(result, settings.client_check)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf import baselines, checks, gate, runfile
-from pytest_llmperf.ab import abba_order
+from pytest_llmperf.ab import ab_line, abba_order
 from pytest_llmperf.client import ClientOptions
 from pytest_llmperf.engines.errors import EngineDied, EngineError
 from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
@@ -289,6 +289,7 @@ class LlmperfSession:
         self.ab[result_b.test_id] = judgement.ab
         if self.verdicts.get(result_b.test_id) != CLIENT_LIMITED:
             self.verdicts[result_b.test_id] = judgement.label()
+        self.notes.append(f"{result_b.test_id}: {ab_line(judgement.ab)}")
         self.notes += [f"{result_b.test_id}: {verdict.message}"
                        for verdict in judgement.report.verdicts if verdict.status != Status.PASS]
         return judgement

@@ -8,6 +8,8 @@ import pytest
 
 from pytest_llmperf.ab import (
     PairedRatios,
+    ab_entry,
+    ab_line,
     abba_order,
     judge_pairs,
     median_interval,
@@ -111,3 +113,11 @@ def test_side_b_adds_env_and_extra_args_to_the_tests_own():
     assert b.max_num_seqs == 8
     assert "--seed" in b.server_args() and "--max-num-batched-tokens" in b.server_args()
     assert a.environment() == {"BIND": "0", "OLD": "1"}  # side A untouched
+
+
+def test_ab_line_gives_every_gated_metrics_median_ratio():
+    ratios = {"ttft_s.p50": PairedRatios("ttft_s.p50", (1.0, 1.2, 1.1, math.nan)),
+              "tpot_s.p50": PairedRatios("tpot_s.p50", (math.nan,) * 4)}
+    entry = ab_entry(ratios, 0.1, judge_pairs(ratios, 0.1))
+    assert ab_line(entry) == ("B/A over 4 ABBA pairs (tolerance 0.1): tpot_s.p50 -, "
+                              "ttft_s.p50 1.100")
