@@ -133,8 +133,14 @@ class LlmperfSession:
         starts: dict[str, float | None] = {}
         died = None
         fit = self._sides_fit(sides)
+        order = abba_order(pairs)
+        # On GPUs with room for both, each side has its own cards: halfway through they trade
+        # them, so a difference between the cards themselves cancels too.
+        swap_at = pairs // 2 * 2 if fit and self.gpu_count and pairs >= 2 else None
         with self.pool.room_for(2 if fit else 1):
-            for side in abba_order(pairs):
+            for index, side in enumerate(order):
+                if index == swap_at:
+                    self._swap_gpus(nodeid, key, sides)
                 spec = sides[side]
                 try:
                     endpoint, start_s = self.endpoint_for(spec, workload)
@@ -160,6 +166,22 @@ class LlmperfSession:
                 self.verdicts[result.test_id] = ENGINE_DIED
             raise died
         return results
+
+    def _swap_gpus(self, nodeid: str, key: str, sides: dict[str, Engine]) -> None:
+        """Stop both sides and start B first: leases hand out the first free GPUs, which A
+        held. The note says which cards each side measured on."""
+        before = {side: self.pool.gpus_of(spec) for side, spec in sides.items()}
+        for spec in sides.values():
+            self.pool.stop(spec)
+        for side in ("B", "A"):
+            try:
+                self.pool.get(sides[side])
+            except EngineError as exc:
+                raise type(exc)(f"A/B side {side} ({sides[side].label()}): {exc}") from None
+        after = {side: self.pool.gpus_of(spec) for side, spec in sides.items()}
+        shown = "; ".join(f"{side} on GPUs {','.join(before[side])} then "
+                          f"{','.join(after[side])}" for side in ("A", "B"))
+        self.notes.append(f"{result_id(nodeid, key)}: A/B sides traded GPUs halfway: {shown}")
 
     def _sides_fit(self, sides: dict[str, Engine]) -> bool:
         """Both A/B engines can run at once: always on the CPU (both pinned to the engine's

@@ -90,6 +90,11 @@ class EnginePool:
         self.starts.append((engine, server.start_time_s or 0.0))
         return server
 
+    def gpus_of(self, engine: Engine) -> list[str]:
+        """The GPUs a running spec holds (none on CPU hardware, or when it is not running)."""
+        lease = self._held.get(engine)
+        return list(lease.devices) if lease else []
+
     @contextmanager
     def room_for(self, engines: int) -> Iterator[None]:
         """Keep at least `engines` running at once inside the block (the two sides of a paired

@@ -92,3 +92,26 @@ def test_client_workers_given_as_a_number(monkeypatch):
     session = LlmperfSession(resolve(lambda name: None, lambda ini: None,
                                      environ={"LLMPERF_CLIENT_WORKERS": "1"}), OnePool())
     assert session.client_workers() == 1
+
+
+def test_ab_sides_on_gpus_of_their_own_trade_them_halfway(monkeypatch, tmp_path):
+    """Four GPUs, two TP=2 sides: A starts first on 0,1 and B on 2,3; after two of four pairs
+    both stop and B starts first, so each side measures half its pairs on each pair of cards."""
+    from pytest_llmperf.engines.leases import GpuLeases
+    from pytest_llmperf.engines.pool import EnginePool
+    from tests.unit.test_pool_and_leases import FakeServer
+
+    log = []
+    pool = EnginePool(lambda e, env: FakeServer(e, env, log), capacity=1,
+                      leases=GpuLeases(["0", "1", "2", "3"], lease_dir=tmp_path, timeout_s=1.0))
+    session = session_sending_late(monkeypatch, 0.0)
+    session.pool, session.hardware_class, session.gpu_count = pool, "h100", 4
+    a = ENGINE.replace(tensor_parallel_size=2)
+    b = a.replace(max_num_seqs=8)
+    session.run_ab("suite.py::test_x", "test_x", a, b, fixed(concurrency=2), pairs=4)
+    assert [entry for entry in log if entry[0] == "start"] == [
+        ("start", a.model, "0,1"), ("start", b.model, "2,3"),  # pair 1
+        ("start", b.model, "0,1"), ("start", a.model, "2,3"),  # before pair 3
+    ]
+    assert session.notes == ["suite.py::test_x: A/B sides traded GPUs halfway: A on GPUs 0,1 "
+                             "then 2,3; B on GPUs 2,3 then 0,1"]
