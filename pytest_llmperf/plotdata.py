@@ -200,7 +200,8 @@ class AbMetric:
     ratios: list[float]
     median: float
     interval: tuple[float, float]
-    worst_allowed: float  # 1 + tolerance for a latency, 1 / (1 + tolerance) for a throughput
+    # 1 + tolerance for a latency, 1 / (1 + tolerance) for a throughput; NaN without one
+    worst_allowed: float
     status: str
 
 
@@ -211,11 +212,12 @@ def ab_metrics(document: Document) -> list[AbMetric]:
         entry = result.get("ab")
         if not isinstance(entry, Mapping):
             continue
-        tolerance = float(entry.get("tolerance", 0.0))
+        tolerance = entry.get("tolerance")  # None: pairs a test judges itself (llmperf.ab)
         for name, judged in sorted((entry.get("metrics") or {}).items()):
             direction = (result.get("metrics", {}).get(name) or {}).get("direction") \
                 or gate.metric_direction(name)
-            worst = 1 + tolerance if direction == "lower" else 1 / (1 + tolerance)
+            worst = math.nan if tolerance is None else \
+                1 + tolerance if direction == "lower" else 1 / (1 + tolerance)
             low, high = (math.nan if v is None else float(v) for v in judged.get("interval")
                          or (None, None))
             out.append(AbMetric(

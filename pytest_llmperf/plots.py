@@ -202,12 +202,14 @@ def ab_picture(found: Sequence[plotdata.AbMetric]) -> Picture:
         if math.isfinite(low) and math.isfinite(high):
             ax.plot([low, high], [row, row], "-", color=color, linewidth=4, alpha=.6)
         ax.plot(item.median, row, "D", color=color, markersize=8)
-        ax.plot(item.worst_allowed, row, "|", color=FAIL_COLOR, markersize=22, mew=2)
+        if math.isfinite(item.worst_allowed):
+            ax.plot(item.worst_allowed, row, "|", color=FAIL_COLOR, markersize=22, mew=2)
     ax.axvline(1.0, color="grey", linewidth=1)
     ax.set_yticks(range(len(found)), [f"{_short(item.test).removesuffix(' (B)')}: "
                                       f"{item.metric}" for item in found], fontsize=8)
     ax.invert_yaxis()
     ax.margins(y=0.15)
+    # (A NaN worst_allowed is not > 0.)
     ratios = [r for item in found for r in (*item.ratios, item.worst_allowed) if r > 0]
     if ratios and max(ratios) / min(ratios) > 4:  # e.g. batching: 8x the throughput
         ax.set_xscale("log")
@@ -239,7 +241,8 @@ def history_picture(test: str, series: Sequence[plotdata.History]) -> Picture:
             outside = [(x, y) for x, y in zip(xs, ys)
                        if not item.band.low * scale <= y <= item.band.high * scale]
             if outside:  # past the band: a regression, or an improvement the baseline missed
-                ax.plot(*zip(*outside), "o", color=FAIL_COLOR, label="outside the band")
+                ax.plot(*zip(*outside), "o", color=FAIL_COLOR, label="outside the band",
+                        zorder=3)  # over the line's own markers
             ax.legend(fontsize=7)
         ax.set_xticks(list(xs), [p.started[5:16].replace("T", " ") for p in item.points],
                       rotation=45, ha="right", fontsize=7)

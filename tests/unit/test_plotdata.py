@@ -106,6 +106,8 @@ def test_ab_ratios_and_the_worst_each_direction_allows():
                             "pass")
     assert throughput.ratios == [0.5] and throughput.worst_allowed == 1 / 1.25
     assert all(math.isnan(end) for end in throughput.interval)
+    untoleranced = document({**result("test_ab (B)"), "ab": {**entry, "tolerance": None}})
+    assert all(math.isnan(item.worst_allowed) for item in ab_metrics(untoleranced))
 
 
 def test_history_with_the_band_of_the_baseline_file(tmp_path):
