@@ -92,7 +92,8 @@ def run_session(out: Path, name: str, suite: Path, args: argparse.Namespace,
     command = [sys.executable, "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider",
                "--rootdir", str(REPO), "--llmperf-ab", overrides(delay),
                "--llmperf-ab-pairs", str(args.pairs), "--llmperf-ab-tolerance",
-               str(args.tolerance), f"--junitxml={junit}", f"--llmperf-json={run_json}"]
+               str(args.tolerance), f"--junitxml={junit}", f"--llmperf-json={run_json}",
+               *args.pytest_args.split()]
     began = time.monotonic()
     with held(args.lock):
         proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True,
@@ -146,6 +147,8 @@ def main() -> int:
                         help="seconds each model step of side B sleeps in the slow condition")
     parser.add_argument("--conditions", default="same,slow")
     parser.add_argument("--lock", default=None, help="a file to flock around each session")
+    parser.add_argument("--pytest-args", default="",
+                        help="more pytest options for every session, e.g. --llmperf-engine-nice 0")
     parser.add_argument("--out", type=Path, default=REPO / ".llmperf" / "calibrate-ab")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
