@@ -30,6 +30,8 @@ STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 24px; color: #1f2328; }
 h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 28px; }
 table { border-collapse: collapse; font-size: 12.5px; }
+.wide { overflow-x: auto; max-height: 80vh; }
+.machine td { white-space: normal; overflow-wrap: anywhere; }  /* a long command line wraps */
 th, td { border: 1px solid #d0d7de; padding: 3px 7px; white-space: nowrap; }
 th { background: #f6f8fa; position: sticky; top: 0; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -67,12 +69,14 @@ def results_table(report: Report) -> list[str]:
     columns = shown_columns(rows)
     keys = engine_keys(row["engine"] for row in rows)
     header = ["test", "engine", "workload", *(c.header for c in columns), "verdict"]
-    lines = ["<table>", "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in header) + "</tr>"]
+    # The table scrolls by itself when wider than the window; the page and its plots do not.
+    lines = ['<div class="wide">', "<table>",
+             "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in header) + "</tr>"]
     for row in by_severity(rows):
         cells = [_cell(row["test_id"]), _cell(keys[row["engine"]]), _cell(row["workload"])]
         cells += [_cell(column.cell(row["values"]), "num") for column in columns]
         lines.append("<tr>" + "".join(cells) + _verdict(row["verdict"]) + "</tr>")
-    lines += ["</table>", f'<p class="legend">{escape(legend(columns))}</p>']
+    lines += ["</table>", "</div>", f'<p class="legend">{escape(legend(columns))}</p>']
     return lines
 
 
@@ -121,7 +125,7 @@ def machine_lines(fingerprint: Mapping[str, Any], provenance: Mapping[str, Any])
         return []
     rows = [f"<tr><th>{escape(key)}</th><td><code>{escape(value)}</code></td></tr>"
             for key, value in pairs]
-    return ["<h2>Machine and provenance</h2>", "<table>", *rows, "</table>"]
+    return ["<h2>Machine and provenance</h2>", '<table class="machine">', *rows, "</table>"]
 
 
 def page(report: Report, pictures: Sequence[Picture] = (), missing: str | None = None) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from pytest_llmperf import baselines, checks, gate, runfile
 from pytest_llmperf.ab import ab_line, abba_order
 from pytest_llmperf.client import ClientOptions
-from pytest_llmperf.engines.errors import EngineDied, EngineError
+from pytest_llmperf.engines.errors import EngineDied, EngineError, EngineStalled
 from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.fixture import user_nodeid
@@ -225,8 +225,12 @@ class LlmperfSession:
     def engine_death(self, engine: Engine, records, stall: str | None = None
                      ) -> EngineDied | None:
         """After requests failed, did the engine die? After a stall, it is killed like a dead
-        one. (A started engine only: an endpoint's server is not ours to judge or restart.)"""
-        if self.settings.endpoint or not (stall or any(record.error for record in records)):
+        one. (An endpoint's server is not ours to judge or restart: a stall there fails the test,
+        nothing more.)"""
+        if self.settings.endpoint:
+            return EngineStalled(f"the server at {self.settings.endpoint} stalled during the test "
+                                 f"({stall}); it is not ours to restart") if stall else None
+        if not (stall or any(record.error for record in records)):
             return None
         return self.pool.check(engine, stall=stall)
 

@@ -4,6 +4,7 @@ traceback, and no engine is started for it (no vLLM needed)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -110,3 +111,18 @@ def test_failed_requests_are_counted_by_kind_in_the_failure_and_the_run_file(
         "request 3: StreamClosed: the server closed the connection before the response ended")
     (entry,) = json.loads((pytester.path / "run.json").read_text())["llmperf"]["results"]
     assert entry["failures"] == {"overloaded": 2, "cut_off": 1}
+
+
+def test_a_stalled_endpoint_fails_its_test_after_the_stall_timeout(pytester: pytest.Pytester,
+                                                                   mock):
+    mock.set_faults([None, None, "stall"])
+    pytester.makepyfile(test_suite=MOCK_SUITE.format(model=str(ARCH)))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--llmperf-endpoint", mock.url,
+                                "--llmperf-hardware", "cpu", "--llmperf-stall-timeout", "1")
+    result.assert_outcomes(failed=1)
+    line = failure_line(result)
+    assert re.fullmatch(
+        rf"the server at {re.escape(mock.url)} stalled during the test \(no chunk for 1\.\d s "
+        r"on the 1 request in flight \(stall timeout 1 s, --llmperf-stall-timeout\)\); it is "
+        r"not ours to restart", line), line
+    assert re.search(r"\btest_x\b.* ENGINE DIED\n", result.stdout.str())  # 2 measured, kept

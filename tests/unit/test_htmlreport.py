@@ -30,6 +30,7 @@ def test_the_whole_page_without_matplotlib():
         "<p><code>s/t.py::test_b[x]</code></p>",
         "<pre>ttft_s.p50 regressed: 250.0 ms vs baseline 125.0 ms</pre>",
         "<h2>Results</h2>",
+        '<div class="wide">',
         "<table>",
         "<tr><th>test</th><th>engine</th><th>workload</th><th>ok</th><th>fail</th>"
         "<th>out tok/s</th><th>req/s</th><th>TTFT p50</th><th>TTFT p99</th><th>TPOT p50</th>"
@@ -47,6 +48,7 @@ def test_the_whole_page_without_matplotlib():
         '<td class="num">-</td><td class="num">-</td><td class="num">-</td>'
         '<td class="num">-</td><td class="num">-</td><td>pass</td></tr>',
         "</table>",
+        "</div>",
         '<p class="legend">latencies in ms (TTFT time to first token, TPOT time per output token '
         "after the first, ITL token-normalized inter-token latency, E2EL end to end, queue = "
         "client lag); KV max% = peak KV-cache use; hit% = prefix-cache hit rate</p>",
@@ -67,7 +69,7 @@ def test_the_whole_page_without_matplotlib():
         "</ul>",
         "</details>",
         "<h2>Machine and provenance</h2>",
-        "<table>",
+        '<table class="machine">',
         "<tr><th>started</th><td><code>2026-01-02T03:04:05+00:00</code></td></tr>",
         "<tr><th>command</th><td><code>pytest -m cpu</code></td></tr>",
         "<tr><th>hardware_class</th><td><code>cpu</code></td></tr>",
