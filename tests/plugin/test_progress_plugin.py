@@ -20,6 +20,8 @@ from pytest_llmperf import Engine, Workload
 def test_x(llmperf):
     llmperf.run(Workload.fixed(input_tokens=8, output_tokens=10, num_requests=12, concurrency=1))
 """
+# A busy machine (pytest-xdist workers on 2 cores) must not turn these into client-limited failures.
+CALM = ("--llmperf-client-check", "warn")
 # 12 requests of 10 chunks 10 ms apart, one at a time: ~1.2 s of measuring.
 PROGRESS = re.compile(r"test_suite\.py::test_x  \d+/12 requests  [\d,]+ tok/s  \d+ s")
 
@@ -36,7 +38,8 @@ def mock():
 def run(pytester: pytest.Pytester, url: str) -> list[str]:
     pytester.makepyfile(test_suite=SUITE.format(model=str(ARCH)))
     result = pytester.runpytest("-p", "no:cacheprovider", "--llmperf-endpoint", url,
-                                "--llmperf-hardware", "cpu")
+                                "--llmperf-hardware", "cpu",
+                                *CALM)
     result.assert_outcomes(passed=1)
     return result.stdout.lines
 
