@@ -146,10 +146,11 @@ def judge_pairs(ratios: Mapping[str, PairedRatios], tolerance: float) -> GateRep
     return GateReport(tuple(ratios[name].judge(tolerance) for name in sorted(ratios)))
 
 
-def ab_entry(ratios: Mapping[str, PairedRatios], tolerance: float,
+def ab_entry(ratios: Mapping[str, PairedRatios], tolerance: float | None,
              report: GateReport) -> dict[str, Any]:
     """What a run file keeps of one test's A/B judgement: per gated metric the ratios in
-    measuring order, their median and interval, and the verdict (None for a NaN)."""
+    measuring order (None for a NaN), their median and interval, and the verdict. Tolerance
+    None: llmperf.ab(), whose test judges the ratios itself (status None)."""
     verdicts = {verdict.name: verdict for verdict in report.verdicts}
 
     def number(value: float) -> float | None:
@@ -164,7 +165,7 @@ def ab_entry(ratios: Mapping[str, PairedRatios], tolerance: float,
             "median": number(paired.median),
             "interval": [number(low), number(high)],
             "confidence": confidence,
-            "status": verdict.status if verdict else PASS,
+            "status": verdict.status if verdict else None,
             "message": verdict.message if verdict else "",
         }
     pairs = max((len(paired.ratios) for paired in ratios.values()), default=0)
@@ -176,8 +177,9 @@ def ab_line(entry: Mapping[str, Any]) -> str:
     "B/A over 4 ABBA pairs (tolerance 0.1): ttft_s.p50 1.021, tpot_s.p50 0.987"."""
     ratios = ", ".join(f"{name} {format_ratio(metric.get('median'))}"
                        for name, metric in sorted(entry.get("metrics", {}).items()))
-    return (f"B/A over {entry.get('pairs', 0)} ABBA pairs (tolerance "
-            f"{entry.get('tolerance', 0):g}): {ratios}")
+    tolerance = entry.get("tolerance")
+    judged = "judged by the test" if tolerance is None else f"tolerance {tolerance:g}"
+    return f"B/A over {entry.get('pairs', 0)} ABBA pairs ({judged}): {ratios}"
 
 
 def format_ratio(value: float | None) -> str:

@@ -139,19 +139,22 @@ def compare_runs(
 
 def ab_rows(run: RunFile) -> tuple[list[list[str]], list[gate.Verdict]]:
     """Side B of each paired A/B test in a run file: per gated metric the median B/A ratio,
-    its interval, the pairs, the allowed ratio and the verdict, as the session judged it."""
+    its interval, the pairs, the allowed ratio and the verdict, as the session judged it
+    (llmperf.ab() ratios, which their test judged, are shown without a verdict)."""
     rows, verdicts = [], []
     for saved in run.results.values():
+        tolerance = saved.ab.get("tolerance")
         for name, entry in sorted(saved.ab.get("metrics", {}).items()):
             low, high = entry.get("interval") or (None, None)
-            status = Status(entry.get("status", "pass"))
-            tolerance = float(saved.ab.get("tolerance", 0.0))
-            direction = saved.directions.get(name) or gate.metric_direction(name)
-            allowed = f"<= {1 + tolerance:.3f}" if direction == "lower" else \
-                f">= {1 / (1 + tolerance):.3f}"
-            interval = f"{format_ratio(low)}-{format_ratio(high)}"
-            rows.append([saved.key.removesuffix(" (B)"), name, format_ratio(entry.get("median")),
-                         interval, str(saved.ab.get("pairs", "")), allowed, status.summary])
+            cells = [saved.key.removesuffix(" (B)"), name, format_ratio(entry.get("median")),
+                     f"{format_ratio(low)}-{format_ratio(high)}", str(saved.ab.get("pairs", ""))]
+            if tolerance is None:
+                rows.append([*cells, "-", "judged by the test"])
+                continue
+            status = Status(entry.get("status") or Status.PASS)
+            lower = (saved.directions.get(name) or gate.metric_direction(name)) == "lower"
+            allowed = f"<= {1 + tolerance:.3f}" if lower else f">= {1 / (1 + tolerance):.3f}"
+            rows.append([*cells, allowed, status.summary])
             verdicts.append(gate.Verdict(name, status, math.nan, 1.0, math.nan, tolerance,
                                          tolerance * 100, str(entry.get("message", ""))))
     return rows, verdicts

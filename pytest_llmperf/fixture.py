@@ -15,11 +15,12 @@ from typing import Any, Protocol
 import pytest
 
 from pytest_llmperf import goodput, sweeps
-from pytest_llmperf.ab import DEFAULT_AB_PAIRS, PairedRun, side_b
+from pytest_llmperf.ab import DEFAULT_AB_PAIRS, PairedRun, ab_entry, side_b
 from pytest_llmperf.baselines import TOLERANCE_RULE, is_tolerance
 from pytest_llmperf.checks import Current, Judgement, Subject
 from pytest_llmperf.engines.errors import EngineError
 from pytest_llmperf.engines.spec import Engine
+from pytest_llmperf.gate import DEFAULT_GATED, GateReport
 from pytest_llmperf.input_errors import InputError
 from pytest_llmperf.result import Result, result_id
 from pytest_llmperf.settings import Settings, usable_cores
@@ -132,6 +133,8 @@ class Measurer(Protocol):
 
     def record_extra(self, test_id: str, estimates: dict[str, Estimate], detail: str) -> None: ...
 
+    def annotate(self, test_id: str, **fields: Any) -> None: ...
+
 
 class Llmperf:
     """What a test measures with. `run` measures one workload; `sweep`, `capacity` and
@@ -174,11 +177,16 @@ class Llmperf:
         key = self._next_key()
         result_a, result_b = _engine_or_fail(
             self._session.run_ab, user_nodeid(self._item), key, a, b, workload, pairs)
+        run = PairedRun(result_a, result_b)
+        # The run file keeps the ratios of the gated metrics, unjudged: the test judges them.
+        names = self.options.gate or DEFAULT_GATED
+        self._session.annotate(result_b.test_id, ab=ab_entry(
+            {name: run.ratios(name) for name in names}, None, GateReport()))
         for result in (result_a, result_b):
             self.results.append(result)
             self._check_client(result, self._session.settings.client_check)
             self._check_errors(result, self.options.max_error_rate)
-        return PairedRun(result_a, result_b)
+        return run
 
     def _run_ab(self, workload: Workload, engine: Engine | None, slo: Any) -> Result:
         """--llmperf-ab: side A is the test's engine, side B it with the overrides; judged on
@@ -212,12 +220,19 @@ class Llmperf:
                  engine: Engine | None = None) -> sweeps.Capacity:
         """The highest Poisson rate meeting `slo`, found by search and gated as the metric
         `slo_capacity_req_s` (higher is better) against the baseline."""
+        probes: list[Result] = []
+
         def measure(point: Workload):
-            return self._measure(point, engine, 1, point=True).metrics
+            probes.append(self._measure(point, engine, 1, point=True))
+            return probes[-1].metrics
 
         with goodput.limits_of(slo):
             found = sweeps.find_capacity(measure, workload, slo, low=low, high=high,
                                          rel_tol=rel_tol, max_runs=max_runs)
+        limits = {"max": dict(slo.max), "min": dict(slo.min)}
+        for probe, run in zip(probes, found.runs, strict=True):  # one measurement per probe
+            self._session.annotate(probe.test_id, capacity={
+                "slo": limits, "passed": run.passed, "reason": run.reason})
         estimates = {name: Estimate(value, 0.0, 1) for name, value in found.as_metric().items()}
         self._judge_extra(workload, engine, estimates,
                           f"{found.engine_runs} engine runs" + ("" if found.converged

@@ -34,7 +34,8 @@ def payload(session, started) -> dict[str, Any]:
         document = runfile.run_document(
             session.results, verdicts=session.verdicts, fingerprint=session.fingerprint,
             commit=git_commit(session.settings.rootdir), started=started, gates=session.gates,
-            usd_per_hour=usd_per_hour(session), ab=session.ab, root=session.settings.rootdir)
+            usd_per_hour=usd_per_hour(session), annotations=session.annotations,
+            root=session.settings.rootdir)
     return {
         "rows": report.summary_rows(session.results, session.verdicts, usd_per_hour(session),
                                     root=session.settings.rootdir),

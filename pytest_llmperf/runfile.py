@@ -24,7 +24,9 @@ Our own complete data sits under the top-level "llmperf" key, which those tools 
      (with --llmperf-cost-per-hour; {} without),
      "ab": {"tolerance": 0.1, "pairs": 4, "metrics": {"tpot_s.p50": {"ratios": [1.21, ...],
             "median": 1.2, "interval": [1.18, 1.23], "confidence": 0.875, "status": "regression",
-            "message": "..."}}} (side B of an --llmperf-ab run only),
+            "message": "..."}}} (side B of a paired A/B run only),
+     "capacity": {"slo": {"max": {...}, "min": {...}}, "passed": true, "reason": "..."}
+     (a capacity search's probe only),
      "roofline": {"fraction": 0.62, "tpot_bound_s": 0.0048, "weight_bytes": ..., ...} on a GPU
      (roofline.Roofline.to_dict; docs/roofline.md), {"none": "why"} where there is none}]}
 
@@ -88,7 +90,7 @@ def run_document(
     started: datetime,
     gates: Mapping[str, Mapping[str, Any]] | None = None,
     usd_per_hour: float | None = None,
-    ab: Mapping[str, Mapping[str, Any]] | None = None,
+    annotations: Mapping[str, Mapping[str, Any]] | None = None,
     root: Path | None = None,
 ) -> dict[str, Any]:
     """The run as a pytest-benchmark JSON document with our data under "llmperf".
@@ -96,8 +98,9 @@ def run_document(
     `verdicts` maps a test id (or a baseline key) to its gate verdict, as the summary shows it;
     `gates` maps a test id to the gate settings the test declared ({"tolerance": 0.75,
     "metrics": [...]}), so `llmperf compare` judges each test as the test itself would;
-    `usd_per_hour` (--llmperf-cost-per-hour) adds each result's "cost" (cost.py); `ab` maps
-    side B's test id to its paired A/B judgement (ab.ab_entry), written as that result's "ab";
+    `usd_per_hour` (--llmperf-cost-per-hour) adds each result's "cost" (cost.py); `annotations`
+    maps a test id to more fields of its result ("ab": side B's paired A/B judgement,
+    ab.ab_entry; "capacity": a capacity probe's SLO and outcome);
     `root` (pytest's rootdir) is where a relative model path is, for the roofline.
     """
     return {
@@ -109,8 +112,8 @@ def run_document(
         "llmperf": {
             "format": FORMAT,
             "fingerprint": dict(fingerprint),
-            "results": [_with_ab(_result_entry(result, verdicts, gates or {}, usd_per_hour, root),
-                                 (ab or {}).get(result.test_id))
+            "results": [{**_result_entry(result, verdicts, gates or {}, usd_per_hour, root),
+                         **(annotations or {}).get(result.test_id, {})}
                         for result in results],
         },
     }
@@ -191,11 +194,6 @@ def _roofline(result: Result, estimates: Mapping[str, Estimate],
     except roofline.NoRoofline as exc:
         return {"none": str(exc)}
     return {name: _finite(value) for name, value in found.to_dict().items()}
-
-
-def _with_ab(entry: dict[str, Any], ab: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Side B of a paired A/B test carries its paired judgement (ab.ab_entry) as "ab"."""
-    return {**entry, "ab": dict(ab)} if ab else entry
 
 
 def _cost(estimates: Mapping[str, Estimate], usd_per_hour: float | None) -> dict[str, Any]:

@@ -60,8 +60,10 @@ class LlmperfSession:
     # test id -> the gate settings its test declared, for the run file (see runfile.run_document)
     gates: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    # test id of an A/B side B -> its paired verdicts, for the run file and `llmperf compare`
-    ab: dict[str, dict[str, Any]] = field(default_factory=dict)  # test id -> ab_entry
+    # test id -> what the run file adds to that result: "ab" (side B's paired judgement,
+    # ab.ab_entry) and "capacity" (a capacity probe's SLO and outcome), for `llmperf compare`
+    # and the plots
+    annotations: dict[str, dict[str, Any]] = field(default_factory=lambda: defaultdict(dict))
     pending: dict[str, list[PendingUpdate]] = field(default_factory=lambda: defaultdict(list))
     extras: list[tuple[str, dict[str, Estimate], str]] = field(default_factory=list)
     engine_nice: int = 0
@@ -272,6 +274,10 @@ class LlmperfSession:
         requests, _ = workload.build(self.tokenizer_for(engine))
         return run_offline(engine, requests, self.log_dir())
 
+    def annotate(self, test_id: str, **fields: Any) -> None:
+        """Data the run file keeps with a result beyond its metrics (see `annotations`)."""
+        self.annotations[test_id].update(fields)
+
     def record_extra(self, test_id: str, estimates: dict[str, Estimate], detail: str) -> None:
         """Metrics that are not a run (an SLO capacity, offline throughput), for the summary."""
         self.extras.append((test_id, estimates, detail))
@@ -312,7 +318,7 @@ class LlmperfSession:
         judgement = checks.judge(checks.Current.of(result_b.runs), side_a,
                                  gated=options.gate or gate.DEFAULT_GATED, slo=slo,
                                  known=_known_metric(result_b.metrics))
-        self.ab[result_b.test_id] = judgement.ab
+        self.annotate(result_b.test_id, ab=judgement.ab)
         if self.verdicts.get(result_b.test_id) != CLIENT_LIMITED:
             self.verdicts[result_b.test_id] = judgement.label()
         self.notes.append(f"{result_b.test_id}: {ab_line(judgement.ab)}")

@@ -286,3 +286,20 @@ def test_a_first_run_records_this_machines_baseline_and_the_next_run_gates(suite
                      rf'{local} :: "test_a" \(no committed baseline for this hardware\); commit '
                      r'one with: pytest --llmperf-update-baselines "test_suite\.py::test_a"', text)
     assert not (suite.path / "baselines").exists()
+
+
+def test_the_run_file_keeps_each_capacity_probes_slo_and_outcome(suite):
+    """`llmperf plot` draws the probes against the SLO from these fields."""
+    (suite.path / "test_suite.py").write_text(SUITE + '''
+def test_capacity(llmperf):
+    probe = Workload.fixed(input_tokens=8, output_tokens=10, num_requests=20, rate=1.0,
+                           name="probe")
+    llmperf.capacity(probe, SLO(max={"ttft_s.p50": 0.15}), low=1.0, high=2.0, max_runs=3)
+''')
+    suite.runpytest("--llmperf-json", "out.json", "-k", "capacity").assert_outcomes(passed=1)
+    results = json.loads((suite.path / "out.json").read_text())["llmperf"]["results"]
+    probes = [result for result in results if "capacity" in result]
+    assert len(probes) == 3  # low, high, then doubled until out of runs (the fake always meets it)
+    assert [probe["capacity"] for probe in probes] == [
+        {"slo": {"max": {"ttft_s.p50": 0.15}, "min": {}}, "passed": True,
+         "reason": "met every target"}] * 3

@@ -286,7 +286,8 @@ def ab_run(tmp_path, b_ttft: float) -> str:
     side_a = checks.SideA(tuple(run.flat() for run in a.runs), 0.1)
     judged = checks.judge(checks.Current.of(b.runs), side_a, gated=("ttft_s.p50",))
     doc = run_document([a, b], verdicts={b.test_id: judged.label()}, fingerprint=FINGERPRINT,
-                       commit="3f2c1e0", started=STARTED, ab={b.test_id: judged.ab})
+                       commit="3f2c1e0", started=STARTED,
+                       annotations={b.test_id: {"ab": judged.ab}})
     return save_document(tmp_path / "ab.json", doc)
 
 
@@ -310,3 +311,17 @@ def test_one_run_file_without_ab_results_exits_2(capsys, before):
     assert err.strip() == (
         f"llmperf: error: {before} has no paired A/B results (it was not run with "
         "--llmperf-ab); to compare two runs give both: llmperf compare A.json B.json")
+
+
+def test_ratios_a_test_judged_itself_are_shown_without_a_verdict(capsys, tmp_path):
+    """llmperf.ab() keeps its ratios in the run file with no tolerance: the test asserted on
+    them, so the table shows them and passes."""
+    path = ab_run(tmp_path, 0.3)
+    doc = json.loads(Path(path).read_text())
+    side_b = doc["llmperf"]["results"][1]
+    side_b["ab"]["tolerance"] = None
+    side_b["ab"]["metrics"]["ttft_s.p50"].update(status=None, message="")
+    code, lines, _ = compare(capsys, save_document(tmp_path / "self.json", doc))
+    assert code == 0
+    assert lines[4] == ("test_fixed[64]  ttft_s.p50       1.500  1.485-1.515      4        -  "
+                        "judged by the test")
