@@ -63,15 +63,24 @@ def our_engine_core() -> int:
 
 
 def kill_once_streaming(log_dir: str) -> None:
-    # The newest log is the running engine's; once it shows a request, the measurement streams.
+    # Once a log shows a request sent after this test began, this test's measurement streams:
+    # the engine it got (a running one, or one it started) serves it. Logs are read from where
+    # they ended when the test began, so an earlier test's requests do not count.
+    seen = {{log: log.stat().st_size for log in Path(log_dir).glob("vllm-*.log")}}
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        logs = sorted(Path(log_dir).glob("vllm-*.log"), key=lambda p: p.stat().st_mtime)
-        if logs and "POST /v1/completions" in logs[-1].read_text(errors="replace"):
+        if any("POST /v1/completions" in new_text(log, seen.get(log, 0))
+               for log in Path(log_dir).glob("vllm-*.log")):
             break
         time.sleep(0.2)
     time.sleep(0.5)
     os.kill(our_engine_core(), signal.SIGKILL)
+
+
+def new_text(log: Path, offset: int) -> str:
+    with open(log, "rb") as fh:
+        fh.seek(offset)
+        return fh.read().decode(errors="replace")
 
 
 # The plugin runs each spec's tests together, in this order: crash_a, ok_a, crash_b, ok_b.
