@@ -19,6 +19,7 @@ from pytest_llmperf.engines.health import (
     how_it_died,
     shown_path,
     telling_log_lines,
+    tree_states,
 )
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -120,3 +121,18 @@ def test_a_closed_watch_records_nothing_more():
     leader.wait()
     time.sleep(0.1)
     assert watch.ended == []
+
+
+def test_a_stall_line_names_each_process_and_its_state():
+    """A real group, its child stopped by SIGSTOP as the fault test stops vLLM's EngineCore."""
+    leader = subprocess.Popen(["sh", "-c", "sleep 30 & wait"], start_new_session=True)
+    try:
+        assert _wait_for(lambda: len(group_members(leader.pid)) == 2)
+        child = group_members(leader.pid)[1]
+        os.kill(child.pid, signal.SIGSTOP)
+        expected = f"server sleeping, sleep pid {child.pid} stopped (T)"
+        assert _wait_for(lambda: tree_states(leader.pid) == expected), tree_states(leader.pid)
+    finally:
+        os.killpg(leader.pid, signal.SIGKILL)
+        leader.wait()
+    assert _wait_for(lambda: tree_states(leader.pid) == "no process left")
