@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf import cost, markdown, report, runfile, terminal
+from pytest_llmperf.engines.pool import MAX_DEATHS
 from pytest_llmperf.notes import fold
 
 # GitHub Actions shows at most 1 MiB of a step's summary (docs/reports.md).
@@ -41,6 +42,9 @@ def payload(session, started) -> dict[str, Any]:
                                     root=session.settings.rootdir),
         "extras": report.extra_lines(session.extras, session.verdicts),
         "starts": [[engine.label(), seconds] for engine, seconds in session.pool.starts],
+        # [label, restarts, given up?]: the MAX_DEATHS-th death is not restarted
+        "deaths": [[engine.label(), min(n, MAX_DEATHS - 1), n >= MAX_DEATHS]
+                   for engine, n in session.pool.deaths.items() if n],
         "notes": list(session.notes) + _cost_notes(session),
         "document": document,
     }
@@ -88,7 +92,8 @@ def summary(payloads: list[dict[str, Any]], *, full: bool = False) -> list[str]:
     """The terminal section: the table and its engine legend (with start times), then
     capacities/offline throughputs and notes; `full` for every column and note."""
     rows = merged(payloads, "rows")
-    engines = report.engine_lines(rows, [tuple(start) for start in merged(payloads, "starts")])
+    engines = report.engine_lines(rows, [tuple(start) for start in merged(payloads, "starts")],
+                                  [tuple(death) for death in merged(payloads, "deaths")])
     return terminal.section(rows, engines, merged(payloads, "extras"), merged(payloads, "notes"),
                             full=full)
 
@@ -98,7 +103,8 @@ def markdown_report(payloads: list[dict[str, Any]], *, failures: list[tuple[str,
                     provenance: Mapping[str, Any]) -> markdown.Report:
     rows = merged(payloads, "rows")
     starts = [tuple(start) for start in merged(payloads, "starts")]
-    return markdown.Report(rows=rows, engines=report.engine_lines(rows, starts),
+    deaths = [tuple(death) for death in merged(payloads, "deaths")]
+    return markdown.Report(rows=rows, engines=report.engine_lines(rows, starts, deaths),
                            others=merged(payloads, "extras"),
                            notes=fold(merged(payloads, "notes")), failures=failures,
                            fingerprint=fingerprint, provenance=provenance)

@@ -158,17 +158,27 @@ def engine_keys(labels: Iterable[str]) -> dict[str, str]:
     return keys
 
 
-def engine_lines(rows: Sequence[Row], starts: Iterable[tuple[str, float]] = ()) -> list[str]:
-    """The legend of the engine column, with each engine's start time where this session started
-    it (`starts`: label and seconds to healthy, from every worker), then engines that started but
-    measured nothing."""
+def engine_lines(rows: Sequence[Row], starts: Iterable[tuple[str, float]] = (),
+                 deaths: Iterable[tuple[str, int, bool]] = ()) -> list[str]:
+    """The legend of the engine column, with each engine's start times where this session started
+    it (`starts`: label and seconds to healthy, from every worker) and its restarts after dying
+    or stalling (`deaths`: label, restarts, given up), then engines that started but measured
+    nothing."""
     seconds: dict[str, list[float]] = {}
     for label, took in starts:
         seconds.setdefault(label, []).append(took)
+    restarts: dict[str, tuple[int, bool]] = {}
+    for label, count, given_up in deaths:
+        before, gave_up = restarts.get(label, (0, False))
+        restarts[label] = (before + count, gave_up or given_up)
 
     def healthy(label: str) -> str:
         took = seconds.pop(label, [])  # popped: what is left started but measured nothing
-        return "healthy after " + ", ".join(f"{s:.1f} s" for s in took) if took else ""
+        parts = ["healthy after " + ", ".join(f"{s:.1f} s" for s in took)] if took else []
+        count, given_up = restarts.get(label, (0, False))
+        parts += [f"restarted {count} time(s) after dying or stalling"] if count else []
+        parts += ["then not started again"] if given_up else []
+        return "; ".join(parts)
 
     lines = []
     for label, key in engine_keys(row["engine"] for row in rows).items():

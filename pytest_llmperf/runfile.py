@@ -20,6 +20,7 @@ Our own complete data sits under the top-level "llmperf" key, which those tools 
      "metrics": {"ttft_s.p50": {"value": 0.21, "spread": 0.004, "n": 3, "direction": "lower"},
                  ...every name of RunMetrics.flat()},
      "server_metrics": {...}, "verdict": "pass", "engine_start_s": 41.2,
+     "failures": {"overloaded": 2, "cut_off": 1} (failed requests per kind, failures.py),
      "cost": {"usd_per_hour": 2.49, "usd_per_1m_output_tok": 0.46, "usd_per_1m_total_tok": 0.23}
      (with --llmperf-cost-per-hour; {} without),
      "ab": {"tolerance": 0.1, "pairs": 4, "metrics": {"tpot_s.p50": {"ratios": [1.21, ...],

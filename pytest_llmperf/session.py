@@ -19,6 +19,7 @@ from pytest_llmperf.client import ClientOptions
 from pytest_llmperf.engines.errors import EngineDied, EngineError, EngineStalled
 from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
 from pytest_llmperf.engines.spec import Engine
+from pytest_llmperf.failures import describe_counts
 from pytest_llmperf.fixture import user_nodeid
 from pytest_llmperf.input_errors import InputError
 from pytest_llmperf.metrics import RunMetrics, compute_metrics
@@ -119,7 +120,7 @@ class LlmperfSession:
                 break  # a client worker or the engine died: what was measured is kept
         result = self._record(nodeid, key, engine, workload, runs, start_s)
         if died:
-            self.verdicts[result.test_id] = ENGINE_DIED
+            self.verdicts[result.test_id] = _death_status(died).summary
             raise died
         return result
 
@@ -165,7 +166,7 @@ class LlmperfSession:
             self.verdicts.setdefault(result.test_id, side.summary)
         if died:
             for result in results:
-                self.verdicts[result.test_id] = ENGINE_DIED
+                self.verdicts[result.test_id] = _death_status(died).summary
             raise died
         return results
 
@@ -222,6 +223,10 @@ class LlmperfSession:
         self.results.append(result)
         if result.client_error or result.client.limited:
             self.verdicts[result.test_id] = CLIENT_LIMITED
+        if result.failed:  # what went wrong, by kind, whether or not the error rate is allowed
+            self.notes.append(f"{result.test_id}: {result.failed} of "
+                              f"{result.failed + result.completed} requests failed: "
+                              f"{describe_counts(result.failure_kinds())}")
         return result
 
     def engine_death(self, engine: Engine, records, stall: str | None = None
@@ -420,6 +425,10 @@ class LlmperfSession:
 
     def runs_dir(self) -> Path:
         return self.settings.path(RUNS_DIR)
+
+
+def _death_status(died: EngineDied) -> Status:
+    return Status.ENGINE_STALLED if isinstance(died, EngineStalled) else Status.ENGINE_DIED
 
 
 def _known_metric(metrics: RunMetrics):

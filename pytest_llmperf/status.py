@@ -27,6 +27,7 @@ class Status(StrEnum):
     NOT_COMPARED = "not compared"
     CLIENT_LIMITED = "client limited"
     ENGINE_DIED = "engine died"
+    ENGINE_STALLED = "engine stalled"  # no chunk for --llmperf-stall-timeout; killed
     UPDATED = "updated"
     SIDE_A = "side a"  # the reference side of a paired A/B run
     SIDE_B = "side b"  # side B measured by llmperf.ab(), which the test itself judges
@@ -59,6 +60,7 @@ _SUMMARY = {
     Status.ERROR: "ERROR",
     Status.CLIENT_LIMITED: "CLIENT LIMITED",
     Status.ENGINE_DIED: "ENGINE DIED",
+    Status.ENGINE_STALLED: "ENGINE STALLED",
     Status.SIDE_A: "A/B side A",
     Status.SIDE_B: "A/B side B",
 }
@@ -66,7 +68,7 @@ _SUMMARY = {
 # --llmperf-client-check fail and a dead engine fails its test, each by its own path.)
 _FAILING = frozenset({Status.REGRESSION, Status.MISSED, Status.ERROR})
 # Worst first: a test that could not be judged, then a regression, a missed target, a
-# measurement the client limited, an engine that died.
+# measurement the client limited, an engine that died or stalled.
 _SEVERITY = {Status.ERROR: 0, Status.REGRESSION: 1, Status.MISSED: 2, Status.CLIENT_LIMITED: 3,
-             Status.ENGINE_DIED: 4}
+             Status.ENGINE_DIED: 4, Status.ENGINE_STALLED: 4}
 _BY_SUMMARY = {status.summary: status for status in Status}

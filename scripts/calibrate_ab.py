@@ -14,7 +14,7 @@ It prints, per condition, the repetitions with a failure, the failed tests, and 
 metric's B/A medians (their range over all tests and repetitions); the raw run files and logs
 stay under --out.
 
-    .venv/bin/python scripts/calibrate_ab.py --sessions 4 --reps 5 --pairs 3 --delay 0.0015
+    .venv/bin/python scripts/calibrate_ab.py --sessions 2 --reps 10 --pairs 4 --delay 0.001
 """
 
 from __future__ import annotations

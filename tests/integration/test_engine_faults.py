@@ -154,9 +154,10 @@ def test_a_killed_and_a_stalled_engine_each_cost_one_test_and_the_next_gets_a_fr
     assert float((pytester.path / "reported_after_s").read_text()) <= REPORTED_WITHIN_S
     # What was measured before each is kept: their rows are in the summary.
     assert re.search(r"\btest_crash\b.* ENGINE DIED\n", out), out
-    assert re.search(r"\btest_stall\b.* ENGINE DIED\n", out), out
+    assert re.search(r"\btest_stall\b.* ENGINE STALLED\n", out), out
     assert "; restarted for the next test (1 of 3 deaths)" in flat  # notes under the table
     assert "; restarted for the next test (2 of 3 deaths)" in flat
+    assert "restarted 2 time(s) after dying or stalling" in flat  # the engine line
     assert len(list((pytester.path / "logs").glob("vllm-*.log"))) == 3, "a fresh engine each"
     assert re.search(r"healthy after [\d.]+ s, [\d.]+ s, [\d.]+ s", out), out
 

@@ -205,6 +205,20 @@ def test_engine_legend_carries_start_times_from_every_worker():
                                         "engine ghost: healthy after 20.0 s"]
 
 
+def test_engine_legend_says_how_often_an_engine_was_restarted_and_when_given_up():
+    rows = [{"test_id": "t::a", "engine": "tiny seqs=16"}, {"test_id": "t::b", "engine": "big"}]
+    starts = [("tiny seqs=16", 20.0), ("tiny seqs=16", 21.0), ("big", 30.0), ("big", 31.0),
+              ("big", 32.0)]
+    # From two workers: tiny died once in each; big three times (the last not restarted).
+    deaths = [("tiny seqs=16", 1, False), ("tiny seqs=16", 1, False), ("big", 2, True)]
+    assert engine_lines(rows, starts, deaths) == [
+        "engine tiny = tiny seqs=16; healthy after 20.0 s, 21.0 s; restarted 2 time(s) after "
+        "dying or stalling",
+        "engine big = big; healthy after 30.0 s, 31.0 s, 32.0 s; restarted 2 time(s) after "
+        "dying or stalling; then not started again",
+    ]
+
+
 def test_extra_lines_one_per_measurement():
     extras = [
         ("suites/test_cpu.py::test_capacity", {"slo_capacity_req_s": Estimate(1234.5678, 1.0, 3)},
