@@ -18,10 +18,12 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 import numpy as np
 
+from pytest_llmperf.arrival_timer import ArrivalTimer
 from pytest_llmperf.failures import CLIENT
 from pytest_llmperf.records import Request, RequestRecord
 
@@ -40,9 +42,10 @@ __all__ = [
 # was meant to go; the callable stamps its own `sent_s`.
 Send = Callable[[int, Request, float], Awaitable[RequestRecord]]
 
-# asyncio.sleep wakes up to ~1 ms late (epoll timeouts are whole milliseconds). So we sleep until
-# this long before an arrival, then yield to the loop until it is due: a cooperative spin, which
-# lets streaming reads run meanwhile and costs at most this much CPU per arrival.
+# asyncio.sleep wakes up to ~1 ms late (epoll timeouts are whole milliseconds). Where the open loop
+# has no arrival timer (arrival_timer.py: Linux, the perf_counter clock), and for the one start of
+# a closed loop, we sleep until this long before the time, then yield to the loop until it is due:
+# a cooperative spin, which lets streaming reads run meanwhile and costs at most this much CPU.
 WAKE_EARLY_S = 0.001
 
 
@@ -221,12 +224,14 @@ async def _open_loop(
             if slots is not None:
                 slots.release()
 
+    timer = ArrivalTimer.for_clock(clock)
+    sleep_until = timer.sleep_until if timer is not None else partial(_sleep_until, clock=clock)
     try:
         for i in range(len(requests)) if only is None else only:
             scheduled_s = start_s + offsets[i]
             if scheduled_s > deadline_s or stopped():
                 break
-            await _sleep_until(scheduled_s, clock)
+            await sleep_until(scheduled_s)
             if slots is not None:
                 # A late request keeps its arrival time as scheduled_s: the wait is visible lag.
                 await slots.acquire()
@@ -238,6 +243,8 @@ async def _open_loop(
         await _gather_all(tasks)
     finally:
         _cancel_pending(tasks)
+        if timer is not None:
+            timer.close()
     return records
 
 

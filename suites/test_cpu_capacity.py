@@ -32,9 +32,10 @@ def test_rate_sweep(llmperf):
 
 
 def test_slo_capacity(llmperf):
-    # From 4 and 32 req/s, doubling and then bisecting to 15% converges within 8 probes for any
-    # capacity from 4 to 256 req/s (two CI machines found 32 and 64 with p99 targets).
-    capacity = llmperf.capacity(PROBE, TINY_SLO, low=4.0, high=32.0, rel_tol=0.15, max_runs=8)
+    # From 2 and 32 req/s, doubling and then bisecting to 15% converges within 8 probes for any
+    # capacity from 2 to 256 req/s. Two AVX-512 CI machines found 32 and 64 with p99 targets; an
+    # AVX2 one (AMD family 25) missed the TTFT target already at 4 req/s (p90 115 ms).
+    capacity = llmperf.capacity(PROBE, TINY_SLO, low=2.0, high=32.0, rel_tol=0.15, max_runs=8)
     assert capacity.rate_req_s > 0, capacity.note
 
 

