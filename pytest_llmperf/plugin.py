@@ -97,7 +97,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[HARDWARE_KEY] = hardware
     nice = engine_nice(settings, hardware)
     factory = vllm_factory(settings.path(settings.log_dir), settings.startup_timeout,
-                           _engine_env(config), nice=nice)
+                           _engine_env(config), nice=nice,
+                           separate_control=hardware.hardware_class == "cpu")
     gpus = visible_gpus(hardware.device_count) if hardware.is_gpu else []
     leases = GpuLeases(gpus) if hardware.is_gpu else None
     config.stash[SESSION_KEY] = LlmperfSession(

@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import fcntl
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -43,25 +44,26 @@ SUITE = textwrap.dedent('''
     from suites.tiny import CPU_GATED, TINY_CPU
 
     REPS = int({reps})
+    SCALE = int({scale})  # request counts times SCALE: longer measurements, less noise per pair
     pytestmark = [pytest.mark.cpu, pytest.mark.engine(TINY_CPU),
                   pytest.mark.llmperf(gate=CPU_GATED),
                   pytest.mark.parametrize("rep", range(REPS))]
 
     def test_closed_loop(llmperf, rep):
-        llmperf.run(Workload.fixed(input_tokens=64, output_tokens=32, num_requests=32,
+        llmperf.run(Workload.fixed(input_tokens=64, output_tokens=32, num_requests=32 * SCALE,
                                    concurrency=8, warmup_requests=2))
 
     def test_poisson(llmperf, rep):
-        llmperf.run(Workload.fixed(input_tokens=64, output_tokens=32, num_requests=24,
+        llmperf.run(Workload.fixed(input_tokens=64, output_tokens=32, num_requests=24 * SCALE,
                                    rate=16.0, seed=rep, warmup_requests=2))
 
     def test_random_lengths(llmperf, rep):
         llmperf.run(Workload.random(input_tokens=128, output_tokens=32, range_ratio=0.5,
-                                    num_requests=16, concurrency=4, seed=rep,
+                                    num_requests=16 * SCALE, concurrency=4, seed=rep,
                                     warmup_requests=2))
 
     def test_one_stream(llmperf, rep):
-        llmperf.run(Workload.fixed(input_tokens=32, output_tokens=48, num_requests=6,
+        llmperf.run(Workload.fixed(input_tokens=32, output_tokens=48, num_requests=6 * SCALE,
                                    concurrency=1, warmup_requests=1))
 ''')
 
@@ -108,7 +110,9 @@ def run_session(out: Path, name: str, suite: Path, args: argparse.Namespace,
             continue
         test = result["key"].removesuffix(" (B)")
         medians = {metric: entry["median"] for metric, entry in result["ab"]["metrics"].items()}
-        rows.append({"test": test, "failed": test in failed, "medians": medians,
+        ratios = {metric: [r for r in entry["ratios"] if r] for metric, entry
+                  in result["ab"]["metrics"].items()}
+        rows.append({"test": test, "failed": test in failed, "medians": medians, "ratios": ratios,
                      "messages": [entry["message"] for entry in result["ab"]["metrics"].values()
                                   if entry["status"] == "regression"],
                      "client_limited": bool(result.get("client", {}).get("limited"))})
@@ -129,9 +133,11 @@ def summarize(condition: str, rows: list[dict]) -> None:
     metrics = sorted({m for r in rows for m in r["medians"]})
     for metric in metrics:
         values = [r["medians"][metric] for r in rows if r["medians"].get(metric) is not None]
+        logs = [math.log(r) for row in rows for r in row["ratios"].get(metric, ())]
         if values:
+            spread = f", per-pair log sd {statistics.stdev(logs):.3f}" if len(logs) > 1 else ""
             print(f"  {metric:26} B/A median of medians {statistics.median(values):.3f}, "
-                  f"range {min(values):.3f}-{max(values):.3f} over {len(values)} tests")
+                  f"range {min(values):.3f}-{max(values):.3f} over {len(values)} tests{spread}")
     for row in rows:
         for message in row["messages"] if row["failed"] else ():
             print(f"  {row['session']} {row['test']}: {message}")
@@ -142,6 +148,8 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=4, help="sessions per condition")
     parser.add_argument("--reps", type=int, default=5, help="suite repetitions per session")
     parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--scale", type=int, default=1,
+                        help="multiply every workload's request count (longer measurements)")
     parser.add_argument("--tolerance", type=float, default=0.10)
     parser.add_argument("--delay", type=float, default=0.0015,
                         help="seconds each model step of side B sleeps in the slow condition")
@@ -153,7 +161,7 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     suite = args.out / "test_calibration_ab.py"
-    suite.write_text(SUITE.format(reps=args.reps))
+    suite.write_text(SUITE.format(reps=args.reps, scale=args.scale))
     conditions = args.conditions.split(",")
     rows: dict[str, list[dict]] = {c: [] for c in conditions}
     for session in range(args.sessions):

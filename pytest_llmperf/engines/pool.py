@@ -152,9 +152,11 @@ class EnginePool:
 
 
 def vllm_factory(log_dir: Path, startup_timeout_s: float,
-                 extra_env: dict[str, str] | None = None, nice: int = 0) -> ServerFactory:
+                 extra_env: dict[str, str] | None = None, nice: int = 0,
+                 separate_control: bool = False) -> ServerFactory:
     def make(engine: Engine, lease_env: dict[str, str]) -> VllmServer:
         return VllmServer(engine, log_dir, extra_env={**(extra_env or {}), **lease_env},
-                          startup_timeout_s=startup_timeout_s, nice=nice)
+                          startup_timeout_s=startup_timeout_s, nice=nice,
+                          separate_control=separate_control)
 
     return make

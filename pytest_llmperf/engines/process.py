@@ -43,24 +43,28 @@ def check_model_path(engine: Engine, mode: str = "") -> None:
 
 
 def spawn(command: list[str], added_env: dict[str, str], log_path: Path,
-          nice: int = 0) -> subprocess.Popen:
-    """Start `command` in its own session, output to `log_path` (headed by the command and the
-    environment we added, so a log says exactly how its engine was started)."""
+          nice: int = 0, cores: set[int] | None = None) -> subprocess.Popen:
+    """Start `command` in its own session, output to `log_path` (headed by the command, the
+    environment we added and the cores it may use, so a log says exactly how its engine was
+    started). `cores`: the CPU affinity of the process and, inherited, of its children."""
     with open(log_path, "w") as log:
         log.write("$ " + " ".join(command) + "\n")
         log.write("# env: " + " ".join(f"{k}={v}" for k, v in sorted(added_env.items())) + "\n")
+        if cores is not None:
+            log.write(f"# cores: {','.join(map(str, sorted(cores)))} (the API server and engine "
+                      "core; the worker binds its compute threads to VLLM_CPU_OMP_THREADS_BIND)\n")
         log.flush()
         proc = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env={**os.environ, **added_env}, start_new_session=True,
-            preexec_fn=_child_setup(nice),
+            preexec_fn=_child_setup(nice, cores),
         )
     if nice:
         lower_autogroup(proc.pid, nice)
     return proc
 
 
-def _child_setup(nice: int) -> Callable[[], None]:
+def _child_setup(nice: int, cores: set[int] | None = None) -> Callable[[], None]:
     """What runs in the child before exec."""
 
     def setup() -> None:
@@ -73,6 +77,8 @@ def _child_setup(nice: int) -> Callable[[], None]:
             pass
         if nice:
             os.nice(nice)  # before exec, so every thread and child process inherits it
+        if cores is not None:
+            os.sched_setaffinity(0, cores)
 
     return setup
 

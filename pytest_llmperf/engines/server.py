@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 
+from pytest_llmperf.engines.cpu_cores import control_cores
 from pytest_llmperf.engines.health import ProcessWatch, group_members, how_it_died, tree_states
 from pytest_llmperf.engines.process import (
     CPU_ENGINE_NICE,
@@ -55,7 +56,8 @@ class VllmServer:
 
     def __init__(self, engine: Engine, log_dir: Path, *, host: str = "127.0.0.1",
                  extra_env: dict[str, str] | None = None,
-                 startup_timeout_s: float = STARTUP_TIMEOUT_S, nice: int = 0) -> None:
+                 startup_timeout_s: float = STARTUP_TIMEOUT_S, nice: int = 0,
+                 separate_control: bool = False) -> None:
         self.engine = engine
         self.host = host
         self.port = 0
@@ -63,6 +65,8 @@ class VllmServer:
         self.extra_env = dict(extra_env or {})
         self.startup_timeout_s = startup_timeout_s
         self.nice = nice
+        # On CPU hardware: the API server and engine core off the compute cores (cpu_cores.py).
+        self.separate_control = separate_control
         self.process: subprocess.Popen | None = None
         self.log_path: Path | None = None
         self.start_time_s: float | None = None
@@ -99,7 +103,8 @@ class VllmServer:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.log_dir / f"vllm-{self.port}.log"
         added = {**self.engine.environment(), **self.extra_env}
-        self.process = spawn(self.command(), added, self.log_path, self.nice)
+        cores = control_cores(added) if self.separate_control else None
+        self.process = spawn(self.command(), added, self.log_path, self.nice, cores)
         _LIVE.add(self)
         try:
             self._wait_healthy()

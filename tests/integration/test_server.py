@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from pytest_llmperf import SLO, Workload
+from pytest_llmperf.engines.health import group_members
 from pytest_llmperf.engines.server import CPU_ENGINE_NICE, VllmServer
 from pytest_llmperf.metrics import compute_metrics
 from pytest_llmperf.prompts import load_tokenizer
@@ -18,7 +22,8 @@ pytestmark = requires_vllm
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    server = VllmServer(TINY_CPU, tmp_path_factory.mktemp("logs"), nice=CPU_ENGINE_NICE).start()
+    server = VllmServer(TINY_CPU, tmp_path_factory.mktemp("logs"), nice=CPU_ENGINE_NICE,
+                        separate_control=True).start()
     yield server
     server.stop()
 
@@ -106,3 +111,31 @@ def test_slo_capacity_search_on_the_real_engine(server, tokenizer):
     assert (impossible.rate_req_s, impossible.engine_runs) == (0.0, 1)
     assert impossible.note.startswith("no capacity: even the lowest rate 2 req/s missed: "
                                       "ttft_s.p90 missed its target: ")
+
+
+def _allowed_cores(status_file: Path) -> set[int]:
+    for line in status_file.read_text().splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            cores: set[int] = set()
+            for part in line.split(":", 1)[1].strip().split(","):
+                low, _, high = part.partition("-")
+                cores.update(range(int(low), int(high or low) + 1))
+            return cores
+    raise AssertionError(f"no Cpus_allowed_list in {status_file}")
+
+
+def test_the_compute_threads_have_their_core_and_the_rest_of_the_engine_the_others(server):
+    """TINY_CPU binds its OpenMP threads to core 0: the API server and the busy-polling engine
+    core must run on the other cores, the worker's compute threads on core 0 alone."""
+    others = set(os.sched_getaffinity(0)) - {0}
+    if not others:
+        pytest.skip("one usable core: nothing to keep the engine's other processes on")
+    members = group_members(server.process.pid)
+    core = [m.pid for m in members if m.name == "VLLM::EngineCore"]
+    worker = [m.pid for m in members if m.name.startswith("VLLM::Worker")]
+    assert len(core) == 1 and len(worker) == 1, members
+    assert _allowed_cores(Path(f"/proc/{server.process.pid}/status")) == others
+    assert _allowed_cores(Path(f"/proc/{core[0]}/status")) == others
+    worker_threads = [_allowed_cores(task / "status")
+                      for task in Path(f"/proc/{worker[0]}/task").iterdir()]
+    assert {0} in worker_threads  # the OpenMP thread, rebound by vLLM to its own core
