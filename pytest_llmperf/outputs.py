@@ -88,23 +88,26 @@ def merged(payloads: list[dict[str, Any]], key: str) -> list[Any]:
     return [item for p in payloads for item in p[key]]
 
 
+def engine_legend(payloads: list[dict[str, Any]], rows: list[Any]) -> list[str]:
+    """The engine lines under the table, with every worker's start times and restarts (JSON
+    turned their tuples into lists on the way from the workers)."""
+    return report.engine_lines(rows, [tuple(start) for start in merged(payloads, "starts")],
+                               [tuple(death) for death in merged(payloads, "deaths")])
+
+
 def summary(payloads: list[dict[str, Any]], *, full: bool = False) -> list[str]:
     """The terminal section: the table and its engine legend (with start times), then
     capacities/offline throughputs and notes; `full` for every column and note."""
     rows = merged(payloads, "rows")
-    engines = report.engine_lines(rows, [tuple(start) for start in merged(payloads, "starts")],
-                                  [tuple(death) for death in merged(payloads, "deaths")])
-    return terminal.section(rows, engines, merged(payloads, "extras"), merged(payloads, "notes"),
-                            full=full)
+    return terminal.section(rows, engine_legend(payloads, rows), merged(payloads, "extras"),
+                            merged(payloads, "notes"), full=full)
 
 
 def markdown_report(payloads: list[dict[str, Any]], *, failures: list[tuple[str, str]],
                     fingerprint: Mapping[str, Any],
                     provenance: Mapping[str, Any]) -> markdown.Report:
     rows = merged(payloads, "rows")
-    starts = [tuple(start) for start in merged(payloads, "starts")]
-    deaths = [tuple(death) for death in merged(payloads, "deaths")]
-    return markdown.Report(rows=rows, engines=report.engine_lines(rows, starts, deaths),
+    return markdown.Report(rows=rows, engines=engine_legend(payloads, rows),
                            others=merged(payloads, "extras"),
                            notes=fold(merged(payloads, "notes")), failures=failures,
                            fingerprint=fingerprint, provenance=provenance)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf import SLO, Workload
+from pytest_llmperf.engines.cpu_cores import bound_cores
 from pytest_llmperf.engines.health import group_members
 from pytest_llmperf.engines.server import CPU_ENGINE_NICE, VllmServer
 from pytest_llmperf.metrics import compute_metrics
@@ -113,14 +114,11 @@ def test_slo_capacity_search_on_the_real_engine(server, tokenizer):
                                       "ttft_s.p90 missed its target: ")
 
 
-def _allowed_cores(status_file: Path) -> set[int]:
+def _allowed_cores(status_file: Path) -> set[int] | None:
+    """Linux writes Cpus_allowed_list in the list syntax vLLM's bind variable uses ("0-3,5")."""
     for line in status_file.read_text().splitlines():
         if line.startswith("Cpus_allowed_list:"):
-            cores: set[int] = set()
-            for part in line.split(":", 1)[1].strip().split(","):
-                low, _, high = part.partition("-")
-                cores.update(range(int(low), int(high or low) + 1))
-            return cores
+            return bound_cores(line.split(":", 1)[1])
     raise AssertionError(f"no Cpus_allowed_list in {status_file}")
 
 
