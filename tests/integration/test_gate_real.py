@@ -3,13 +3,15 @@
 Two kinds of regression, both measured, neither faked:
 - A/B: the same workload on a deliberately weaker engine (max_num_seqs=1 against 16 under 16
   concurrent requests), gated with --llmperf-compare against the saved run of the stronger one.
-- Baseline: the same engine spec, but every vLLM model step made 20 ms slower (tests/integration/
-  slowdown: a stand-in for "the new vLLM release is slower"), gated against the baseline file.
+- Baseline: the same engine spec, but every vLLM model step made slower by three times the step
+  time the baseline measured (tests/integration/slowdown: a stand-in for "the new vLLM release is
+  slower"), gated against the baseline file.
 """
 
 from __future__ import annotations
 
 import os
+import tomllib
 
 import pytest
 
@@ -20,7 +22,7 @@ pytestmark = requires_vllm
 SLOWDOWN = REPO / "tests" / "integration" / "slowdown"
 # The very band and gated metrics the CPU suite ships with (suites/tiny.py): this machine's
 # run-to-run noise must not fail the unchanged rerun (a band of 0.5 did, once in CI: TTFT p50
-# 44.8 -> 78.3 ms), while a 16x weaker scheduler or a 20 ms/step slowdown is far beyond it.
+# 44.8 -> 78.3 ms), while a 16x weaker scheduler or a step made 4x as long is far beyond it.
 SUITE = """
 import os
 import pytest
@@ -69,10 +71,21 @@ def test_weaker_engine_is_caught_and_unchanged_rerun_passes(suite, monkeypatch):
                                   r"\[\.llmperf/runs/strong\.json :: \"test_concurrent\"\]$"])
 
 
+def induced_delay_s(baseline_file) -> float:
+    """Three times the baseline's TPOT p50, so the slowed TPOT is about 4x the baseline's.
+
+    A fixed delay is not enough: a fixed 20 ms made TPOT 3x slower on a machine whose step took
+    10 ms, but only 1.88x (inside the 2.5x band) on an AVX2 machine whose step took 20 ms.
+    """
+    table = tomllib.loads(baseline_file.read_text())
+    return 3 * table["test_concurrent"]["metrics"]["tpot_s.p50"]["value"]
+
+
 def test_slower_vllm_same_spec_is_caught_by_the_baseline(suite, monkeypatch):
     run(suite, "--llmperf-update-baselines").assert_outcomes(passed=1)
+    delay_s = induced_delay_s(suite.path / "baselines/cpu/test_gate_suite.toml")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(SLOWDOWN), str(REPO)]))
-    monkeypatch.setenv("LLMPERF_INDUCED_STEP_DELAY_S", "0.02")
+    monkeypatch.setenv("LLMPERF_INDUCED_STEP_DELAY_S", f"{delay_s:.6f}")
     slower = run(suite)
     slower.assert_outcomes(failed=1)
     slower.stdout.re_match_lines([
