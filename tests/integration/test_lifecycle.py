@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,17 @@ BUSY_SUITE = textwrap.dedent("""
 """)
 
 
-def _start_busy_pytest(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+def _default_sigint() -> None:
+    # A shell without job control starts background commands with SIGINT ignored, and an
+    # ignored signal stays ignored across exec: Python then never raises KeyboardInterrupt, so
+    # the Ctrl-C test would test how this test run was started, not the plugin.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def busy_pytest(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, Path]]:
+    """A pytest run measuring a workload that never ends; killed afterwards if a test failed
+    before it stopped, so a failure here cannot leave an engine loading the next tests."""
     (tmp_path / "test_busy.py").write_text(BUSY_SUITE)
     log_dir = tmp_path / "logs"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -39,8 +50,15 @@ def _start_busy_pytest(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(tmp_path / "test_busy.py"),
          "--llmperf-log-dir", str(log_dir), "--rootdir", str(tmp_path)],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=_default_sigint,
     )
-    return proc, log_dir
+    try:
+        yield proc, log_dir
+    finally:
+        if proc.poll() is None:
+            proc.kill()  # its engine follows by PR_SET_PDEATHSIG
+            proc.communicate()
+        _wait_gone()
 
 
 def _wait_serving(proc: subprocess.Popen, log_dir: Path) -> None:
@@ -65,8 +83,8 @@ def _wait_gone() -> list[str]:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_interrupted_run_stops_engine_and_reports(tmp_path, sig):
-    proc, log_dir = _start_busy_pytest(tmp_path)
+def test_interrupted_run_stops_engine_and_reports(busy_pytest, sig):
+    proc, log_dir = busy_pytest
     _wait_serving(proc, log_dir)
     proc.send_signal(sig)
     out, _ = proc.communicate(timeout=GONE_TIMEOUT_S)
@@ -74,8 +92,8 @@ def test_interrupted_run_stops_engine_and_reports(tmp_path, sig):
     assert "KeyboardInterrupt" in out, out[-2000:]
 
 
-def test_killed_pytest_takes_its_engine_along(tmp_path):
-    proc, log_dir = _start_busy_pytest(tmp_path)
+def test_killed_pytest_takes_its_engine_along(busy_pytest):
+    proc, log_dir = busy_pytest
     _wait_serving(proc, log_dir)
     assert vllm_processes()
     proc.kill()  # SIGKILL: no teardown runs; PR_SET_PDEATHSIG must stop the server
