@@ -10,7 +10,6 @@ import pytest
 from pytest_llmperf import SLO, Workload
 from pytest_llmperf.engines.cpu_cores import bound_cores
 from pytest_llmperf.engines.health import group_members
-from pytest_llmperf.engines.server import CPU_ENGINE_NICE, VllmServer
 from pytest_llmperf.metrics import compute_metrics
 from pytest_llmperf.prompts import load_tokenizer
 from pytest_llmperf.runner import Endpoint, measure
@@ -22,11 +21,8 @@ pytestmark = requires_vllm
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    server = VllmServer(TINY_CPU, tmp_path_factory.mktemp("logs"), nice=CPU_ENGINE_NICE,
-                        separate_control=True).start()
-    yield server
-    server.stop()
+def server(tiny_server):
+    return tiny_server
 
 
 @pytest.fixture(scope="module")

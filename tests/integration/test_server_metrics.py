@@ -54,12 +54,6 @@ def _serve(engine, log_dir):
         assert _group_gone(pgid), f"vLLM processes of group {pgid} outlived stop()"
 
 
-# Function scope: each server is gone before the next starts (both would compute on core 0).
-@pytest.fixture
-def server(tmp_path):
-    yield from _serve(TINY_CPU, tmp_path)
-
-
 def _body(prompt: list[int], output_tokens: int) -> dict:
     return {"model": TINY_CPU.model_name, "prompt": prompt, "max_tokens": output_tokens,
             "min_tokens": output_tokens, "ignore_eos": True}
@@ -81,7 +75,8 @@ async def _sample_once(base_url: str) -> ServerMetricsSampler:
     return sampler
 
 
-def test_repeated_prompt_hits_the_prefix_cache(server):
+def test_repeated_prompt_hits_the_prefix_cache(tiny_server):
+    server = tiny_server  # the integration tests' shared engine: its counters are read as deltas
     # A token-id sequence no other test sends (vocabulary: 4,096), so the cache starts cold for it.
     prompt = [1000 + (i * 37) % 3000 for i in range(PROMPT_TOKENS)]
     sampler = asyncio.run(_repeat_prompt(server.base_url, prompt))

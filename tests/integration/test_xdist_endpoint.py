@@ -7,8 +7,6 @@ import re
 
 import pytest
 
-from pytest_llmperf.engines.server import CPU_ENGINE_NICE, VllmServer
-from suites.tiny import TINY_CPU
 from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
 
 pytestmark = requires_vllm
@@ -81,13 +79,10 @@ def summary_table_rows(lines: list[str]) -> list[str]:
     return lines[start + 2:end]  # + 2: the header and its rule
 
 
-@pytest.fixture(scope="module")
-def outside_server(tmp_path_factory):
+@pytest.fixture
+def outside_server(tiny_server):
     """A vLLM server the plugin did not start (as a Ray cluster or trtllm-serve would be)."""
-    server = VllmServer(TINY_CPU, tmp_path_factory.mktemp("outside"), nice=CPU_ENGINE_NICE)
-    server.start()
-    yield server
-    server.stop()
+    return tiny_server
 
 
 def test_endpoint_mode_measures_a_server_it_did_not_start(pytester: pytest.Pytester,
