@@ -23,13 +23,17 @@ def vllm_processes() -> list[str]:
         try:
             raw = Path(f"/proc/{pid}/cmdline").read_bytes()
             name = Path(f"/proc/{pid}/comm").read_text().strip()
-            if os.getpgid(int(pid)) in SHARED_ENGINE_GROUPS:
-                continue
         except OSError:
             continue
         cmdline = raw.replace(b"\0", b" ").decode(errors="replace").strip()
-        if any(m in cmdline or m in name for m in VLLM_PROCESS_MARKERS):
-            found.append(f"{pid} {name} {cmdline[:120]}")
+        if not any(m in cmdline or m in name for m in VLLM_PROCESS_MARKERS):
+            continue
+        try:
+            if os.getpgid(int(pid)) in SHARED_ENGINE_GROUPS:
+                continue
+        except OSError:  # it ended while we looked
+            continue
+        found.append(f"{pid} {name} {cmdline[:120]}")
     return found
 
 
