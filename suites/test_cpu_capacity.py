@@ -14,13 +14,17 @@ pytestmark = [pytest.mark.cpu, pytest.mark.engine(TINY_CPU),
 
 BASE = Workload.fixed(input_tokens=128, output_tokens=32, num_requests=40, rate=1.0, seed=5)
 # Each capacity probe runs ~5 s whatever its rate, so a high rate is judged in steady state rather
-# than on a sub-second burst.
+# than on a sub-second burst. Four warm-up requests go first in every probe: without them the
+# search's first probe met a cold engine (on an AVX2 VM, TTFT p90 117 ms at 1 req/s first, 60 ms
+# at the same rate once warm), and a first probe that fails ends the search at zero.
 PROBE = Workload.fixed(input_tokens=128, output_tokens=32, num_requests=2000, rate=1.0,
-                       duration_s=5.0, seed=5, name="capacity-probe")
-# p90, not p99: a 5 s probe at 4 req/s holds ~20 requests, whose p99 is their slowest one, and one
-# stall of a shared 2-core machine (TTFT 112 ms at 4 req/s, seen once in four runs) then decided
-# the whole search.
-TINY_SLO = SLO(max={"ttft_s.p90": 0.1, "tpot_s.p90": 0.02})
+                       duration_s=5.0, seed=5, warmup_requests=4, name="capacity-probe")
+# p90, not p99: a 5 s probe at 4 req/s holds ~20 requests, whose p99 is their slowest one.
+# TTFT 200 ms: on the slowest CPU we run (AMD family 25, AVX2) an idle engine's TTFT p50 is
+# 50-60 ms and its p90 moves between 60 and 110 ms from probe to probe at 1-8 req/s, so a 100 ms
+# target found noise, not a knee (the search failed at its lowest rate). At 200 ms the limit is
+# the engine's: there TPOT p90 went 19 ms at 8 req/s -> 126 ms at 16.
+TINY_SLO = SLO(max={"ttft_s.p90": 0.2, "tpot_s.p90": 0.02})
 
 
 def test_rate_sweep(llmperf):
@@ -33,8 +37,8 @@ def test_rate_sweep(llmperf):
 
 def test_slo_capacity(llmperf):
     # From 2 and 32 req/s, doubling and then bisecting to 15% converges within 8 probes for any
-    # capacity from 2 to 256 req/s. Two AVX-512 CI machines found 32 and 64 with p99 targets; an
-    # AVX2 one (AMD family 25) missed the TTFT target already at 4 req/s (p90 115 ms).
+    # capacity from 2 to 256 req/s. AVX-512 machines (AMD family 26) found 32 and 64; on an AVX2
+    # one (family 25) the knee is between 8 and 16 req/s.
     capacity = llmperf.capacity(PROBE, TINY_SLO, low=2.0, high=32.0, rel_tol=0.15, max_runs=8)
     assert capacity.rate_req_s > 0, capacity.note
 
