@@ -14,7 +14,7 @@ It prints, per condition, the repetitions with a failure, the failed tests, and 
 metric's B/A medians (their range over all tests and repetitions) and the per-pair spread, per
 metric and per test; the raw run files and logs stay under --out.
 
-    .venv/bin/python scripts/calibrate_ab.py --sessions 2 --reps 10 --pairs 4 --delay 0.001
+    .venv/bin/python scripts/calibrate_ab.py   # the defaults: 4 sessions x 5 repetitions, 4 pairs
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=4, help="sessions per condition")
     parser.add_argument("--reps", type=int, default=5, help="suite repetitions per session")
-    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--pairs", type=int, default=4, help="ABBA pairs (the plugin's default)")
     parser.add_argument("--scale", type=int, default=1,
                         help="multiply every workload's request count (longer measurements)")
     parser.add_argument("--rate", type=float, default=6.0,
@@ -165,8 +165,9 @@ def main() -> int:
                              "on an AVX2 VM: per-pair log sd of TPOT 0.29-0.35, the other tests "
                              "0.07-0.14)")
     parser.add_argument("--tolerance", type=float, default=0.10)
-    parser.add_argument("--delay", type=float, default=0.0015,
-                        help="seconds each model step of side B sleeps in the slow condition")
+    parser.add_argument("--delay", type=float, default=0.0009,
+                        help="seconds each model step of side B sleeps in the slow condition "
+                             "(0.9 ms: TPOT +21.5%% over 20 runs on an AVX2 VM, docs/ab.md)")
     parser.add_argument("--conditions", default="same,slow")
     parser.add_argument("--lock", default=None, help="a file to flock around each session")
     parser.add_argument("--pytest-args", default="",
