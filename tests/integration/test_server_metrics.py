@@ -47,11 +47,14 @@ def _group_gone(pgid: int, timeout_s: float = GONE_TIMEOUT_S) -> bool:
 def _serve(engine, log_dir):
     server = VllmServer(engine, log_dir, nice=CPU_ENGINE_NICE).start()
     pgid = server.process.pid  # its own session: the group id is the API server's pid
+    rpc_dir = server.rpc_dir
+    assert any(path.is_socket() for path in rpc_dir.iterdir()), "vLLM's ipc sockets are there"
     try:
         yield server
     finally:
         server.stop()
         assert _group_gone(pgid), f"vLLM processes of group {pgid} outlived stop()"
+        assert not rpc_dir.exists(), f"{rpc_dir}: vLLM's ipc sockets outlived stop()"
 
 
 def _body(prompt: list[int], output_tokens: int) -> dict:
