@@ -76,8 +76,10 @@ def test_open_loop_in_workers_keeps_the_schedule(mock):
     pattern = Rate(requests_per_s=20.0)
     measured = measure_in_workers(Endpoint(mock.url, "mock"), requests(10, 5), pattern, seed=1,
                                   warmup=[], duration_s=None, workers=2)
-    lags = [r.sent_s - r.scheduled_s for r in measured.records]
-    assert max(lags) < 0.020
+    lags = sorted(r.sent_s - r.scheduled_s for r in measured.records)
+    # On time but for one stall of the shared 2-core machine (seen once: 33 ms); a worker off
+    # the common schedule would be late by an inter-arrival gap (~50 ms) on half the sends.
+    assert lags[-2] < 0.020 and lags[-1] < 0.100, lags
     # Offsets from the one seeded schedule, whichever worker sent them.
     from pytest_llmperf.loadgen import arrival_offsets
 

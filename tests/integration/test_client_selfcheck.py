@@ -2,7 +2,9 @@
 
 The server is the mock of known timing (real HTTP, its own process). Nothing on this machine
 limits a 2-stream run, so the conftest lowers the CPU limit to 0%: every run then counts as
-client-limited, which is what this test needs to see handled, end to end.
+client-limited, which is what this test needs to see handled, end to end. It also lifts the lag
+limits, so the failure line names the CPU alone: a stall of the shared machine once added
+"event-loop lag p90 4.6 ms (limit 2.0 ms)" to it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ def mock():
 
 def run_every_run_limited(pytester, mock, *args: str) -> pytest.RunResult:
     """TEST_FILE against the mock, asked to update baselines, with every run client-limited."""
-    pytester.makeconftest("import pytest_llmperf.selfcheck as s\ns.CPU_LIMIT = 0.0\n")
+    pytester.makeconftest("import pytest_llmperf.selfcheck as s\n"
+                          "s.CPU_LIMIT = 0.0\n"
+                          "s.LOOP_LAG_FLOOR_S = s.SCHEDULE_LAG_LIMIT_S = float('inf')\n")
     pytester.makepyfile(test_x=TEST_FILE)
     return pytester.runpytest_subprocess(
         "--llmperf-endpoint", mock.url, "--llmperf-hardware", "cpu",
