@@ -48,6 +48,13 @@ def leftover_vllm_processes(settle_s: float = SETTLE_S) -> list[str]:
     return found
 
 
+def ipc_dir_of(log_path: Path) -> Path:
+    """The directory an engine was given for vLLM's ipc sockets, read from its log's header
+    (`# env: ... VLLM_RPC_BASE_PATH=...`, written by engines/process.spawn)."""
+    header = next(line for line in log_path.read_text().splitlines() if line.startswith("# env: "))
+    return Path(header.partition("VLLM_RPC_BASE_PATH=")[2].split(" ")[0])
+
+
 def vllm_installed() -> bool:
     import importlib.util
 

@@ -23,6 +23,7 @@ from pytest_llmperf.engines.errors import EngineStartError
 from pytest_llmperf.engines.process import (
     check_model_path,
     engine_error,
+    own_rpc_dir,
     spawn,
     stop_group,
 )
@@ -155,13 +156,15 @@ def run_offline(engine: Engine, requests: list[Request], log_dir: Path, *, nice:
     write_job(job, engine, requests)
     command = [sys.executable, "-m", WORKER_MODULE, str(job), str(result)]
     # Unbuffered, so the log's last lines are the child's last words even when it is killed.
-    proc = spawn(command, {**engine.environment(), "PYTHONUNBUFFERED": "1"}, log, nice)
-    try:
-        code = proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        raise engine_error(engine, f"did not finish in {timeout_s:.0f} s", log, OFFLINE) from None
-    finally:
-        stop_group(proc)
+    with own_rpc_dir({**engine.environment(), "PYTHONUNBUFFERED": "1"}) as added:
+        proc = spawn(command, added, log, nice)
+        try:
+            code = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise engine_error(engine, f"did not finish in {timeout_s:.0f} s", log,
+                               OFFLINE) from None
+        finally:
+            stop_group(proc)
     if code != 0 or not result.is_file():
         what = f"exited with code {code}" if code != 0 else "exited without a result"
         raise engine_error(engine, what, log, OFFLINE)

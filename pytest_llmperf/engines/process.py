@@ -7,20 +7,23 @@ stops it everywhere else (session end, Ctrl-C, a failed start, a timeout).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections import deque
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from pytest_llmperf.engines.errors import EngineStartError
 from pytest_llmperf.engines.spec import Engine
 
-__all__ = ["EngineStartError", "check_model_path", "engine_error", "log_tail", "spawn",
-           "stop_group"]
+__all__ = ["EngineStartError", "check_model_path", "engine_error", "log_tail", "own_rpc_dir",
+           "spawn", "stop_group"]
 
 STOP_TIMEOUT_S = 15.0  # SIGTERM -> SIGKILL; vLLM on CPU stops in ~2 s
 STOP_POLL_S = 0.05
@@ -29,6 +32,10 @@ LOG_TAIL_LINES = 15
 CPU_ENGINE_NICE = 19
 
 _PR_SET_PDEATHSIG = 1
+# vLLM's processes talk over ZMQ ipc:// sockets, files it creates under this directory (default:
+# the temp dir) and leaves behind (vllm/utils/network_utils.py, get_open_zmq_ipc_path). Seen: 1,539
+# of them in /tmp after a day of this project's test runs.
+RPC_DIR_ENV = "VLLM_RPC_BASE_PATH"
 
 
 def check_model_path(engine: Engine, mode: str = "") -> None:
@@ -40,6 +47,20 @@ def check_model_path(engine: Engine, mode: str = "") -> None:
             f"vLLM engine {engine.label()!r}{mode}: model path {model} does not exist; point "
             "Engine(model=...) at a local model directory or a Hugging Face model id"
         )
+
+
+@contextlib.contextmanager
+def own_rpc_dir(added_env: dict[str, str]) -> Iterator[dict[str, str]]:
+    """`added_env` with a directory of this engine's own for vLLM's ipc sockets, removed on exit
+    (after the engine has stopped); as is where it names one already."""
+    if RPC_DIR_ENV in added_env:
+        yield added_env
+        return
+    path = tempfile.mkdtemp(prefix="llmperf-vllm-ipc-")
+    try:
+        yield {**added_env, RPC_DIR_ENV: path}
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def spawn(command: list[str], added_env: dict[str, str], log_path: Path,

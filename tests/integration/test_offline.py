@@ -20,7 +20,7 @@ from pytest_llmperf.engines.server import EngineStartError
 from pytest_llmperf.prompts import load_tokenizer
 from pytest_llmperf.records import Request
 from suites.tiny import TINY_CPU
-from tests.conftest import requires_vllm
+from tests.conftest import ipc_dir_of, requires_vllm
 
 pytestmark = requires_vllm
 
@@ -89,6 +89,8 @@ def test_engine_env_reaches_the_engine(tagged_run):
 
 def test_nothing_is_left_running(tagged_run):
     assert processes_tagged(tagged_run[1]) == []
+    rpc_dir = ipc_dir_of(tagged_run[0].log_path)
+    assert rpc_dir.name.startswith("llmperf-vllm-ipc-") and not rpc_dir.exists(), rpc_dir
 
 
 def test_kwargs_are_names_llm_accepts():

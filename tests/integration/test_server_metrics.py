@@ -12,7 +12,7 @@ import pytest
 from pytest_llmperf.engines.server import CPU_ENGINE_NICE, VllmServer
 from pytest_llmperf.server_metrics import ServerMetricsSampler
 from suites.tiny import TINY_CPU
-from tests.conftest import requires_vllm
+from tests.conftest import ipc_dir_of, requires_vllm
 
 pytestmark = requires_vllm
 
@@ -47,7 +47,7 @@ def _group_gone(pgid: int, timeout_s: float = GONE_TIMEOUT_S) -> bool:
 def _serve(engine, log_dir):
     server = VllmServer(engine, log_dir, nice=CPU_ENGINE_NICE).start()
     pgid = server.process.pid  # its own session: the group id is the API server's pid
-    rpc_dir = server.rpc_dir
+    rpc_dir = ipc_dir_of(server.log_path)
     assert any(path.is_socket() for path in rpc_dir.iterdir()), "vLLM's ipc sockets are there"
     try:
         yield server
