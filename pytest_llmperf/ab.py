@@ -11,7 +11,12 @@ allows, read as a factor in the metric's own direction (the baseline gate's rule
 B may take up to (1 + tolerance) times A's latency, and keep at least 1 / (1 + tolerance) of A's
 throughput. The median's distribution-free interval (order statistics of the binomial, the sign
 test's interval) is shown with it; a regression also needs that interval to lie wholly on the
-worse side of 1, so a verdict never rests on one odd pair. Pure: no pytest, no I/O.
+worse side of 1, so a verdict never rests on one odd pair.
+
+A test that regresses over its pairs measures a second set (the confirm pairs) and is judged on
+all of them: on a shared machine one engine can run ~20% slower than its twin for tens of seconds,
+longer than a pair lasts, so a regression has to hold over two stretches of the machine before it
+fails a test (docs/ab.md, "Confirming a regression"). Pure: no pytest, no I/O.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from pytest_llmperf.gate import (
 )
 
 __all__ = [
+    "DEFAULT_AB_CONFIRM_PAIRS",
     "DEFAULT_AB_PAIRS",
     "DEFAULT_AB_TOLERANCE",
     "PairedRatios",
@@ -46,12 +52,14 @@ __all__ = [
     "format_ratio",
     "abba_order",
     "judge_pairs",
+    "regressed_over",
     "median_interval",
     "parse_overrides",
     "side_b",
 ]
 
 DEFAULT_AB_PAIRS = 4
+DEFAULT_AB_CONFIRM_PAIRS = 4
 DEFAULT_AB_TOLERANCE = 0.10
 INTERVAL_CONFIDENCE = 0.90
 
@@ -144,6 +152,14 @@ def paired_ratios(a_runs: Sequence[Mapping[str, float]], b_runs: Sequence[Mappin
 def judge_pairs(ratios: Mapping[str, PairedRatios], tolerance: float) -> GateReport:
     """Every gated metric's verdict, in name order: one GateReport, as the baseline gate gives."""
     return GateReport(tuple(ratios[name].judge(tolerance) for name in sorted(ratios)))
+
+
+def regressed_over(a_runs: Sequence[Mapping[str, float]], b_runs: Sequence[Mapping[str, float]],
+                   names: Sequence[str], tolerance: float) -> bool:
+    """Whether B regressed on any of `names` over the pairs measured so far: the question that
+    decides whether a test measures its confirm pairs."""
+    pairs = min(len(a_runs), len(b_runs))
+    return judge_pairs(paired_ratios(a_runs[:pairs], b_runs[:pairs], names), tolerance).failed
 
 
 def ab_entry(ratios: Mapping[str, PairedRatios], tolerance: float | None,

@@ -115,7 +115,8 @@ class Measurer(Protocol):
             repeat: int) -> Result: ...
 
     def run_ab(self, nodeid: str, key: str, a: Engine, b: Engine, workload: Workload,
-               pairs: int) -> tuple[Result, Result]: ...
+               pairs: int, confirm_pairs: int = 0, gated: tuple[str, ...] = ()
+               ) -> tuple[Result, Result]: ...
 
     def run_offline(self, engine: Engine, workload: Workload) -> Any: ...
 
@@ -197,7 +198,8 @@ class Llmperf:
         with goodput.limits_of(slo):  # its per-request limits, for both sides' goodput
             result_a, result_b = _engine_or_fail(
                 self._session.run_ab, user_nodeid(self._item), key, engine,
-                side_b(engine, settings.ab), workload, settings.ab_pairs)
+                side_b(engine, settings.ab), workload, settings.ab_pairs,
+                settings.ab_confirm_pairs, self.options.gate or DEFAULT_GATED)
         for result in (result_a, result_b):
             self.results.append(result)
             self._check_client(result, settings.client_check)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf import baselines, checks, gate, runfile
-from pytest_llmperf.ab import ab_line, abba_order
+from pytest_llmperf.ab import ab_line, abba_order, regressed_over
 from pytest_llmperf.client import ClientOptions
 from pytest_llmperf.engines.errors import EngineDied, EngineError, EngineStalled
 from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
@@ -125,22 +125,26 @@ class LlmperfSession:
         return result
 
     def run_ab(self, nodeid: str, key: str, a: Engine, b: Engine, workload: Workload,
-               pairs: int) -> tuple[Result, Result]:
+               pairs: int, confirm_pairs: int = 0, gated: tuple[str, ...] = ()
+               ) -> tuple[Result, Result]:
         """Engines `a` and `b` measured alternately in ABBA order, one run each per pair, on the
-        same requests. Returns both sides' results (every run kept, paired by position)."""
+        same requests. When B regressed on a `gated` metric over those pairs, `confirm_pairs` more
+        are measured (ab.py says why). Returns both sides' results (every run kept, paired by
+        position)."""
         sides = {"A": a, "B": b}
         built = {side: spec.tokenizer or spec.model for side, spec in sides.items()}
         workloads = {side: workload.build(self.tokenizer_for(spec))
                      for side, spec in sides.items() if built[side] != built["A"] or side == "A"}
         runs: dict[str, list[tuple[RunMetrics, Measurement]]] = {"A": [], "B": []}
         starts: dict[str, float | None] = {}
-        died = None
         fit = self._sides_fit(sides)
-        order = abba_order(pairs)
-        # On GPUs with room for both, each side has its own cards: halfway through they trade
-        # them, so a difference between the cards themselves cancels too.
-        swap_at = pairs // 2 * 2 if fit and self.gpu_count and pairs >= 2 else None
-        with self.pool.room_for(2 if fit else 1):
+        # On GPUs with room for both, each side has its own cards: halfway through a round
+        # they trade them, so a difference between the cards themselves cancels too.
+        trade = fit and self.gpu_count > 0
+
+        def measure_round(first_pair: int, count: int) -> EngineDied | None:
+            order = abba_order(first_pair + count)[2 * first_pair:]
+            swap_at = count // 2 * 2 if trade and count >= 2 else None
             for index, side in enumerate(order):
                 if index == swap_at:
                     self._swap_gpus(nodeid, key, sides)
@@ -155,7 +159,18 @@ class LlmperfSession:
                                                () if runs[side] else warmup)
                 runs[side].append(run)
                 if run[1].client_error or died:
-                    break
+                    return died
+            return None
+
+        with self.pool.room_for(2 if fit else 1):
+            died = measure_round(0, pairs)
+            complete = len(runs["A"]) == len(runs["B"]) == pairs
+            if (confirm_pairs and complete and not died and regressed_over(
+                    [run.flat() for run, _ in runs["A"]], [run.flat() for run, _ in runs["B"]],
+                    gated, self.settings.ab_tolerance)):
+                self.notes.append(f"{result_id(nodeid, key)}: B regressed over {pairs} ABBA "
+                                  f"pairs; {confirm_pairs} more measured to confirm")
+                died = measure_round(pairs, confirm_pairs)
         pairs = min(len(runs["A"]), len(runs["B"]))
         results = tuple(
             self._record(nodeid, f"{key} ({side})", sides[side], workload,

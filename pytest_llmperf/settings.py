@@ -12,7 +12,12 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable
 
-from pytest_llmperf.ab import DEFAULT_AB_PAIRS, DEFAULT_AB_TOLERANCE, parse_overrides
+from pytest_llmperf.ab import (
+    DEFAULT_AB_CONFIRM_PAIRS,
+    DEFAULT_AB_PAIRS,
+    DEFAULT_AB_TOLERANCE,
+    parse_overrides,
+)
 from pytest_llmperf.cost import CostSetting, parse_cost_per_hour
 from pytest_llmperf.watchdog import DEFAULT_STALL_TIMEOUT_S
 
@@ -197,6 +202,10 @@ OPTIONS: tuple[Option, ...] = (
            parse_pairs, metavar="N"),
     Option("ab_tolerance", "how much worse B may be than A, as a factor - 1, in an A/B run",
            DEFAULT_AB_TOLERANCE, parse_ab_tolerance, metavar="FRACTION"),
+    Option("ab_confirm_pairs", "when B regresses in an A/B run, measure N more ABBA pairs and "
+           "judge on all of them, so one slow stretch of the machine cannot fail a test "
+           "(0: judge on the first pairs alone)", DEFAULT_AB_CONFIRM_PAIRS, whole_number(0),
+           metavar="N"),
     # Reports (pytest_llmperf/outputs.py)
     Option("summary", "the terminal summary: short fits 120 columns (the most telling columns, "
            "repeated notes folded); full shows every column and note, as -v does", "short",
@@ -232,6 +241,7 @@ class Settings:
     ab: dict[str, Any] | None
     ab_pairs: int
     ab_tolerance: float
+    ab_confirm_pairs: int
     summary: str
     markdown: Path | None
     html: Path | None

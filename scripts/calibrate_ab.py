@@ -11,10 +11,12 @@ mood is shared between them:
   rises about 20%. A repetition with no failed test missed the regression.
 
 It prints, per condition, the repetitions with a failure, the failed tests, and each gated
-metric's B/A medians (their range over all tests and repetitions) and the per-pair spread, per
-metric and per test; the raw run files and logs stay under --out.
+metric's B/A medians (their range over all tests and repetitions) and the per-pair spread (of
+the first-round pairs), per metric and per test, and how many tests measured confirm pairs; the
+raw run files and logs stay under --out.
 
     .venv/bin/python scripts/calibrate_ab.py   # the defaults: 4 sessions x 5 repetitions, 4 pairs
+                                               # (+4 to confirm a regression)
 """
 
 from __future__ import annotations
@@ -94,8 +96,9 @@ def run_session(out: Path, name: str, suite: Path, args: argparse.Namespace,
     junit, run_json = out / f"{name}.xml", out / f"{name}.json"
     command = [sys.executable, "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider",
                "--rootdir", str(REPO), "--llmperf-ab", overrides(delay),
-               "--llmperf-ab-pairs", str(args.pairs), "--llmperf-ab-tolerance",
-               str(args.tolerance), f"--junitxml={junit}", f"--llmperf-json={run_json}",
+               "--llmperf-ab-pairs", str(args.pairs), "--llmperf-ab-confirm-pairs",
+               str(args.confirm_pairs), "--llmperf-ab-tolerance", str(args.tolerance),
+               f"--junitxml={junit}", f"--llmperf-json={run_json}",
                *args.pytest_args.split()]
     began = time.monotonic()
     with held(args.lock):
@@ -113,7 +116,10 @@ def run_session(out: Path, name: str, suite: Path, args: argparse.Namespace,
         medians = {metric: entry["median"] for metric, entry in result["ab"]["metrics"].items()}
         ratios = {metric: [r for r in entry["ratios"] if r] for metric, entry
                   in result["ab"]["metrics"].items()}
-        rows.append({"test": test, "failed": test in failed, "medians": medians, "ratios": ratios,
+        # The spread is of the first-round pairs: every test has them, confirmed or not.
+        first = {metric: values[:args.pairs] for metric, values in ratios.items()}
+        rows.append({"test": test, "failed": test in failed, "medians": medians, "ratios": first,
+                     "confirmed": result["ab"]["pairs"] > args.pairs,
                      "messages": [entry["message"] for entry in result["ab"]["metrics"].values()
                                   if entry["status"] == "regression"],
                      "client_limited": bool(result.get("client", {}).get("limited"))})
@@ -131,6 +137,9 @@ def summarize(condition: str, rows: list[dict]) -> None:
     print(f"\n{condition}: {reps_failed} of {len(by_rep)} repetitions had a failed test; "
           f"{tests_failed} of {len(rows)} tests failed; "
           f"{sum(r['client_limited'] for r in rows)} side-B rows client-limited")
+    confirmed = [r for r in rows if r["confirmed"]]
+    print(f"  {len(confirmed)} tests regressed over the first pairs and measured confirm pairs; "
+          f"{sum(r['failed'] for r in confirmed)} of them failed on all the pairs")
     metrics = sorted({m for r in rows for m in r["medians"]})
     for metric in metrics:
         values = [r["medians"][metric] for r in rows if r["medians"].get(metric) is not None]
@@ -164,6 +173,8 @@ def main() -> int:
                              "grows all run and its latencies swing with the machine (16 req/s "
                              "on an AVX2 VM: per-pair log sd of TPOT 0.29-0.35, the other tests "
                              "0.07-0.14)")
+    parser.add_argument("--confirm-pairs", type=int, default=4,
+                        help="pairs measured more when a test regresses (the plugin's default)")
     parser.add_argument("--tolerance", type=float, default=0.10)
     parser.add_argument("--delay", type=float, default=0.0009,
                         help="seconds each model step of side B sleeps in the slow condition "

@@ -36,15 +36,19 @@ def test_a_weaker_side_b_fails_on_its_paired_ratios(suite):
     result = suite.runpytest_subprocess(
         "-p", "no:cacheprovider", "-rfE", "--llmperf-summary", "full",
         "--llmperf-ab", json.dumps({"max_num_seqs": 1}), "--llmperf-ab-pairs", "2",
+        "--llmperf-ab-confirm-pairs", "1",
         # Two engines and a client on 2 cores can trip the self-check (CI saw loop lag p90
         # 4.8 ms); this test is about the A/B verdict, which warn mode still reaches.
         "--llmperf-client-check", "warn",
         "--llmperf-json", "run.json", timeout=400)
     assert leftover_vllm_processes() == []
     result.assert_outcomes(failed=1)
+    # Regressed over the first 2 pairs, so 1 more pair confirms it; judged on all 3.
+    result.stdout.fnmatch_lines(["*test_concurrent: B regressed over 2 ABBA pairs; 1 more "
+                                 "measured to confirm"])
     result.stdout.re_match_lines([
-        r"^ttft_s\.p50 regressed in A/B: B/A median \d+\.\d{3} \(50% interval \d+\.\d{3}-"
-        r"\d+\.\d{3} over 2 ABBA pairs\), allowed <= 1\.100 \(lower is better; A/B tolerance "
+        r"^ttft_s\.p50 regressed in A/B: B/A median \d+\.\d{3} \(75% interval \d+\.\d{3}-"
+        r"\d+\.\d{3} over 3 ABBA pairs\), allowed <= 1\.100 \(lower is better; A/B tolerance "
         r"0\.1\)$"])
     # Both sides are rows of the summary; A is the reference, B carries the verdict.
     # A client-limited side says so in its row instead (and is never a baseline).
@@ -56,8 +60,8 @@ def test_a_weaker_side_b_fails_on_its_paired_ratios(suite):
     results = json.loads((suite.path / "run.json").read_text())["llmperf"]["results"]
     side_b = next(r for r in results if r["key"] == "test_concurrent (B)")
     ttft = side_b["ab"]["metrics"]["ttft_s.p50"]
-    assert (side_b["ab"]["pairs"], side_b["ab"]["tolerance"]) == (2, 0.1)
-    assert len(ttft["ratios"]) == 2 and ttft["status"] == "regression"
+    assert (side_b["ab"]["pairs"], side_b["ab"]["tolerance"]) == (3, 0.1)
+    assert len(ttft["ratios"]) == 3 and ttft["status"] == "regression"
     assert ttft["interval"] == [min(ttft["ratios"]), max(ttft["ratios"])]
     assert "ab" not in next(r for r in results if r["key"] == "test_concurrent (A)")
     # Two engines started once each: ABBA switches sides inside a pair, not between pairs.

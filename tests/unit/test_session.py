@@ -6,12 +6,14 @@ tests/integration); the workload is built with the tiny model's real tokenizer.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
 
 from pytest_llmperf import Engine, Workload
 from pytest_llmperf import session as session_mod
+from pytest_llmperf.fixture import TestOptions
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.runner import Measurement
 from pytest_llmperf.session import LlmperfSession
@@ -115,3 +117,77 @@ def test_ab_sides_on_gpus_of_their_own_trade_them_halfway(monkeypatch, tmp_path)
     ]
     assert session.notes == ["suite.py::test_x: A/B sides traded GPUs halfway: A on GPUs 0,1 "
                              "then 2,3; B on GPUs 2,3 then 0,1"]
+
+
+class SidedPool:
+    """Both A/B sides up at once, told apart by their URL: side B is the engine with
+    max_num_seqs set."""
+
+    def get(self, engine):
+        server = RunningServer()
+        server.base_url = "http://b" if engine.max_num_seqs else "http://a"
+        return server
+
+    def room_for(self, engines):
+        return contextlib.nullcontext()
+
+
+def ab_session(monkeypatch, b_tpot_by_pair) -> tuple[LlmperfSession, list[str]]:
+    """A session whose side A streams at 10 ms per token and side B at 10 ms times
+    `b_tpot_by_pair[n]` in pair n. Returns it and the sides in the order they were measured."""
+    measured: list[str] = []
+
+    def measure(endpoint, requests, pattern, **_):
+        side = "B" if endpoint.base_url == "http://b" else "A"
+        measured.append(side)
+        pair = (len(measured) - 1) // 2
+        gap = 0.010 * (b_tpot_by_pair[pair] if side == "B" else 1.0)
+        return Measurement([RequestRecord(
+            index=i, expected_prompt_tokens=r.prompt_tokens, expected_output_tokens=3,
+            scheduled_s=float(i), sent_s=float(i), chunk_times_s=[i + 0.1 + gap * n
+                                                                  for n in range(3)],
+            chunk_tokens=[1, 1, 1], usage_prompt_tokens=r.prompt_tokens, usage_output_tokens=3)
+            for i, r in enumerate(requests)])
+
+    monkeypatch.setattr(session_mod, "measure", measure)
+    session = LlmperfSession(resolve(lambda name: None, lambda ini: None, environ={}),
+                             SidedPool())
+    return session, measured
+
+
+def run_ab(session, confirm_pairs):
+    return session.run_ab("suite.py::test_x", "test_x", ENGINE, ENGINE.replace(max_num_seqs=8),
+                          fixed(concurrency=2), pairs=4, confirm_pairs=confirm_pairs,
+                          gated=("tpot_s.p50",))
+
+
+def test_a_regressed_b_measures_its_confirm_pairs_in_abba_order(monkeypatch):
+    session, measured = ab_session(monkeypatch, [1.5] * 8)
+    result_a, result_b = run_ab(session, confirm_pairs=4)
+    assert measured == ["A", "B", "B", "A"] * 4  # the confirm round goes on in ABBA order
+    assert (len(result_a.runs), len(result_b.runs)) == (8, 8)
+    assert session.notes == ["suite.py::test_x: B regressed over 4 ABBA pairs; 4 more measured "
+                             "to confirm"]
+    judgement = session.judge_ab(result_a, result_b, TestOptions(gate=("tpot_s.p50",)), None)
+    assert judgement.failed
+    assert judgement.ab["pairs"] == 8
+
+
+@pytest.mark.parametrize("b_tpot, confirm_pairs", [(1.0, 4), (1.5, 0)],
+                         ids=["B as fast", "no confirm pairs asked"])
+def test_no_confirm_pairs_unless_asked_and_regressed(monkeypatch, b_tpot, confirm_pairs):
+    session, measured = ab_session(monkeypatch, [b_tpot] * 4)
+    result_a, result_b = run_ab(session, confirm_pairs)
+    assert len(measured) == 8
+    assert (len(result_a.runs), len(result_b.runs)) == (4, 4)
+    assert not any("confirm" in note for note in session.notes)
+
+
+def test_a_slow_stretch_that_does_not_last_passes_on_all_the_pairs(monkeypatch):
+    """B 30% slower over the first four pairs, then 20% faster: a state of the machine, not of
+    B. Judged on all eight pairs, the median ratio is within the band."""
+    session, _ = ab_session(monkeypatch, [1.3] * 4 + [0.8] * 4)
+    result_a, result_b = run_ab(session, confirm_pairs=4)
+    judgement = session.judge_ab(result_a, result_b, TestOptions(gate=("tpot_s.p50",)), None)
+    assert not judgement.failed
+    assert judgement.ab["metrics"]["tpot_s.p50"]["ratios"] == pytest.approx([1.3] * 4 + [0.8] * 4)

@@ -27,7 +27,7 @@ def test_defaults():
         log_dir=Path(".llmperf/logs"), startup_timeout=900.0, stall_timeout=120.0, keep_engines=1, engine_nice="auto",
         hardware=None, endpoint=None, client_workers="auto", client_check="fail", baseline_dir=Path("baselines"),
         repeat=1, json=None, require_baseline=False, update_baselines=False, save=None,
-        compare=None, ab=None, ab_pairs=4, ab_tolerance=0.1, summary="short", markdown=None, html=None,
+        compare=None, ab=None, ab_pairs=4, ab_tolerance=0.1, ab_confirm_pairs=4, summary="short", markdown=None, html=None,
         cost_per_hour=None,
         rootdir=Path("."),
     )
@@ -313,6 +313,8 @@ def test_client_workers_on_the_command_line(four_cores, pytester):
      "whole number >= 1, or None for vLLM's default"),
     ({"LLMPERF_AB_PAIRS": "0"},
      "$LLMPERF_AB_PAIRS='0': expected a whole number of ABBA pairs, 1 or more (4 is a good start)"),
+    ({"LLMPERF_AB_CONFIRM_PAIRS": "-1"},
+     "$LLMPERF_AB_CONFIRM_PAIRS='-1': expected a whole number >= 0"),
     ({"LLMPERF_AB_TOLERANCE": "-0.1"},
      "$LLMPERF_AB_TOLERANCE='-0.1': expected a fraction above 0, such as 0.1 (B may be 1.1 times "
      "worse)"),
@@ -333,5 +335,6 @@ def test_a_python_without_vllm_is_refused_before_any_engine_starts():
 
 def test_ab_overrides_from_the_ini():
     chosen = settings(ini={"llmperf_ab": '{"max_num_seqs": 8, "env": {"X": "1"}}',
-                           "llmperf_ab_pairs": "6"})
-    assert (chosen.ab, chosen.ab_pairs) == ({"max_num_seqs": 8, "env": {"X": "1"}}, 6)
+                           "llmperf_ab_pairs": "6", "llmperf_ab_confirm_pairs": "0"})
+    assert (chosen.ab, chosen.ab_pairs, chosen.ab_confirm_pairs) == (
+        {"max_num_seqs": 8, "env": {"X": "1"}}, 6, 0)
