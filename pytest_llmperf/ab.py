@@ -14,9 +14,10 @@ test's interval) is shown with it; a regression also needs that interval to lie 
 worse side of 1, so a verdict never rests on one odd pair.
 
 A test that regresses over its pairs measures a second set (the confirm pairs) and is judged on
-all of them: on a shared machine one engine can run ~20% slower than its twin for tens of seconds,
-longer than a pair lasts, so a regression has to hold over two stretches of the machine before it
-fails a test (docs/ab.md, "Confirming a regression"). Pure: no pytest, no I/O.
+all of them: on a shared machine one engine can run ~20% slower than its identical twin for
+longer than a pair lasts, so a regression has to hold over a longer stretch of the machine before
+it fails a test. Measured on a 2-core VM, this halved the false alarms; a slow state can outlast
+the confirm pairs too (docs/ab.md, "Confirm pairs"). Pure: no pytest, no I/O.
 """
 
 from __future__ import annotations
