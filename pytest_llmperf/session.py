@@ -139,15 +139,19 @@ class LlmperfSession:
         starts: dict[str, float | None] = {}
         fit = self._sides_fit(sides)
         # On GPUs with room for both, each side has its own cards: halfway through a round
-        # they trade them, so a difference between the cards themselves cancels too.
+        # they trade them, so a difference between the cards themselves cancels too. A started
+        # first, on the first cards; the side that starts first after a trade takes them.
         trade = fit and self.gpu_count > 0
+        first_up = "A"
 
         def measure_round(first_pair: int, count: int) -> EngineDied | None:
+            nonlocal first_up
             order = abba_order(first_pair + count)[2 * first_pair:]
             swap_at = count // 2 * 2 if trade and count >= 2 else None
             for index, side in enumerate(order):
                 if index == swap_at:
-                    self._swap_gpus(nodeid, key, sides)
+                    first_up = "B" if first_up == "A" else "A"
+                    self._swap_gpus(nodeid, key, sides, first_up)
                 spec = sides[side]
                 try:
                     endpoint, start_s = self.endpoint_for(spec, workload)
@@ -185,13 +189,13 @@ class LlmperfSession:
             raise died
         return results
 
-    def _swap_gpus(self, nodeid: str, key: str, sides: dict[str, Engine]) -> None:
-        """Stop both sides and start B first: leases hand out the first free GPUs, which A
-        held. The note says which cards each side measured on."""
+    def _swap_gpus(self, nodeid: str, key: str, sides: dict[str, Engine], first: str) -> None:
+        """Stop both sides and start side `first` first: leases hand out the first free GPUs,
+        which the other side held. The note says which cards each side measured on."""
         before = {side: self.pool.gpus_of(spec) for side, spec in sides.items()}
         for spec in sides.values():
             self.pool.stop(spec)
-        for side in ("B", "A"):
+        for side in (first, "A" if first == "B" else "B"):
             try:
                 self.pool.get(sides[side])
             except EngineError as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -191,3 +192,48 @@ def test_a_slow_stretch_that_does_not_last_passes_on_all_the_pairs(monkeypatch):
     judgement = session.judge_ab(result_a, result_b, TestOptions(gate=("tpot_s.p50",)), None)
     assert not judgement.failed
     assert judgement.ab["metrics"]["tpot_s.p50"]["ratios"] == pytest.approx([1.3] * 4 + [0.8] * 4)
+
+
+def test_ab_sides_on_gpus_trade_them_again_halfway_through_the_confirm_pairs(monkeypatch,
+                                                                             tmp_path):
+    """B regresses over 4 pairs, so 4 more confirm it; each round trades the cards halfway, so
+    each side measures 4 of its 8 pairs on each pair of cards."""
+    from pytest_llmperf.engines.leases import GpuLeases
+    from pytest_llmperf.engines.pool import EnginePool
+    from tests.unit.test_pool_and_leases import FakeServer
+
+    log = []
+    session, measured = ab_session(monkeypatch, [1.5] * 8)
+    session.pool = EnginePool(lambda e, env: FakeServer(e, env, log), capacity=1,
+                              leases=GpuLeases(["0", "1", "2", "3"], lease_dir=tmp_path,
+                                               timeout_s=1.0))
+    session.hardware_class, session.gpu_count = "h100", 4
+    a = ENGINE.replace(tensor_parallel_size=2)
+    b = a.replace(max_num_seqs=8)
+    on_cards = []
+    session_measure = session_mod.measure
+
+    def measure(endpoint, requests, pattern, **kwargs):
+        # Both FakeServers have one URL; the ABBA position tells the sides apart.
+        side = "A" if len(measured) % 4 in (0, 3) else "B"
+        on_cards.append((side, ",".join(session.pool.gpus_of(a if side == "A" else b))))
+        return session_measure(SimpleNamespace(base_url=f"http://{side.lower()}"), requests,
+                               pattern, **kwargs)
+
+    monkeypatch.setattr(session_mod, "measure", measure)
+    result_a, _ = session.run_ab("suite.py::test_x", "test_x", a, b, fixed(concurrency=2),
+                                 pairs=4, confirm_pairs=4, gated=("tpot_s.p50",))
+    assert len(result_a.runs) == 8
+    assert [entry[1:] for entry in log if entry[0] == "start"] == [
+        (a.model, "0,1"), (b.model, "2,3"),  # pair 1
+        (b.model, "0,1"), (a.model, "2,3"),  # before pair 3
+        (a.model, "0,1"), (b.model, "2,3"),  # before pair 7: back again
+    ]
+    for side in "AB":
+        cards = [gpus for measured_side, gpus in on_cards if measured_side == side]
+        assert sorted(cards) == ["0,1"] * 4 + ["2,3"] * 4, (side, cards)
+    assert [note for note in session.notes if "traded" in note] == [
+        "suite.py::test_x: A/B sides traded GPUs halfway: A on GPUs 0,1 then 2,3; B on GPUs 2,3 "
+        "then 0,1",
+        "suite.py::test_x: A/B sides traded GPUs halfway: A on GPUs 2,3 then 0,1; B on GPUs 0,1 "
+        "then 2,3"]
