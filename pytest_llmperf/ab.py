@@ -53,7 +53,6 @@ __all__ = [
     "format_ratio",
     "abba_order",
     "judge_pairs",
-    "regressed_over",
     "median_interval",
     "parse_overrides",
     "side_b",
@@ -153,14 +152,6 @@ def paired_ratios(a_runs: Sequence[Mapping[str, float]], b_runs: Sequence[Mappin
 def judge_pairs(ratios: Mapping[str, PairedRatios], tolerance: float) -> GateReport:
     """Every gated metric's verdict, in name order: one GateReport, as the baseline gate gives."""
     return GateReport(tuple(ratios[name].judge(tolerance) for name in sorted(ratios)))
-
-
-def regressed_over(a_runs: Sequence[Mapping[str, float]], b_runs: Sequence[Mapping[str, float]],
-                   names: Sequence[str], tolerance: float) -> bool:
-    """Whether B regressed on any of `names` over the pairs measured so far: the question that
-    decides whether a test measures its confirm pairs."""
-    pairs = min(len(a_runs), len(b_runs))
-    return judge_pairs(paired_ratios(a_runs[:pairs], b_runs[:pairs], names), tolerance).failed
 
 
 def ab_entry(ratios: Mapping[str, PairedRatios], tolerance: float | None,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf import baselines, checks, gate, runfile
-from pytest_llmperf.ab import ab_line, abba_order, regressed_over
+from pytest_llmperf.ab import ab_line, abba_order
 from pytest_llmperf.client import ClientOptions
 from pytest_llmperf.engines.errors import EngineDied, EngineError, EngineStalled
 from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
@@ -169,9 +169,7 @@ class LlmperfSession:
         with self.pool.room_for(2 if fit else 1):
             died = measure_round(0, pairs)
             complete = len(runs["A"]) == len(runs["B"]) == pairs
-            if (confirm_pairs and complete and not died and regressed_over(
-                    [run.flat() for run, _ in runs["A"]], [run.flat() for run, _ in runs["B"]],
-                    gated, self.settings.ab_tolerance)):
+            if confirm_pairs and complete and not died and self._side_b_regressed(runs, gated):
                 self.notes.append(f"{result_id(nodeid, key)}: B regressed over {pairs} ABBA "
                                   f"pairs; {confirm_pairs} more measured to confirm")
                 died = measure_round(pairs, confirm_pairs)
@@ -188,6 +186,15 @@ class LlmperfSession:
                 self.verdicts[result.test_id] = _death_status(died).summary
             raise died
         return results
+
+    def _side_b_regressed(self, runs: dict[str, list[tuple[RunMetrics, Measurement]]],
+                          gated: tuple[str, ...]) -> bool:
+        """Whether B regressed over the pairs measured so far, judged as judge_ab will judge
+        them all (checks.SideA): the question that decides whether confirm pairs follow."""
+        side_a = checks.SideA(tuple(run.flat() for run, _ in runs["A"]),
+                              self.settings.ab_tolerance)
+        current = checks.Current.of([run for run, _ in runs["B"]])
+        return side_a.compare(current, gated).report.failed
 
     def _swap_gpus(self, nodeid: str, key: str, sides: dict[str, Engine], first: str) -> None:
         """Stop both sides and start side `first` first: leases hand out the first free GPUs,
