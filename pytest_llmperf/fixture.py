@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import pytest
 
-from pytest_llmperf import goodput, sweeps
+from pytest_llmperf import confirm_later, goodput, sweeps
 from pytest_llmperf.ab import DEFAULT_AB_PAIRS, PairedRun, ab_entry, side_b
 from pytest_llmperf.baselines import TOLERANCE_RULE, is_tolerance
 from pytest_llmperf.checks import Current, Judgement, Subject
@@ -115,8 +115,8 @@ class Measurer(Protocol):
             repeat: int) -> Result: ...
 
     def run_ab(self, nodeid: str, key: str, a: Engine, b: Engine, workload: Workload,
-               pairs: int, confirm_pairs: int = 0, gated: tuple[str, ...] = ()
-               ) -> tuple[Result, Result]: ...
+               pairs: int, confirm_pairs: int = 0, gated: tuple[str, ...] = (),
+               defer: bool = False) -> tuple[Result, Result]: ...
 
     def run_offline(self, engine: Engine, workload: Workload) -> Any: ...
 
@@ -195,11 +195,19 @@ class Llmperf:
         engine = self._engine(engine)
         settings = self._session.settings
         key = self._next_key()
-        with goodput.limits_of(slo):  # its per-request limits, for both sides' goodput
-            result_a, result_b = _engine_or_fail(
-                self._session.run_ab, user_nodeid(self._item), key, engine,
-                side_b(engine, settings.ab), workload, settings.ab_pairs,
-                settings.ab_confirm_pairs, self.options.gate or DEFAULT_GATED)
+        # A regression over the first pairs is confirmed after the engine's other tests
+        # (confirm_later.py), unless this test measured before: a rerun would measure that again.
+        later = self._item.config.pluginmanager.get_plugin(confirm_later.PLUGIN_NAME)
+        defer = bool(later and later.may_defer(self._item) and not self.results)
+        try:
+            with goodput.limits_of(slo):  # its per-request limits, for both sides' goodput
+                result_a, result_b = _engine_or_fail(
+                    self._session.run_ab, user_nodeid(self._item), key, engine,
+                    side_b(engine, settings.ab), workload, settings.ab_pairs,
+                    settings.ab_confirm_pairs, self.options.gate or DEFAULT_GATED, defer)
+        except confirm_later.ConfirmLater:
+            self._item.stash[confirm_later.DEFERRED] = True
+            raise
         for result in (result_a, result_b):
             self.results.append(result)
             self._check_client(result, settings.client_check)

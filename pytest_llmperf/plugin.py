@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_llmperf import confirm_later, hookspecs, markers, outputs, progressline
 from pytest_llmperf import hardware as hardware_mod
-from pytest_llmperf import hookspecs, markers, outputs, progressline
 from pytest_llmperf import settings as settings_mod
 from pytest_llmperf.engines.leases import GpuLeases, visible_gpus
 from pytest_llmperf.engines.pool import EnginePool, vllm_factory
@@ -109,6 +109,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.stash[STARTED_KEY] = datetime.now(timezone.utc)
     config.pluginmanager.register(ReportHooks(config, SESSION_KEY, STARTED_KEY), REPORTS_PLUGIN)
+    if settings.ab and settings.ab_confirm_pairs:
+        config.pluginmanager.register(confirm_later.ConfirmLaterPlugin(engine_of),
+                                      confirm_later.PLUGIN_NAME)
     _stop_engines_on_sigterm(config)
 
 
@@ -238,7 +241,8 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     engine = engine_of(item)
     if engine is not None and (nextitem is None or engine_of(nextitem) != engine):
         session = item.config.stash.get(SESSION_KEY, None)
-        if session is not None:
+        later = item.config.pluginmanager.get_plugin(confirm_later.PLUGIN_NAME)
+        if session is not None and not (later and later.keeps_engine(item)):
             session.pool.stop(engine)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from pytest_llmperf import baselines, checks, gate, runfile
 from pytest_llmperf.ab import ab_line, abba_order
 from pytest_llmperf.client import ClientOptions
+from pytest_llmperf.confirm_later import ConfirmLater
 from pytest_llmperf.engines.errors import EngineDied, EngineError, EngineStalled
 from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
 from pytest_llmperf.engines.spec import Engine
@@ -51,6 +52,16 @@ class PendingUpdate:
 
 
 @dataclass
+class PausedAb:
+    """An A/B measurement whose confirm pairs wait for the test's rerun (confirm_later.py):
+    what it measured so far, and what it needs to go on in ABBA order."""
+    sides: dict[str, Engine]
+    workload: Workload
+    runs: dict[str, list[tuple[RunMetrics, Measurement]]]
+    starts: dict[str, float | None]
+
+
+@dataclass
 class LlmperfSession:
     settings: Settings
     pool: EnginePool
@@ -66,6 +77,8 @@ class LlmperfSession:
     # and the plots
     annotations: dict[str, dict[str, Any]] = field(default_factory=lambda: defaultdict(dict))
     pending: dict[str, list[PendingUpdate]] = field(default_factory=lambda: defaultdict(list))
+    # test id -> an A/B measurement whose confirm pairs were deferred (run_ab, defer=True)
+    paused_ab: dict[str, PausedAb] = field(default_factory=dict)
     extras: list[tuple[str, dict[str, Estimate], str]] = field(default_factory=list)
     engine_nice: int = 0
     gpu_count: int = 0  # GPUs this process may use (0 on CPU hardware)
@@ -125,33 +138,37 @@ class LlmperfSession:
         return result
 
     def run_ab(self, nodeid: str, key: str, a: Engine, b: Engine, workload: Workload,
-               pairs: int, confirm_pairs: int = 0, gated: tuple[str, ...] = ()
-               ) -> tuple[Result, Result]:
+               pairs: int, confirm_pairs: int = 0, gated: tuple[str, ...] = (),
+               defer: bool = False) -> tuple[Result, Result]:
         """Engines `a` and `b` measured alternately in ABBA order, one run each per pair, on the
         same requests. When B regressed on a `gated` metric over those pairs, `confirm_pairs` more
-        are measured (ab.py says why). Returns both sides' results (every run kept, paired by
-        position)."""
+        are measured (ab.py says why). With `defer`, they are not measured now: the first pairs
+        are kept and `ConfirmLater` is raised, and the test's next call for the same `key` (its
+        rerun after the other tests of its engine, confirm_later.py) measures them. Returns
+        both sides' results (every run kept, paired by position)."""
+        test_id = result_id(nodeid, key)
         sides = {"A": a, "B": b}
         built = {side: spec.tokenizer or spec.model for side, spec in sides.items()}
         workloads = {side: workload.build(self.tokenizer_for(spec))
                      for side, spec in sides.items() if built[side] != built["A"] or side == "A"}
-        runs: dict[str, list[tuple[RunMetrics, Measurement]]] = {"A": [], "B": []}
-        starts: dict[str, float | None] = {}
+        paused = self.paused_ab.pop(test_id, None)
+        if paused is not None and (paused.sides, paused.workload) != (sides, workload):
+            paused = None  # the rerun measures something else: start afresh
+        runs: dict[str, list[tuple[RunMetrics, Measurement]]] = \
+            paused.runs if paused else {"A": [], "B": []}
+        starts: dict[str, float | None] = paused.starts if paused else {}
         fit = self._sides_fit(sides)
         # On GPUs with room for both, each side has its own cards: halfway through a round
-        # they trade them, so a difference between the cards themselves cancels too. A started
-        # first, on the first cards; the side that starts first after a trade takes them.
+        # they trade them, so a difference between the cards themselves cancels too (each
+        # round for itself: other tests of the engines may have moved them in between).
         trade = fit and self.gpu_count > 0
-        first_up = "A"
 
         def measure_round(first_pair: int, count: int) -> EngineDied | None:
-            nonlocal first_up
             order = abba_order(first_pair + count)[2 * first_pair:]
             swap_at = count // 2 * 2 if trade and count >= 2 else None
             for index, side in enumerate(order):
                 if index == swap_at:
-                    first_up = "B" if first_up == "A" else "A"
-                    self._swap_gpus(nodeid, key, sides, first_up)
+                    self._swap_gpus(nodeid, key, sides)
                 spec = sides[side]
                 try:
                     endpoint, start_s = self.endpoint_for(spec, workload)
@@ -167,12 +184,22 @@ class LlmperfSession:
             return None
 
         with self.pool.room_for(2 if fit else 1):
-            died = measure_round(0, pairs)
-            complete = len(runs["A"]) == len(runs["B"]) == pairs
-            if confirm_pairs and complete and not died and self._side_b_regressed(runs, gated):
-                self.notes.append(f"{result_id(nodeid, key)}: B regressed over {pairs} ABBA "
-                                  f"pairs; {confirm_pairs} more measured to confirm")
+            if paused is not None:  # the rerun of a deferred confirm: its pairs, no more
+                self.notes.append(f"{test_id}: B regressed over {pairs} ABBA pairs; "
+                                  f"{confirm_pairs} more measured after the other tests of "
+                                  "its engine, to confirm")
                 died = measure_round(pairs, confirm_pairs)
+            else:
+                died = measure_round(0, pairs)
+                complete = len(runs["A"]) == len(runs["B"]) == pairs
+                if confirm_pairs and complete and not died \
+                        and self._side_b_regressed(runs, gated):
+                    if defer:
+                        self.paused_ab[test_id] = PausedAb(sides, workload, runs, starts)
+                        raise ConfirmLater(test_id)
+                    self.notes.append(f"{test_id}: B regressed over {pairs} ABBA pairs; "
+                                      f"{confirm_pairs} more measured to confirm")
+                    died = measure_round(pairs, confirm_pairs)
         pairs = min(len(runs["A"]), len(runs["B"]))
         results = tuple(
             self._record(nodeid, f"{key} ({side})", sides[side], workload,
@@ -196,10 +223,13 @@ class LlmperfSession:
         current = checks.Current.of([run for run, _ in runs["B"]])
         return side_a.compare(current, gated).report.failed
 
-    def _swap_gpus(self, nodeid: str, key: str, sides: dict[str, Engine], first: str) -> None:
-        """Stop both sides and start side `first` first: leases hand out the first free GPUs,
-        which the other side held. The note says which cards each side measured on."""
+    def _swap_gpus(self, nodeid: str, key: str, sides: dict[str, Engine]) -> None:
+        """Stop both sides and start first the one on the back cards: leases hand out the
+        first free GPUs, which the other side held. The note says which cards each side
+        measured on."""
         before = {side: self.pool.gpus_of(spec) for side, spec in sides.items()}
+        behind = self.pool.behind_on_gpus([sides["A"], sides["B"]])
+        first = "A" if behind == sides["A"] else "B"
         for spec in sides.values():
             self.pool.stop(spec)
         for side in (first, "A" if first == "B" else "B"):

@@ -95,6 +95,14 @@ class EnginePool:
         lease = self._held.get(engine)
         return list(lease.devices) if lease else []
 
+    def behind_on_gpus(self, engines: list[Engine]) -> Engine:
+        """Of running specs, the one whose GPUs come last in this process's visible order:
+        started first after all of them stop, it takes the front cards (leases hand out the
+        first free ones), so the specs trade places."""
+        order = self._leases.devices if self._leases else []
+        return max(engines, key=lambda engine: min(
+            (order.index(gpu) for gpu in self.gpus_of(engine) if gpu in order), default=-1))
+
     @contextmanager
     def room_for(self, engines: int) -> Iterator[None]:
         """Keep at least `engines` running at once inside the block (the two sides of a paired

@@ -14,6 +14,7 @@ import pytest
 
 from pytest_llmperf import Engine, Workload
 from pytest_llmperf import session as session_mod
+from pytest_llmperf.confirm_later import ConfirmLater
 from pytest_llmperf.fixture import TestOptions
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.runner import Measurement
@@ -156,10 +157,10 @@ def ab_session(monkeypatch, b_tpot_by_pair) -> tuple[LlmperfSession, list[str]]:
     return session, measured
 
 
-def run_ab(session, confirm_pairs):
+def run_ab(session, confirm_pairs, defer=False, workload=None):
     return session.run_ab("suite.py::test_x", "test_x", ENGINE, ENGINE.replace(max_num_seqs=8),
-                          fixed(concurrency=2), pairs=4, confirm_pairs=confirm_pairs,
-                          gated=("tpot_s.p50",))
+                          workload or fixed(concurrency=2), pairs=4, confirm_pairs=confirm_pairs,
+                          gated=("tpot_s.p50",), defer=defer)
 
 
 def test_a_regressed_b_measures_its_confirm_pairs_in_abba_order(monkeypatch):
@@ -182,6 +183,36 @@ def test_no_confirm_pairs_unless_asked_and_regressed(monkeypatch, b_tpot, confir
     assert len(measured) == 8
     assert (len(result_a.runs), len(result_b.runs)) == (4, 4)
     assert not any("confirm" in note for note in session.notes)
+
+
+def test_a_deferred_confirm_keeps_the_first_pairs_and_the_rerun_goes_on_from_them(monkeypatch):
+    """defer=True: the first 4 pairs regressed, so run_ab keeps them, records nothing and raises
+    ConfirmLater; the test's rerun measures only the confirm pairs, in ABBA order, and is judged
+    on all 8."""
+    session, measured = ab_session(monkeypatch, [1.3] * 4 + [0.8] * 4)
+    with pytest.raises(ConfirmLater):
+        run_ab(session, confirm_pairs=4, defer=True)
+    assert measured == ["A", "B", "B", "A"] * 2
+    assert session.results == [] and session.notes == []
+
+    result_a, result_b = run_ab(session, confirm_pairs=4)  # the rerun, minutes later
+    assert measured == ["A", "B", "B", "A"] * 4
+    assert (len(result_a.runs), len(result_b.runs)) == (8, 8)
+    assert session.notes == ["suite.py::test_x: B regressed over 4 ABBA pairs; 4 more measured "
+                             "after the other tests of its engine, to confirm"]
+    judgement = session.judge_ab(result_a, result_b, TestOptions(gate=("tpot_s.p50",)), None)
+    assert not judgement.failed
+    assert judgement.ab["metrics"]["tpot_s.p50"]["ratios"] == pytest.approx([1.3] * 4 + [0.8] * 4)
+    assert session.paused_ab == {}
+
+
+def test_a_rerun_that_measures_another_workload_starts_afresh(monkeypatch):
+    session, measured = ab_session(monkeypatch, [1.5] * 12)
+    with pytest.raises(ConfirmLater):
+        run_ab(session, confirm_pairs=4, defer=True)
+    result_a, _ = run_ab(session, confirm_pairs=4, workload=fixed(concurrency=1))
+    assert len(result_a.runs) == 8  # its own 4 pairs, then its own 4 confirm pairs
+    assert len(measured) == 8 + 16
 
 
 def test_a_slow_stretch_that_does_not_last_passes_on_all_the_pairs(monkeypatch):
