@@ -257,11 +257,13 @@ class SideA:
 
     runs: tuple[Mapping[str, float], ...]
     tolerance: float
+    first_round: int | None = None  # pairs before the confirm pairs (ab.PairedRatios)
 
     def compare(self, current: Current, gated: Sequence[str],
                 tolerance: float | None = None) -> Judgement:
         pairs = min(len(self.runs), len(current.runs))
-        ratios = paired_ratios(self.runs[:pairs], current.runs[:pairs], list(gated))
+        ratios = paired_ratios(self.runs[:pairs], current.runs[:pairs], list(gated),
+                               self.first_round)
         report = judge_pairs(ratios, self.tolerance)
         return Judgement(report=report, saved_run=True,
                          ab=ab_entry(ratios, self.tolerance, report))

@@ -109,7 +109,10 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.stash[STARTED_KEY] = datetime.now(timezone.utc)
     config.pluginmanager.register(ReportHooks(config, SESSION_KEY, STARTED_KEY), REPORTS_PLUGIN)
-    if settings.ab and settings.ab_confirm_pairs:
+    # Not in a pytest-xdist worker: it checks that each report belongs to the test it is
+    # running, so a rerun cannot wait for the end of an engine's tests there; the confirm
+    # pairs follow the first ones at once instead.
+    if settings.ab and settings.ab_confirm_pairs and not hasattr(config, "workerinput"):
         config.pluginmanager.register(confirm_later.ConfirmLaterPlugin(engine_of),
                                       confirm_later.PLUGIN_NAME)
     _stop_engines_on_sigterm(config)

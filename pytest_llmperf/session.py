@@ -375,7 +375,7 @@ class LlmperfSession:
         the gated metrics (the test's `gate=` list, else gate.DEFAULT_GATED) under
         --llmperf-ab-tolerance."""
         side_a = checks.SideA(tuple(run.flat() for run in result_a.runs),
-                              self.settings.ab_tolerance)
+                              self.settings.ab_tolerance, self.settings.ab_pairs)
         judgement = checks.judge(checks.Current.of(result_b.runs), side_a,
                                  gated=options.gate or gate.DEFAULT_GATED, slo=slo,
                                  known=_known_metric(result_b.metrics))

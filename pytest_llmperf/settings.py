@@ -202,9 +202,10 @@ OPTIONS: tuple[Option, ...] = (
            parse_pairs, metavar="N"),
     Option("ab_tolerance", "how much worse B may be than A, as a factor - 1, in an A/B run",
            DEFAULT_AB_TOLERANCE, parse_ab_tolerance, metavar="FRACTION"),
-    Option("ab_confirm_pairs", "when B regresses in an A/B run, measure N more ABBA pairs and "
-           "judge on all of them, so a short slow stretch of the machine is less likely to fail "
-           "a test (0: judge on the first pairs alone)", DEFAULT_AB_CONFIRM_PAIRS,
+    Option("ab_confirm_pairs", "when B regresses in an A/B run, rerun the test after the "
+           "other tests of its engine, measure N more ABBA pairs there and judge on all of them, "
+           "so a slow stretch of the machine is less likely to fail a test (0: judge on the "
+           "first pairs alone)", DEFAULT_AB_CONFIRM_PAIRS,
            whole_number(0), metavar="N"),
     # Reports (pytest_llmperf/outputs.py)
     Option("summary", "the terminal summary: short fits 120 columns (the most telling columns, "

@@ -50,7 +50,8 @@ def test_a_weaker_side_b_fails_on_its_paired_ratios(suite):
     assert result.stdout.str().count("FAILED test_ab_suite.py::test_concurrent") == 1
     result.stdout.re_match_lines([
         r"^ttft_s\.p50 regressed in A/B: B/A median \d+\.\d{3} \(75% interval \d+\.\d{3}-"
-        r"\d+\.\d{3} over 3 ABBA pairs\), allowed <= 1\.100 \(lower is better; A/B tolerance "
+        r"\d+\.\d{3} over 3 ABBA pairs; the 1 confirm pair alone \d+\.\d{3}\), allowed <= 1\.100 "
+        r"\(lower is better; A/B tolerance "
         r"0\.1\)$"])
     # Both sides are rows of the summary; A is the reference, B carries the verdict.
     # A client-limited side says so in its row instead (and is never a baseline).

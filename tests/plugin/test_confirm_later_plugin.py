@@ -150,7 +150,8 @@ def test_a_suspect_test_is_rerun_after_its_engines_other_tests_and_judged_on_all
     ], consecutive=False)
     result.stdout.re_match_lines([
         r"^tpot_s\.p50 regressed in A/B: B/A median 1\.500 \(93% interval 1\.500-1\.500 over 8 "
-        r"ABBA pairs\), allowed <= 1\.100 \(lower is better; A/B tolerance 0\.1\)$"])
+        r"ABBA pairs; the 4 confirm pairs alone 1\.500\), allowed <= 1\.100 \(lower is better; "
+        r"A/B tolerance 0\.1\)$"])
     run = json.loads((suite.path / "run.json").read_text())["llmperf"]["results"]
     pairs = {entry["test_id"]: entry["ab"]["pairs"] for entry in run if "ab" in entry}
     assert sorted(pairs.values()) == [4, 4, 8, 8]  # one row per side B, the first attempt gone
@@ -166,3 +167,20 @@ def test_without_confirm_pairs_nothing_is_deferred(suite):
         r".*::TestFirstEngine::test_as_fast PASSED",
         r".*::TestFirstEngine::test_slower FAILED",
     ], consecutive=True)
+
+
+def test_under_xdist_the_confirm_pairs_follow_at_once(suite):
+    """pytest-xdist's worker requires each test's reports while that test runs, so there is no
+    rerun: a suspect measures its confirm pairs right after its first pairs, and is judged on
+    all of them in its own turn."""
+    result = suite.runpytest("-v", "-n", "1", "-p", "no:cacheprovider",
+                             "--llmperf-ab", json.dumps({"max_num_seqs": 8}))
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.re_match_lines([
+        r".* PASSED .*::TestFirstEngine::test_slow_stretch",
+        r".* PASSED .*::TestFirstEngine::test_as_fast",
+        r".* FAILED .*::TestFirstEngine::test_slower",
+        r".* PASSED .*::test_other_engine",
+    ], consecutive=False)
+    result.stdout.fnmatch_lines(["*test_slow_stretch: B regressed over 4 ABBA pairs; 4 more "
+                                 "measured to confirm"])

@@ -87,6 +87,37 @@ def test_a_clear_improvement_is_reported_not_failed():
     assert not verdict.failed
 
 
+def test_confirm_pairs_must_show_the_regression_by_themselves():
+    """The calibration's false alarm: the first 4 pairs (chosen for confirming because they
+    looked worse) pull the median of all 8 just past the band, while the confirm pairs alone sit
+    inside it. Not a regression; the same pairs with a slower confirm round are."""
+    first = (1.37, 1.17, 1.14, 1.02)
+    verdict = PairedRatios("tpot_s.p50", first + (1.08, 0.88, 1.18, 1.01), first_round=4).judge(0.10)
+    assert verdict.status == PASS
+    assert verdict.message == (
+        "tpot_s.p50 not confirmed in A/B: B/A median 1.110 (93% interval 1.010-1.180 over 8 ABBA "
+        "pairs; the 4 confirm pairs alone 1.045), allowed <= 1.100 (lower is better; A/B "
+        "tolerance 0.1)")
+    slower = PairedRatios("tpot_s.p50", first + (1.18, 1.08, 1.22, 1.14), first_round=4)
+    assert slower.judge(0.10).status == REGRESSION
+    # Throughput: the confirm pairs' median must fall below 1 / 1.1 too.
+    cleared = PairedRatios("output_throughput_tok_s", (0.8,) * 4 + (0.95, 0.8, 0.95, 0.95),
+                           first_round=4)
+    assert cleared.judge(0.10).status == PASS
+    assert PairedRatios("output_throughput_tok_s", (0.8,) * 8, first_round=4).judge(
+        0.10).status == REGRESSION
+
+
+def test_confirm_pairs_that_measured_nothing_clear_nothing():
+    verdict = PairedRatios("tpot_s.p50", (1.5,) * 4 + (math.nan,), first_round=4).judge(0.10)
+    assert verdict.status == REGRESSION
+
+
+def test_without_confirm_pairs_the_message_is_unchanged():
+    verdict = PairedRatios("tpot_s.p50", (1.5,) * 4, first_round=4).judge(0.10)
+    assert "confirm" not in verdict.message and verdict.status == REGRESSION
+
+
 def test_a_metric_with_no_ratio_fails_and_says_why():
     verdict = PairedRatios("tpot_s.p50", (math.nan, math.nan)).judge(0.10)
     assert verdict.status == REGRESSION

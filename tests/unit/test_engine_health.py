@@ -96,11 +96,13 @@ def test_the_watch_records_which_process_of_the_group_ended_first():
     """A real process group, as an engine's: a leader and its child."""
     leader = subprocess.Popen(["sh", "-c", "sleep 30 & wait"], start_new_session=True)
     try:
-        assert _wait_for(lambda: len(group_members(leader.pid)) == 2)
+        # The child is a forked sh until it execs sleep: wait for the name, not just the count
+        # (a busy machine caught it in between).
+        assert _wait_for(lambda: [member.name for member in group_members(leader.pid)][1:]
+                         == ["sleep"])
         members = group_members(leader.pid)
         assert members[0] == Member(leader.pid, "server")
         child = members[1]
-        assert child.name == "sleep"
         watch = ProcessWatch(members)
         os.kill(child.pid, signal.SIGKILL)
         leader.wait(timeout=5)  # `wait` returns once its child is gone
