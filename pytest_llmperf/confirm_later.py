@@ -11,7 +11,8 @@ instead of logging them, and reruns the test once the last test of its engine ha
 rerun, run_ab measures the confirm pairs and the test is judged on all of them. Only the rerun's
 reports are logged, so the test shows once, with its final outcome, after the others of its
 engine. The engines stay up for the rerun (`keeps_engine`). pytest-rerunfailures reruns items
-the same way (`runtestprotocol` with `log=False`).
+the same way (`runtestprotocol` with `log=False`). Not registered in a pytest-xdist worker,
+which requires each report while its own test runs: there the confirm pairs follow at once.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ class ConfirmLater(BaseException):
 
 
 class ConfirmLaterPlugin:
-    """Registered for A/B runs with confirm pairs (plugin.pytest_configure)."""
+    """Registered for A/B runs with confirm pairs, outside pytest-xdist workers
+    (plugin.pytest_configure)."""
 
     def __init__(self, engine_of) -> None:
         self._engine_of = engine_of
