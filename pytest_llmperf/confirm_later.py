@@ -20,11 +20,9 @@ from __future__ import annotations
 import pytest
 from _pytest.runner import runtestprotocol
 
-__all__ = ["DEFERRED", "ConfirmLater", "ConfirmLaterPlugin"]
+__all__ = ["ConfirmLater", "ConfirmLaterPlugin"]
 
 PLUGIN_NAME = "llmperf-confirm-later"
-# Set on an item by the fixture when its A/B measurement raised ConfirmLater.
-DEFERRED = pytest.StashKey[bool]()
 
 
 class ConfirmLater(BaseException):
@@ -45,12 +43,15 @@ class ConfirmLaterPlugin:
         """Whether a regression in `item` may wait for a rerun (not in the rerun itself)."""
         return item is not self._rerunning
 
+    def defer(self, item: pytest.Item) -> None:
+        """`item` raised ConfirmLater (the fixture says so): rerun it at its group's end."""
+        self._waiting.append(item)
+
     def keeps_engine(self, item: pytest.Item) -> bool:
         """Whether `item`'s engine must stay up past its teardown: it, or another test of
         its engine, waits for a rerun."""
         engine = self._engine_of(item)
-        return item.stash.get(DEFERRED, False) or any(
-            self._engine_of(waiting) == engine for waiting in self._waiting)
+        return any(self._engine_of(waiting) == engine for waiting in self._waiting)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool:
@@ -60,9 +61,7 @@ class ConfirmLaterPlugin:
         reports = runtestprotocol(
             item, log=False, nextitem=self._waiting[0] if group_ends and self._waiting
             else nextitem)
-        if item.stash.get(DEFERRED, False):
-            self._waiting.append(item)  # its reports are dropped: the rerun's stand
-        else:
+        if item not in self._waiting:  # a deferred test's reports are dropped: the rerun's stand
             _log(item, reports)
         if group_ends:
             self._rerun_waiting(nextitem)
@@ -73,7 +72,6 @@ class ConfirmLaterPlugin:
         waiting = self._waiting
         while waiting:
             item = waiting.pop(0)
-            item.stash[DEFERRED] = False
             self._rerunning = item
             try:
                 reports = runtestprotocol(item, log=False,

@@ -206,7 +206,7 @@ class Llmperf:
                     side_b(engine, settings.ab), workload, settings.ab_pairs,
                     settings.ab_confirm_pairs, self.options.gate or DEFAULT_GATED, defer)
         except confirm_later.ConfirmLater:
-            self._item.stash[confirm_later.DEFERRED] = True
+            later.defer(self._item)
             raise
         for result in (result_a, result_b):
             self.results.append(result)

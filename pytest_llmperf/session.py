@@ -184,22 +184,20 @@ class LlmperfSession:
             return None
 
         with self.pool.room_for(2 if fit else 1):
-            if paused is not None:  # the rerun of a deferred confirm: its pairs, no more
-                self.notes.append(f"{test_id}: B regressed over {pairs} ABBA pairs; "
-                                  f"{confirm_pairs} more measured after the other tests of "
-                                  "its engine, to confirm")
-                died = measure_round(pairs, confirm_pairs)
-            else:
+            died, confirm = None, paused is not None  # a deferred test's rerun: confirm only
+            if not confirm:
                 died = measure_round(0, pairs)
                 complete = len(runs["A"]) == len(runs["B"]) == pairs
-                if confirm_pairs and complete and not died \
-                        and self._side_b_regressed(runs, gated):
-                    if defer:
-                        self.paused_ab[test_id] = PausedAb(sides, workload, runs, starts)
-                        raise ConfirmLater(test_id)
-                    self.notes.append(f"{test_id}: B regressed over {pairs} ABBA pairs; "
-                                      f"{confirm_pairs} more measured to confirm")
-                    died = measure_round(pairs, confirm_pairs)
+                confirm = bool(confirm_pairs and complete and not died
+                               and self._side_b_regressed(runs, gated))
+                if confirm and defer:
+                    self.paused_ab[test_id] = PausedAb(sides, workload, runs, starts)
+                    raise ConfirmLater(test_id)
+            if confirm:
+                later = " after the other tests of its engine," if paused else ""
+                self.notes.append(f"{test_id}: B regressed over {pairs} ABBA pairs; "
+                                  f"{confirm_pairs} more measured{later} to confirm")
+                died = measure_round(pairs, confirm_pairs)
         pairs = min(len(runs["A"]), len(runs["B"]))
         results = tuple(
             self._record(nodeid, f"{key} ({side})", sides[side], workload,
