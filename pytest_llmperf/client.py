@@ -1,6 +1,6 @@
 """OpenAI-compatible streaming client -> one RequestRecord per request.
 
-It times each streamed chunk on arrival (http1.py stamps every read with the kernel's receive
+It times each streamed chunk on arrival (the reader stamps every read with the kernel's receive
 time) and counts the tokens the chunk carried (vLLM's `return_token_ids` gives them exactly;
 other servers fall back to one token per text chunk, and the record says so; see sse.py). Output
 length is forced with `ignore_eos` plus `min_tokens = max_tokens` and the server's `usage` is
@@ -100,7 +100,7 @@ class OpenAIStreamClient:
             raw = self._pool.request_bytes(self.path, _encode(self.body(request)))
             record.sent_s = self.clock()
             async with asyncio.timeout(REQUEST_TIMEOUT_S):
-                status, error_body = await self._pool.post(raw, decoder.feed)
+                status, error_body = await self._pool.post(raw, decoder.feed_reads)
             if status != 200:
                 text = error_body.decode(errors="replace")
                 _fail(record, failures.kind_of_status(status),

@@ -1,18 +1,17 @@
-"""A lean HTTP/1.1 client for streamed POSTs: non-blocking sockets, httptools' parser, keep-alive.
+"""A lean HTTP/1.1 client for streamed POSTs: non-blocking sockets, keep-alive, reads in bulk.
 
 Why not httpx or aiohttp: at hundreds of concurrent streams their per-chunk Python (stream
 readers, async iterators, line splitting, header objects) was most of the client's CPU, and a
-client that runs out of CPU reports the engine slower than it is. Here a read costs one
-`recvmsg`, one call into llhttp (httptools, the parser uvicorn uses; it also undoes chunked
-encoding) and one call of the body sink.
+client that runs out of CPU reports the engine slower than it is. Here the reads themselves are
+done by a reader (readers.py: in C where built), which stamps each read with the time the kernel
+received its bytes (SO_TIMESTAMPNS), undoes the HTTP framing and gathers the body; a connection
+hears from it once per response head and end, and every few dozen reads, when it passes the
+gathered body with each read's end offset and time to the body sink (sse.py's decoder).
 
-Every read is stamped with the time the kernel received its bytes (SO_TIMESTAMPNS), not the time
-the event loop got round to reading them. A client with 1,000 streams wakes with hundreds of
-sockets ready at once; stamped in the loop, the last of them would carry the time spent on all the
-others (measured: TTFT p50 7 ms above the truth at 512 streams on one core). The kernel's stamp
-is CLOCK_REALTIME; `kernel_stamp` moves it onto the client's clock by the packet's age, so a step of
-the wall clock between two reads cannot shift a stamp by more than that read's age. Over TLS the
-bytes the kernel received are not the bytes parsed, so https connections stamp in the loop.
+Stamped in the loop instead of by the kernel, the last of hundreds of sockets ready at once would
+carry the time spent on all the others (measured: TTFT p50 7 ms above the truth at 512 streams on
+one core). Over TLS the bytes the kernel received are not the bytes parsed, so https connections
+stamp when the loop decrypts them.
 
 Control calls (health, /metrics) keep using httpx: they are few and need none of this.
 """
@@ -20,25 +19,20 @@ Control calls (health, /metrics) keep using httpx: they are few and need none of
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import ssl
-import struct
-import time
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
-import httptools
+from pytest_llmperf.readers import SO_TIMESTAMPNS, ResponseParser, open_reader
 
 __all__ = ["Aborted", "BodySink", "ConnectionPool", "StreamClosed"]
 
-# body bytes, the time they were read -> None
-BodySink = Callable[[bytes, float], None]
-
-READ_BYTES = 16 * 1024  # under malloc's mmap threshold: a bigger buffer costs an mmap per read
-# Linux's SO_TIMESTAMPNS (asm-generic/socket.h; the same on x86, arm64 and ppc64le), which
-# Python's socket module does not name. SCM_TIMESTAMPNS, the control message, has the same value.
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
-_TIMESPEC = socket.CMSG_SPACE(16)  # struct timespec: two 64-bit fields
+# (body bytes, the end offset in them of each read, each read's time) -> None; called with
+# every part of a response's body, in order, the last before the response's end is reported.
+BodySink = Callable[[bytes, list[int], list[float]], None]
 
 
 class StreamClosed(ConnectionError):
@@ -61,34 +55,19 @@ class _Exchange:
         self.error_body = bytearray()
         self.done = done
 
-    def keep_error(self, body: bytes, now: float) -> None:
+    def keep_error(self, body: bytes, ends: list[int], stamps: list[float]) -> None:
         self.error_body += body
 
 
-def kernel_stamp(clock_now: float, ancillary: list) -> float:
-    """A reading of the client's clock for bytes the kernel received at the SCM_TIMESTAMPNS
-    time in `ancillary` (CLOCK_REALTIME): `clock_now`, taken just now, minus the bytes' age.
-    Without a kernel time the stamp is `clock_now`."""
-    if not ancillary:
-        return clock_now
-    seconds, nanoseconds = _unpack_timespec(ancillary[0][2])
-    age_ns = time.time_ns() - seconds * 1_000_000_000 - nanoseconds
-    return clock_now - age_ns * 1e-9 if age_ns > 0 else clock_now
-
-
-_unpack_timespec = struct.Struct("=qq").unpack_from
-
-
 class _Connection:
-    """One keep-alive connection. Subclasses say how bytes come in and go out."""
+    """One keep-alive connection. Subclasses say how bytes come in and go out; the reader's
+    callbacks (readers.py) end up here."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
-        self._now = 0.0
-        self._parser = httptools.HttpResponseParser(self)
         self._exchange: _Exchange | None = None
         self._sink: BodySink | None = None
-        self._framed = False  # the response has a Content-Length or chunked encoding
+        self._keep_alive = False
         self.reusable = False
         self.closed = False
 
@@ -99,86 +78,81 @@ class _Connection:
     def abort(self) -> None:
         raise NotImplementedError
 
-    # -- bytes in, stamped with the time `now` they arrived
-    def feed(self, data: bytes, now: float) -> None:
-        self._now = now
-        try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            self._fail(StreamClosed(f"malformed HTTP response: {exc}"))
-            self.abort()
+    def _expect(self) -> None:
+        """Get the reader ready for the response to the request about to go out."""
+        raise NotImplementedError
 
-    def lost(self, exc: Exception | None) -> None:
-        self.reusable = False
-        self.closed = True
-        if exc is None and self._exchange is not None and self._exchange.status \
-                and not self._framed:
-            self.on_message_complete()  # a body without length or chunks ends at the close
+    def _take(self) -> tuple[bytes, list[int], list[float]]:
+        raise NotImplementedError
+
+    # -- the reader's callbacks
+    def _on_headers(self, status: int, keep_alive: bool) -> None:
+        exchange = self._exchange
+        if exchange is None:
             return
+        exchange.status = status
+        self._keep_alive = keep_alive
+        self._sink = exchange.sink if status == 200 else exchange.keep_error
+
+    def _on_body_pending(self) -> None:
+        body, ends, stamps = self._take()
+        if self._sink is not None and body:
+            self._sink(body, ends, stamps)
+
+    def _on_complete(self) -> None:
+        self._on_body_pending()
+        exchange, self._exchange, self._sink = self._exchange, None, None
+        self.reusable = self._keep_alive
+        if exchange is not None and not exchange.done.done():
+            exchange.done.set_result(None)
+
+    def _on_closed(self, err: int | BaseException) -> None:
+        if self._exchange is not None:
+            self._on_body_pending()  # what came before the close is kept
+        self.abort()
+        exc = (None if not err else err if isinstance(err, BaseException)
+               else OSError(err, os.strerror(err)))
         self._fail(StreamClosed("the server closed the connection before the response ended"
                                 + (f" ({exc})" if exc else "")))
 
-    # -- httptools callbacks
-    def on_header(self, name: bytes, value: bytes) -> None:
-        name = name.lower()
-        if name == b"content-length" or (name == b"transfer-encoding"
-                                          and b"chunked" in value.lower()):
-            self._framed = True
-
-    def on_headers_complete(self) -> None:
-        exchange = self._exchange
-        exchange.status = self._parser.get_status_code()
-        self._sink = exchange.sink if exchange.status == 200 else exchange.keep_error
-
-    def on_body(self, body: bytes) -> None:
-        self._sink(body, self._now)
-
-    def on_message_complete(self) -> None:
-        exchange, self._exchange = self._exchange, None
-        self.reusable = self._parser.should_keep_alive()
-        if exchange is not None and not exchange.done.done():
-            exchange.done.set_result(None)
+    def _on_malformed(self, reason: str) -> None:
+        self._fail(StreamClosed(f"malformed HTTP response: {reason}"))
+        self.abort()
 
     # -- used by the pool
     def start(self, raw: bytes, sink: BodySink) -> _Exchange:
         self.reusable = False
         self._exchange = _Exchange(sink, asyncio.get_running_loop().create_future())
-        self._framed = False
+        self._sink = None
+        self._expect()
         self.write(raw)
         return self._exchange
 
     def _fail(self, exc: Exception) -> None:
-        exchange, self._exchange = self._exchange, None
+        exchange, self._exchange, self._sink = self._exchange, None, None
         if exchange is not None and not exchange.done.done():
             exchange.done.set_exception(exc)
 
 
 class _SocketConnection(_Connection):
-    """Plain TCP: the loop says when the socket is readable and `recvmsg` takes the bytes with
-    the kernel's receive time."""
+    """Plain TCP: the pool's reader reads the socket; writes go straight to it."""
 
-    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop,
+    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop, reader: Any,
                  clock: Callable[[], float]) -> None:
         super().__init__(clock)
         self._sock = sock
+        self._fd = sock.fileno()
         self._loop = loop
-        self._recvmsg = sock.recvmsg
+        self._reader = reader
         self._unsent = b""
         self._writing = False  # the loop calls _send when the socket can take more
-        loop.add_reader(sock.fileno(), self._readable)
+        reader.add(sock, self)
 
-    def _readable(self) -> None:
-        try:
-            data, ancillary, _, _ = self._recvmsg(READ_BYTES, _TIMESPEC)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            self._end(exc)
-            return
-        if not data:
-            self._end(None)
-            return
-        self.feed(data, kernel_stamp(self._clock(), ancillary))
+    def _expect(self) -> None:
+        self._reader.expect(self._fd, self._clock())
+
+    def _take(self) -> tuple[bytes, list[int], list[float]]:
+        return self._reader.take(self._fd)
 
     def write(self, raw: bytes) -> None:
         # A request is small: the first send almost always takes all of it, and only what is
@@ -186,7 +160,7 @@ class _SocketConnection(_Connection):
         self._unsent = raw
         self._send()
         if self._unsent and not self.closed:
-            self._loop.add_writer(self._sock.fileno(), self._send)
+            self._loop.add_writer(self._fd, self._send)
             self._writing = True
 
     def _send(self) -> None:
@@ -195,30 +169,21 @@ class _SocketConnection(_Connection):
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
-            self._end(exc)
+            self._on_closed(exc)
             return
         self._unsent = self._unsent[sent:]
         if self._writing and not self._unsent:
-            self._loop.remove_writer(self._sock.fileno())
+            self._loop.remove_writer(self._fd)
             self._writing = False
 
-    def _end(self, exc: Exception | None) -> None:
-        """The socket failed (`exc`) or the server closed it (None)."""
-        self._close()
-        self.lost(exc)
-
     def abort(self) -> None:
-        self._close()
-
-    def _close(self) -> None:
         if self.closed:
             return
         self.closed = True
         self.reusable = False
-        fd = self._sock.fileno()
-        self._loop.remove_reader(fd)
+        self._reader.discard(self._fd)
         if self._writing:
-            self._loop.remove_writer(fd)
+            self._loop.remove_writer(self._fd)
         self._sock.close()
 
 
@@ -227,20 +192,34 @@ class _TlsConnection(_Connection, asyncio.Protocol):
 
     transport: asyncio.Transport
 
+    def __init__(self, clock: Callable[[], float]) -> None:
+        super().__init__(clock)
+        self._parser = ResponseParser(self)
+
     def connection_made(self, transport) -> None:
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        self.feed(data, self._clock())
+        self._parser.feed(data, self._clock())
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.lost(exc)
+        if not self.closed:
+            self._parser.closed(exc or 0)
+
+    def _expect(self) -> None:
+        self._parser.expect(self._clock())
+
+    def _take(self) -> tuple[bytes, list[int], list[float]]:
+        return self._parser.take()
 
     def write(self, raw: bytes) -> None:
         self.transport.write(raw)
 
     def abort(self) -> None:
+        if self.closed:
+            return
         self.closed = True
+        self.reusable = False
         self.transport.abort()
 
 
@@ -264,6 +243,7 @@ class ConnectionPool:
         self._idle: list[_Connection] = []
         self._open: set[_Connection] = set()
         self._aborted: Aborted | None = None
+        self._reader: Any = None  # readers.py's, made with the first plain-TCP connection
 
     def request_bytes(self, path: str, body: bytes) -> bytes:
         head = (b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
@@ -334,7 +314,9 @@ class ConnectionPool:
         except BaseException:
             sock.close()
             raise
-        return _SocketConnection(sock, loop, self._clock)
+        if self._reader is None:
+            self._reader = open_reader(loop, self._clock)
+        return _SocketConnection(sock, loop, self._reader, self._clock)
 
     def _discard(self, connection: _Connection) -> None:
         connection.abort()
@@ -361,3 +343,6 @@ class ConnectionPool:
             connection.abort()
         self._open.clear()
         self._idle.clear()
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None

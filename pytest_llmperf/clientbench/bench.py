@@ -33,6 +33,7 @@ import httpx
 from pytest_llmperf.clientworkers import measure_in_workers
 from pytest_llmperf.loadgen import Concurrency, LoadPattern, Rate
 from pytest_llmperf.metrics import compute_metrics
+from pytest_llmperf.readers import reader_kind
 from pytest_llmperf.records import Request
 from pytest_llmperf.runner import Endpoint
 from pytest_llmperf.selfcheck import check_client
@@ -296,7 +297,8 @@ def main_bench(config: BenchConfig, out=sys.stdout) -> int:
     with_vllm = config.with_vllm and vllm_available()
     print(f"mock server: one chunk per stream every {config.interval_ms:g} ms, "
           f"{PROMPT_TOKENS} tokens in, {config.output_tokens} out, {config.api}; "
-          f"server on core {server_cpu}, clients on {sorted(client_cpus or cores)}"
+          f"server on core {server_cpu}, clients on {sorted(client_cpus or cores)}; "
+          f"our socket reader: {reader_kind()}"
           + ("" if with_vllm else "; no vllm bench rows (vLLM not installed, or turned off)"),
           file=out)
     server = MockProcess(config.interval_ms / 1e3, server_cpu)

@@ -2,10 +2,11 @@
 on 127.0.0.1 started by the test. How the stream's bytes become chunks is tested in test_sse.py.
 
 A fake clock that ticks 1.0 per call makes every recorded time a count of clock reads: sent_s is
-the first tick, each socket read takes the next one (http1.py stamps a read before parsing it, so
-every event in one read gets that read's tick, less the bytes' microseconds of age in the
-kernel), done_s is the last. How many reads a response
-takes is up to the kernel, so the tests assert what follows whatever it is.
+the first tick, reads take later ones (the reader stamps a read before parsing it, so every event
+in one read gets that read's tick, less the bytes' microseconds of age in the kernel; the C reader
+reads the clock once per wake of the loop, the Python one once per read), done_s is the last.
+How many reads a response takes is up to the kernel, so the tests assert what follows whatever it
+is.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from pytest_llmperf import readers
 from pytest_llmperf.client import ERROR_BODY_CHARS, ClientOptions, OpenAIStreamClient
-from pytest_llmperf.http1 import SO_TIMESTAMPNS, kernel_stamp
+from pytest_llmperf.readers import SO_TIMESTAMPNS, kernel_stamp
 from pytest_llmperf.records import Request, RequestRecord
 from tests.unit.vllm_chunks import (
     CHAT_ROLE,
@@ -36,6 +38,18 @@ from tests.unit.vllm_chunks import (
 )
 
 MODEL = "suites/models/tiny-llama"
+
+
+@pytest.fixture(autouse=True, params=["C", "Python"])
+def reader(request, monkeypatch):
+    """Every test runs on both socket readers (readers.py): the C one and its Python twin."""
+    if request.param == "Python":
+        monkeypatch.setenv("LLMPERF_NO_EXTENSIONS", "1")
+    else:
+        monkeypatch.delenv("LLMPERF_NO_EXTENSIONS", raising=False)
+    if readers.reader_kind() != request.param:
+        pytest.skip("the C reader is not built here")
+    return request.param
 TEXT = Request(prompt="Hello world", prompt_tokens=5, output_tokens=8)
 IDS = Request(prompt=(11, 12, 13), prompt_tokens=3, output_tokens=4)
 

@@ -373,3 +373,84 @@ def test_done_with_surrounding_spaces(ending):
     decoder = StreamDecoder(record)
     decoder.feed(f"data:  [DONE] {ending}{ending}".encode(), 1.0)
     assert decoder.finished and record.error is None
+
+
+# ------------------------------------------------------------------ the bulk path (feed_reads)
+
+TEXT_ONLY = 'data: {"choices":[{"index":0,"text":" hi"}]}'
+ERROR_EVENT = 'data: {"error": {"message": "engine died", "code": 500}}'
+NULL_ERROR = 'data: {"choices":[{"text":"x","token_ids":[9]}],"error":null}'
+MALFORMED = "data: {not json"
+
+
+def split_into_reads(body: bytes, rng) -> list[bytes]:
+    cuts = sorted(rng.sample(range(1, len(body)), k=min(len(body) - 1, rng.randrange(1, 12))))
+    return [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)])]
+
+
+def read_both_ways(reads: list[bytes], batches: list[int]):
+    """The same reads (times 1.0, 2.0, ...) through the line path one read at a time, and
+    through feed_reads in parts of `batches` reads each; -> both decoders' outcomes."""
+    line_record, bulk_record = fresh(), fresh()
+    line, bulk = StreamDecoder(line_record), StreamDecoder(bulk_record)
+    for now, data in enumerate(reads, start=1):
+        line.feed(data, float(now))
+    start = 0
+    for size in batches:
+        part = reads[start:start + size]
+        ends = [sum(map(len, part[:i + 1])) for i in range(len(part))]
+        bulk.feed_reads(b"".join(part), ends, [float(start + i + 1) for i in range(len(part))])
+        start += size
+    outcome = lambda d, r: (r, d.finished, d.coalesced)  # noqa: E731
+    return outcome(line, line_record), outcome(bulk, bulk_record)
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_feed_reads_decodes_any_stream_as_the_line_path_does(seed):
+    import random
+
+    rng = random.Random(seed)
+    pool = [COMPLETION_CHUNK] * 8 + [TWO_IDS, EMPTY_TEXT_ONE_ID, CHAT_ROLE, CHAT_TOKEN, TEXT_ONLY,
+                                     ": ping", "event: message", NULL_ERROR, ERROR_EVENT,
+                                     MALFORMED, "data:" + COMPLETION_CHUNK[5:].strip()]
+    lines = [rng.choice(pool) for _ in range(rng.randrange(1, 30))] + [USAGE, DONE]
+    ending = "\r\n" if rng.random() < 0.1 else "\n"
+    body = b"".join(event(line, ending) for line in lines)
+    reads = ([event(line, ending) for line in lines] if rng.random() < 0.5
+             else split_into_reads(body, rng))
+    batches, left = [], len(reads)
+    while left:
+        batches.append(min(left, rng.randrange(1, 8)))
+        left -= batches[-1]
+    line, bulk = read_both_ways(reads, batches)
+    assert bulk == line
+
+
+def test_a_vllm_stream_takes_the_bulk_path(monkeypatch):
+    # The line path's per-event decoder is never called for what vLLM sends, chat included.
+    def no_line_path(data):
+        raise AssertionError("the line path decoded an event")
+
+    monkeypatch.setattr("pytest_llmperf.sse._decode", no_line_path)
+    for lines in ([COMPLETION_CHUNK, TWO_IDS, EMPTY_TEXT_ONE_ID, USAGE, DONE],
+                  [CHAT_ROLE, CHAT_TOKEN, CHAT_TOKEN, USAGE, DONE]):
+        reads = [event(line) for line in lines]
+        record = fresh()
+        decoder = StreamDecoder(record)
+        ends = [sum(map(len, reads[:i + 1])) for i in range(len(reads))]
+        decoder.feed_reads(b"".join(reads), ends, [1.0, 2.0, 3.0, 4.0, 5.0])
+        assert decoder.finished and record.usage_output_tokens == 8
+        assert record.chunk_times_s == ([1.0, 2.0, 3.0] if lines[0] == COMPLETION_CHUNK
+                                        else [2.0, 3.0])
+
+
+def test_bulk_events_get_the_time_of_the_read_that_ended_their_line():
+    one, two, three = event(COMPLETION_CHUNK), event(TWO_IDS), event(COMPLETION_CHUNK)
+    # read 1: event one and the first half of two; read 2: the rest of two (its line ends
+    # here) and all of three.
+    reads = [one + two[:20], two[20:] + three]
+    record = fresh()
+    decoder = StreamDecoder(record)
+    decoder.feed_reads(b"".join(reads), [len(reads[0]), len(one + two + three)], [1.0, 2.0])
+    assert (record.chunk_times_s, record.chunk_tokens) == ([1.0, 2.0, 2.0], [1, 2, 1])
+    assert decoder.coalesced == 1  # three shared read 2 with two
