@@ -545,31 +545,39 @@ static PyObject *Reader_discard(Reader *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* The kernel's receive time (CLOCK_REALTIME) of the bytes a recvmsg returned, moved onto the
- * client's clock by their age: `now` minus (the wall clock read at this drain's start, minus the
- * kernel's time). Without one, the read is `now`. */
-static double stamp_of(struct msghdr *msg, double now, const struct timespec *real) {
+/* The kernel's receive time (CLOCK_REALTIME) of the bytes a recvmsg returned, on the client's
+ * clock: the client's clock now (`now` at the drain's start, moved on by the monotonic time since,
+ * `mono0`), minus the bytes' age on the wall clock read now. The age, not the kernel's time
+ * itself, crosses clocks, so a step of the wall clock shifts a stamp by at most that read's age.
+ * Without a kernel time, the read is stamped now. */
+static double stamp_of(struct msghdr *msg, double now, const struct timespec *mono0) {
+    struct timespec mono, real;
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    double here = now + (double)(mono.tv_sec - mono0->tv_sec)
+                  + (mono.tv_nsec - mono0->tv_nsec) * 1e-9;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_TIMESTAMPNS) continue;
         struct timespec ts;
         memcpy(&ts, CMSG_DATA(c), sizeof ts);
-        double age = (double)(real->tv_sec - ts.tv_sec) + (real->tv_nsec - ts.tv_nsec) * 1e-9;
-        return age > 0 ? now - age : now;
+        clock_gettime(CLOCK_REALTIME, &real);
+        double age = (double)(real.tv_sec - ts.tv_sec) + (real.tv_nsec - ts.tv_nsec) * 1e-9;
+        return age > 0 ? here - age : here;
     }
-    return now;
+    return here;
 }
 
 static PyObject *Reader_drain(Reader *self, PyObject *arg) {
     double now = PyFloat_AsDouble(arg);
     if (now == -1.0 && PyErr_Occurred()) return NULL;
+    if (self->draining) return PyLong_FromLong(0); /* called from one of its own callbacks */
     struct epoll_event events[MAX_EVENTS];
     int n = epoll_wait(self->epfd, events, MAX_EVENTS, 0);
     if (n < 0) {
         if (errno == EINTR) return PyLong_FromLong(0);
         return PyErr_SetFromErrno(PyExc_OSError);
     }
-    struct timespec real;
-    clock_gettime(CLOCK_REALTIME, &real);
+    struct timespec mono0;
+    clock_gettime(CLOCK_MONOTONIC, &mono0);
     char control[CMSG_SPACE(sizeof(struct timespec))];
     int failed = 0;
     self->draining = 1;
@@ -587,7 +595,7 @@ static PyObject *Reader_drain(Reader *self, PyObject *arg) {
         } else if (got == 0) {
             failed = closed(s, 0) < 0;
         } else {
-            failed = feed(self, s, self->buffer, got, stamp_of(&msg, now, &real)) < 0;
+            failed = feed(self, s, self->buffer, got, stamp_of(&msg, now, &mono0)) < 0;
         }
     }
     self->draining = 0;

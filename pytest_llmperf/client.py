@@ -98,9 +98,9 @@ class OpenAIStreamClient:
         self.in_flight[id(record)] = record
         try:
             raw = self._pool.request_bytes(self.path, _encode(self.body(request)))
-            record.sent_s = self.clock()
+            record.sent_s = self.clock()  # the attempt; the time it was written replaces it
             async with asyncio.timeout(REQUEST_TIMEOUT_S):
-                status, error_body = await self._pool.post(raw, decoder.feed_reads)
+                status, error_body, record.sent_s = await self._pool.post(raw, decoder.feed_reads)
             if status != 200:
                 text = error_body.decode(errors="replace")
                 _fail(record, failures.kind_of_status(status),

@@ -101,6 +101,8 @@ class CReader:
     def _drain(self) -> None:
         self._reader.drain(self._clock())
 
+    poll = _drain  # read what is ready now, between other work (http1.ConnectionPool.post)
+
     def close(self) -> None:
         self._loop.remove_reader(self._fd)
 
@@ -131,6 +133,9 @@ class PyReader:
     def discard(self, fd: int) -> None:
         if self._parsers.pop(fd, None) is not None:
             self._loop.remove_reader(fd)
+
+    def poll(self) -> None:
+        """Nothing: the loop calls this reader once per read anyway."""
 
     def close(self) -> None:
         for fd in list(self._parsers):

@@ -5,12 +5,13 @@ with `return_token_ids`), then a usage chunk and `data: [DONE]`; `/v1/completion
 `/v1/chat/completions` (role chunk first, as vLLM) both work. The first chunk goes on the next
 tick of a `tick_s` clock, so the true TTFT is at most one tick.
 
-The server must never be what a benchmark measures, so it is built for throughput: raw asyncio
-protocol with httptools' request parser, chunk bytes rendered once per stream, and a timing wheel
-that writes every chunk due on a tick in one pass. It stamps each tick with the clock when it
-actually ran, so it reports the truth as it happened (true TTFT/TPOT per stream and its own tick
-lateness), not as it was planned. `GET /mock/stats` returns that truth; `POST /mock/reset`
-clears it.
+The server must never be what a benchmark measures, so it is built for throughput: plain
+non-blocking sockets with httptools' request parser, chunk bytes rendered once per stream, and a
+timing wheel that writes every chunk due on a tick in one pass. A request arrives when the kernel
+received it (SO_TIMESTAMPNS), so the true TTFT includes any time it waited for this process. It
+stamps each tick with the clock when it actually ran, so it reports the truth as it happened (true
+TTFT/TPOT per stream and its own tick lateness), not as it was planned. `GET /mock/stats`
+returns that truth; `POST /mock/reset` clears it.
 
 It can also fail on purpose, for the client's fault tests: `POST /mock/faults` with a JSON list
 sets what each of the next streamed requests gets, in arrival order (null: a normal stream; see
@@ -23,6 +24,7 @@ import argparse
 import asyncio
 import json
 import os
+import socket
 import sys
 import time
 from collections import defaultdict, deque
@@ -32,8 +34,11 @@ from typing import Any
 import httptools
 import numpy as np
 
+from pytest_llmperf.readers import SO_TIMESTAMPNS, kernel_stamp
+
 __all__ = ["MockServer", "serve"]
 
+_TIMESPEC = socket.CMSG_SPACE(16)  # struct timespec, SO_TIMESTAMPNS's control message
 TICK_S = 0.001
 COMPLETIONS, CHAT = b"/v1/completions", b"/v1/chat/completions"
 SSE_HEADERS = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
@@ -71,7 +76,7 @@ def _response(status: int, body: bytes, content_type: bytes = b"application/json
 
 @dataclass
 class _Stream:
-    transport: asyncio.Transport
+    conn: _Connection
     token_frame: bytes
     tail: bytes  # usage chunk, [DONE] and the end of the chunked body
     tokens: int
@@ -80,6 +85,7 @@ class _Stream:
     first_s: float = 0.0
     last_s: float = 0.0
     cut: bool = False  # close the connection after the last token (a fault)
+    key: int = 0
 
 
 @dataclass
@@ -123,6 +129,7 @@ class MockServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ids = 0
         self.faults: deque[str | None] = deque()  # what the next streamed requests get
+        self.log = []
 
     def set_faults(self, faults: list[str | None]) -> None:
         unknown = [f for f in faults if f is not None and f not in FAULTS]
@@ -135,16 +142,19 @@ class MockServer:
         self._origin = time.perf_counter()
         loop.call_at(loop.time() + self.tick_s, self._on_tick)
 
-    def add(self, transport: asyncio.Transport, path: bytes, body: dict[str, Any]) -> None:
+    def add(self, conn: _Connection, path: bytes, body: dict[str, Any],
+            arrived_s: float) -> None:
+        """A streamed request whose last byte the kernel received at `arrived_s`."""
         self._ids += 1
         fault = self.faults.popleft() if self.faults else None
         if fault in STATUS_FAULTS:
             status = STATUS_FAULTS[fault]
-            transport.write(_response(status, _error_body(status)))
+            conn.write(_response(status, _error_body(status)))
             return
-        stream = _Stream(transport, *self._frames(path, body), arrived_s=time.perf_counter())
+        stream = _Stream(conn, *self._frames(path, body), arrived_s=arrived_s)
         stream.remaining = stream.tokens
-        transport.write(SSE_HEADERS + (self._role_frame(body) if path == CHAT else b""))
+        stream.key = (body.get("prompt") or [0])[0]
+        conn.write(SSE_HEADERS + (self._role_frame(body) if path == CHAT else b""))
         if fault == "stall":
             return  # headers, then silence: never on the wheel
         if fault is not None:
@@ -214,21 +224,24 @@ class MockServer:
         later = self._wheel[self._tick + self.period]
         written = 0
         for stream in streams:
-            if stream.transport.is_closing():
+            if stream.conn.is_closing():
                 continue
-            stream.transport.write(stream.token_frame)
+            stream.conn.write(stream.token_frame)
             written += 1
             stream.remaining -= 1
-            stream.first_s = stream.first_s or now
+            if not stream.first_s:  # when it went out: a late tick writes long after `now`
+                stream.first_s = time.perf_counter()
             if stream.remaining:
                 later.append(stream)
                 continue
-            stream.transport.write(stream.tail)
+            stream.conn.write(stream.tail)
             if stream.cut:
-                stream.transport.close()
+                stream.conn.close()
             self.truth.ttft_s.append(stream.first_s - stream.arrived_s)
+            self.log.append((str(stream.key), (stream.arrived_s, stream.first_s)))
             if stream.tokens > 1:
-                self.truth.tpot_s.append((now - stream.first_s) / (stream.tokens - 1))
+                last_s = time.perf_counter()
+                self.truth.tpot_s.append((last_s - stream.first_s) / (stream.tokens - 1))
         return written
 
     def stats(self) -> bytes:
@@ -238,25 +251,100 @@ class MockServer:
         self.truth = _Truth()
 
 
-class _Connection(asyncio.Protocol):
-    """One client connection: parse requests, answer control calls, hand streams to the wheel."""
+class _Connection:
+    """One client connection on a plain non-blocking socket: parse requests, answer control
+    calls, hand streams to the wheel.
 
-    def __init__(self, server: MockServer) -> None:
+    It reads with recvmsg and SO_TIMESTAMPNS, as the client does, so a request's arrival is
+    when the kernel received it, not when this process got round to reading it: in a closed
+    loop's wave hundreds of requests land at once, and the time they wait here is part of the
+    TTFT a client sees (stamped in the loop, the truth left out ~20 ms of it at 512 streams).
+    Writes go straight to the socket; what it cannot take yet waits for it to be writable."""
+
+    def __init__(self, server: MockServer, sock: socket.socket,
+                 loop: asyncio.AbstractEventLoop, open_set: set[_Connection]) -> None:
         self.server = server
+        self.open_set = open_set
         self.parser = httptools.HttpRequestParser(self)
-        self.transport: asyncio.Transport | None = None
+        self.sock = sock
+        self.loop = loop
         self.url = b""
         self.body: list[bytes] = []
+        self.arrived_s = 0.0
+        self._unsent = bytearray()
+        self._closing = False
+        self._closed = False
+        open_set.add(self)
+        loop.add_reader(sock.fileno(), self._readable)
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
+    def _readable(self) -> None:
+        try:
+            data, ancillary, _, _ = self.sock.recvmsg(65536, _TIMESPEC)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._close_now()
+            return
+        self.arrived_s = kernel_stamp(time.perf_counter(), ancillary)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError:
-            self.transport.write(_response(400, b'{"error":"malformed HTTP"}'))
-            self.transport.close()
+            self.write(_response(400, b'{"error":"malformed HTTP"}'))
+            self.close()
+
+    # -- what the wheel uses
+    def write(self, data: bytes) -> None:
+        if self._closed or self._closing:
+            return
+        if not self._unsent:
+            try:
+                sent = self.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:
+                self._close_now()
+                return
+            if sent == len(data):
+                return
+            data = data[sent:]
+            self.loop.add_writer(self.sock.fileno(), self._writable)
+        self._unsent += data
+
+    def _writable(self) -> None:
+        try:
+            sent = self.sock.send(self._unsent)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close_now()
+            return
+        del self._unsent[:sent]
+        if not self._unsent:
+            self.loop.remove_writer(self.sock.fileno())
+            if self._closing:
+                self._close_now()
+
+    def is_closing(self) -> bool:
+        return self._closing or self._closed
+
+    def close(self) -> None:
+        """Close once what was written has gone out."""
+        self._closing = True
+        if not self._unsent:
+            self._close_now()
+
+    def _close_now(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        fd = self.sock.fileno()
+        self.loop.remove_reader(fd)
+        if self._unsent:
+            self.loop.remove_writer(fd)
+        self.sock.close()
+        self.open_set.discard(self)
 
     def on_url(self, url: bytes) -> None:
         self.url += url
@@ -269,38 +357,64 @@ class _Connection(asyncio.Protocol):
         self.url, self.body = b"", []
         method = self.parser.get_method()
         if method == b"POST" and url in (COMPLETIONS, CHAT):
-            self.server.add(self.transport, url, json.loads(raw or b"{}"))
+            self.server.add(self, url, json.loads(raw or b"{}"), self.arrived_s)
         elif url == b"/mock/stats":
-            self.transport.write(_response(200, self.server.stats()))
+            self.write(_response(200, self.server.stats()))
         elif url == b"/mock/faults":
             try:
                 self.server.set_faults(json.loads(raw or b"[]"))
             except (ValueError, TypeError) as exc:
-                self.transport.write(_response(400, json.dumps({"error": str(exc)}).encode()))
+                self.write(_response(400, json.dumps({"error": str(exc)}).encode()))
             else:
-                self.transport.write(_response(200, b"{}"))
+                self.write(_response(200, b"{}"))
+        elif url == b"/mock/log":
+            self.write(_response(200, json.dumps(self.server.log).encode()))
         elif url == b"/mock/reset":
             self.server.reset()
-            self.transport.write(_response(200, b"{}"))
+            self.write(_response(200, b"{}"))
         elif url in (b"/health", b"/ping"):
-            self.transport.write(_response(200, b""))
+            self.write(_response(200, b""))
         elif url == b"/v1/models":
-            self.transport.write(_response(200, b'{"object":"list","data":[{"id":"mock"}]}'))
+            self.write(_response(200, b'{"object":"list","data":[{"id":"mock"}]}'))
         elif url == b"/metrics":
-            self.transport.write(_response(200, b"", b"text/plain"))
+            self.write(_response(200, b"", b"text/plain"))
         else:
-            self.transport.write(_response(404, b'{"error":"not found"}'))
+            self.write(_response(404, b'{"error":"not found"}'))
 
 
 async def _serve(server: MockServer, host: str, port: int, ready=None) -> None:
     loop = asyncio.get_running_loop()
-    listener = await loop.create_server(lambda: _Connection(server), host, port, backlog=4096)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # On the listener, so that a request that lands before its connection is accepted is
+    # stamped too (accepted sockets inherit it).
+    listener.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    listener.bind((host, port))
+    listener.listen(4096)
+    listener.setblocking(False)
+    connections: set[_Connection] = set()
+
+    def accept() -> None:
+        while True:
+            try:
+                sock, _ = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            _Connection(server, sock, loop, connections)
+
+    loop.add_reader(listener.fileno(), accept)
     server.start(loop)
-    bound = listener.sockets[0].getsockname()[1]
     if ready is not None:
-        ready(bound)
-    async with listener:
-        await listener.serve_forever()
+        ready(listener.getsockname()[1])
+    try:
+        await asyncio.Future()  # until the process is killed
+    finally:
+        loop.remove_reader(listener.fileno())
+        listener.close()
+        for connection in list(connections):
+            connection._close_now()
 
 
 def serve(interval_s: float, host: str = "127.0.0.1", port: int = 0, *, tick_s: float = TICK_S,

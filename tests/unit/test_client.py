@@ -1,12 +1,12 @@
 """The streaming client: request bodies, and real HTTP round trips against a tiny canned server
 on 127.0.0.1 started by the test. How the stream's bytes become chunks is tested in test_sse.py.
 
-A fake clock that ticks 1.0 per call makes every recorded time a count of clock reads: sent_s is
-the first tick, reads take later ones (the reader stamps a read before parsing it, so every event
-in one read gets that read's tick, less the bytes' microseconds of age in the kernel; the C reader
-reads the clock once per wake of the loop, the Python one once per read), done_s is the last.
-How many reads a response takes is up to the kernel, so the tests assert what follows whatever it
-is.
+A fake clock that ticks 1.0 per call makes every recorded time a count of clock reads: the
+attempt is the first tick, sent_s the second (the request written to its connection), reads take
+later ones (the reader stamps a read before parsing it, so every event in one read gets that
+read's tick, less the bytes' microseconds of age in the kernel; the C reader reads the clock once
+per wake of the loop, the Python one once per read), done_s is the last. How many reads a
+response takes is up to the kernel, so the tests assert what follows whatever it is.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import pytest
 
 from pytest_llmperf import readers
 from pytest_llmperf.client import ERROR_BODY_CHARS, ClientOptions, OpenAIStreamClient
+from pytest_llmperf.http1 import ConnectionPool
 from pytest_llmperf.readers import SO_TIMESTAMPNS, kernel_stamp
 from pytest_llmperf.records import Request, RequestRecord
 from tests.unit.vllm_chunks import (
@@ -240,12 +241,13 @@ def send(url: str, request: Request = TEXT, api: str = "completions", clock=None
 
 
 def assert_ticks(record: RequestRecord, clock: Ticking) -> None:
-    """What the ticking clock fixes whatever the number of reads: sent_s is the first tick,
-    done_s the last, and every chunk came with a read in between."""
-    assert record.sent_s == 1.0
+    """What the ticking clock fixes whatever the number of reads: sent_s is the second tick (the
+    first is the attempt, before any wait for a connection), done_s the last, and every chunk
+    came with a read in between."""
+    assert record.sent_s == 2.0
     assert record.done_s == float(clock.calls)
-    reads = clock.calls - 2
-    assert all(1.0 < t < record.done_s for t in record.chunk_times_s)
+    reads = clock.calls - 3
+    assert all(2.0 < t < record.done_s for t in record.chunk_times_s)
     assert record.chunk_times_s == sorted(record.chunk_times_s)
     assert len(set(record.chunk_times_s)) <= reads
 
@@ -257,7 +259,7 @@ def test_send_records_chunk_times_tokens_and_usage(server):
     assert_ticks(record, clock)
     assert record == RequestRecord(
         index=7, expected_prompt_tokens=5, expected_output_tokens=8, scheduled_s=0.5,
-        sent_s=1.0, chunk_times_s=record.chunk_times_s, chunk_tokens=[1, 2, 1],
+        sent_s=2.0, chunk_times_s=record.chunk_times_s, chunk_tokens=[1, 2, 1],
         done_s=record.done_s, usage_prompt_tokens=16, usage_output_tokens=8,
     )
     assert record.ok
@@ -309,6 +311,24 @@ def test_a_busy_client_stamps_bytes_when_the_kernel_received_them(server):
     assert record.ok
     assert record.done_s - record.sent_s >= 0.3
     assert record.chunk_times_s[0] - record.sent_s < 0.1
+
+
+def test_the_set_up_of_a_new_connection_is_not_ttft(server, monkeypatch):
+    """TTFT runs from when the request was written: a request that first waits 0.3 s for its
+    connection does not count that wait (the mock's truth cannot, and a kept-alive pool rarely
+    pays it)."""
+    server.sse(COMPLETION_CHUNK, USAGE, DONE)
+    connect = ConnectionPool._connect
+
+    async def slow_connect(pool):
+        await asyncio.sleep(0.3)
+        return await connect(pool)
+
+    monkeypatch.setattr(ConnectionPool, "_connect", slow_connect)
+    record = send(server.url, clock=time.perf_counter)
+    assert record.ok
+    assert record.chunk_times_s[0] - record.sent_s < 0.1
+    assert record.done_s - record.sent_s < 0.1
 
 
 def test_https_streams_through_tls(tls_server):
@@ -500,3 +520,35 @@ def test_without_a_kernel_time_the_read_is_stamped_now():
 def test_a_kernel_time_ahead_of_the_wall_clock_is_stamped_now():
     # The wall clock stepped back between the receive and the read: the age is unknown.
     assert kernel_stamp(100.0, timespec(time.time_ns() + 10**9)) == 100.0
+
+
+# ------------------------------------------------------------------ body parts, outside the reads
+
+
+def test_body_parts_are_decoded_in_order_a_few_exchanges_per_loop_callback():
+    """The reader only queues parts (http1.ConnectionPool._queue): decoding waits for a loop
+    callback of its own, DELIVER_AT_ONCE exchanges each, so a thousand streams reaching their
+    flush point in one wake never hold up the next poll of the sockets."""
+    from pytest_llmperf import http1
+
+    async def go() -> tuple[list, list]:
+        loop = asyncio.get_running_loop()
+        pool = http1.ConnectionPool("http://127.0.0.1:1", clock=time.perf_counter,
+                                    connect_timeout_s=1)
+        got: list[tuple[int, bytes]] = []
+        exchanges = []
+        for n in range(http1.DELIVER_AT_ONCE + 1):
+            sink = (lambda n: lambda body, ends, stamps: got.append((n, body)))(n)
+            exchange = http1._Exchange(sink, loop.create_future(), 0.0)
+            exchange.parts.extend([(b"a", [1], [1.0]), (b"b", [1], [2.0])])
+            exchanges.append(exchange)
+            pool._queue(exchange)
+        assert got == []  # nothing decoded inside the reader's callback
+        await asyncio.sleep(0)  # one loop callback: the first DELIVER_AT_ONCE exchanges
+        first = list(got)
+        await asyncio.sleep(0)
+        return first, got
+
+    first, got = asyncio.run(go())
+    assert first == [(n, part) for n in range(http1.DELIVER_AT_ONCE) for part in (b"a", b"b")]
+    assert got[-2:] == [(http1.DELIVER_AT_ONCE, b"a"), (http1.DELIVER_AT_ONCE, b"b")]
