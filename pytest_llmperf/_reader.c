@@ -105,6 +105,14 @@ static int body_append(Stream *s, const char *data, Py_ssize_t n) {
     return 0;
 }
 
+/* Up to `remaining` body bytes of a chunk or a Content-Length body: -> how many it took. */
+static Py_ssize_t body_counted(Stream *s, const char *data, Py_ssize_t n) {
+    Py_ssize_t take = n < s->remaining ? n : (Py_ssize_t)s->remaining;
+    if (body_append(s, data, take) < 0) return -1;
+    s->remaining -= take;
+    return take;
+}
+
 static void stream_reset(Stream *s) {
     s->phase = IDLE;
     s->remaining = 0;
@@ -324,10 +332,9 @@ static int feed(Reader *r, Stream *s, const char *data, Py_ssize_t n, double sta
             break;
         }
         case CHUNK_DATA: {
-            Py_ssize_t take = n - i < s->remaining ? n - i : (Py_ssize_t)s->remaining;
-            if (body_append(s, data + i, take) < 0) return -1;
-            i += take;
-            s->remaining -= take;
+            Py_ssize_t used = body_counted(s, data + i, n - i);
+            if (used < 0) return -1;
+            i += used;
             if (s->remaining == 0) { s->phase = CHUNK_END; s->saw_cr = 0; }
             break;
         }
@@ -349,10 +356,9 @@ static int feed(Reader *r, Stream *s, const char *data, Py_ssize_t n, double sta
             break;
         }
         case LENGTH: {
-            Py_ssize_t take = n - i < s->remaining ? n - i : (Py_ssize_t)s->remaining;
-            if (body_append(s, data + i, take) < 0) return -1;
-            i += take;
-            s->remaining -= take;
+            Py_ssize_t used = body_counted(s, data + i, n - i);
+            if (used < 0) return -1;
+            i += used;
             if (s->remaining == 0) completed = 1;
             break;
         }
