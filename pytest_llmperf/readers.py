@@ -35,7 +35,7 @@ from typing import Any
 import httptools
 
 __all__ = ["FLUSH_READS", "FLUSH_S", "PyReader", "ResponseParser", "kernel_stamp", "open_reader",
-           "reader_kind"]
+           "reader_kind", "wait_for_kernel_stamps"]
 
 # A stream's body goes to its decoder at least every FLUSH_READS reads and, once it has waited
 # FLUSH_S, with the next read: the progress line and the stall watchdog see tokens at most this
@@ -79,6 +79,33 @@ def kernel_stamp(clock_now: float, ancillary: list) -> float:
     seconds, nanoseconds = _unpack_timespec(ancillary[0][2])
     age_ns = time.time_ns() - seconds * 1_000_000_000 - nanoseconds
     return clock_now - age_ns * 1e-9 if age_ns > 0 else clock_now
+
+
+def wait_for_kernel_stamps(timeout_s: float = 2.0) -> bool:
+    """Wait until the kernel stamps TCP bytes when they arrive; False if it never does.
+
+    Linux stamps received packets only while some socket asks for it, and when the first one
+    does, it turns stamping on later, from a work queue (net_enable_timestamp, net/core/dev.c):
+    bytes that land before then are stamped when read. A server that sets SO_TIMESTAMPNS and
+    at once takes requests would stamp the first ones late; this probe over loopback returns
+    once a read's stamp is older than the read, i.e. stamping is on for every socket."""
+    deadline = time.monotonic() + timeout_s
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        with socket.create_connection(listener.getsockname()) as sender:
+            receiver, _ = listener.accept()
+            with receiver:
+                while True:
+                    sender.sendall(b"x")
+                    time.sleep(0.005)
+                    _, ancillary, _, _ = receiver.recvmsg(64, _TIMESPEC)
+                    now = time.perf_counter()
+                    if now - kernel_stamp(now, ancillary) > 0.002:  # its age: stamped on arrival
+                        return True
+                    if time.monotonic() > deadline:
+                        return False
 
 
 class CReader:
