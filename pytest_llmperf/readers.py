@@ -35,7 +35,7 @@ from typing import Any
 import httptools
 
 __all__ = ["FLUSH_READS", "FLUSH_S", "PyReader", "ResponseParser", "kernel_stamp", "open_reader",
-           "reader_kind", "wait_for_kernel_stamps"]
+           "kernel_stamps_on", "reader_kind"]
 
 # A stream's body goes to its decoder at least every FLUSH_READS reads and, once it has waited
 # FLUSH_S, with the next read: the progress line and the stall watchdog see tokens at most this
@@ -66,6 +66,7 @@ def _use_c() -> bool:
 
 def open_reader(loop: asyncio.AbstractEventLoop, clock: Callable[[], float]) -> Any:
     """The reader for one connection pool: C where built, else Python."""
+    kernel_stamps_on()
     return CReader(loop, clock) if _use_c() else PyReader(loop, clock)
 
 
@@ -81,14 +82,29 @@ def kernel_stamp(clock_now: float, ancillary: list) -> float:
     return clock_now - age_ns * 1e-9 if age_ns > 0 else clock_now
 
 
-def wait_for_kernel_stamps(timeout_s: float = 2.0) -> bool:
-    """Wait until the kernel stamps TCP bytes when they arrive; False if it never does.
+_kernel_stamps: bool | None = None  # per process: None until kernel_stamps_on() has asked
+_stamp_holder: socket.socket | None = None
 
-    Linux stamps received packets only while some socket asks for it, and when the first one
-    does, it turns stamping on later, from a work queue (net_enable_timestamp, net/core/dev.c):
-    bytes that land before then are stamped when read. A server that sets SO_TIMESTAMPNS and
-    at once takes requests would stamp the first ones late; this probe over loopback returns
-    once a read's stamp is older than the read, i.e. stamping is on for every socket."""
+
+def kernel_stamps_on(timeout_s: float = 2.0) -> bool:
+    """Make sure the kernel stamps TCP bytes when they arrive, from now to the process's end;
+    False if it never does. The first call may wait a few ms; later ones return at once.
+
+    Linux stamps received packets only while some socket has asked for it (SO_TIMESTAMPNS), and
+    when the first one asks, it turns stamping on later, from a work queue (net_enable_timestamp,
+    net/core/dev.c); when the last such socket closes, it turns it off again. So a client's first
+    connections, or a server that at once takes requests, would have their first reads stamped
+    when read. Here one UDP socket that asks is kept open for the process's life, and a probe
+    over loopback waits until a read's stamp is older than the read."""
+    global _kernel_stamps, _stamp_holder
+    if _kernel_stamps is None:
+        _stamp_holder = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        _stamp_holder.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        _kernel_stamps = _stamped_on_arrival(timeout_s)
+    return _kernel_stamps
+
+
+def _stamped_on_arrival(timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
         listener.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
@@ -99,10 +115,10 @@ def wait_for_kernel_stamps(timeout_s: float = 2.0) -> bool:
             with receiver:
                 while True:
                     sender.sendall(b"x")
-                    time.sleep(0.005)
+                    time.sleep(0.002)
                     _, ancillary, _, _ = receiver.recvmsg(64, _TIMESPEC)
                     now = time.perf_counter()
-                    if now - kernel_stamp(now, ancillary) > 0.002:  # its age: stamped on arrival
+                    if now - kernel_stamp(now, ancillary) > 0.001:  # its age: stamped on arrival
                         return True
                     if time.monotonic() > deadline:
                         return False

@@ -34,7 +34,7 @@ from typing import Any
 import httptools
 import numpy as np
 
-from pytest_llmperf.readers import SO_TIMESTAMPNS, kernel_stamp, wait_for_kernel_stamps
+from pytest_llmperf.readers import SO_TIMESTAMPNS, kernel_stamp, kernel_stamps_on
 
 __all__ = ["MockServer", "serve"]
 
@@ -389,7 +389,7 @@ async def _serve(server: MockServer, host: str, port: int, ready=None) -> None:
     # On the listener, so that a request that lands before its connection is accepted is
     # stamped too (accepted sockets inherit it).
     listener.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-    if not wait_for_kernel_stamps():
+    if not kernel_stamps_on():
         print("mock server: this kernel does not stamp received bytes; the true TTFT leaves out "
               "the time a request waits to be read", file=sys.stderr)
     listener.bind((host, port))

@@ -243,3 +243,23 @@ def test_one_connection_many_responses(kind):
         return conn.events
 
     assert asyncio.run(go()) == [("headers", 200, True), ("complete",)] * 3
+
+
+def test_once_kernel_stamps_are_on_a_new_connections_first_bytes_are_stamped_on_arrival():
+    """Linux turns receive stamps on from a work queue when the first socket asks and off when
+    the last one closes; readers.kernel_stamps_on() keeps them on for the process, so the
+    first read of a connection made later is stamped when its bytes arrived, not when read."""
+    assert readers.kernel_stamps_on()
+    start = time.perf_counter()
+    assert readers.kernel_stamps_on()  # the second call only answers
+    assert time.perf_counter() - start < 0.001
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        with socket.create_connection(listener.getsockname()) as sender:
+            receiver, _ = listener.accept()
+            with receiver:
+                receiver.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+                sender.sendall(b"x")
+                time.sleep(0.05)
+                _, ancillary, _, _ = receiver.recvmsg(64, socket.CMSG_SPACE(16))
+                now = time.perf_counter()
+                assert now - readers.kernel_stamp(now, ancillary) > 0.04
