@@ -34,8 +34,8 @@ from typing import Any
 
 import httptools
 
-__all__ = ["FLUSH_READS", "FLUSH_S", "PyReader", "ResponseParser", "kernel_stamp", "open_reader",
-           "kernel_stamps_on", "reader_kind"]
+__all__ = ["FLUSH_READS", "FLUSH_S", "TIMESPEC_SPACE", "PyReader", "ResponseParser", "kernel_stamp",
+           "kernel_stamps_on", "open_reader", "reader_kind"]
 
 # A stream's body goes to its decoder at least every FLUSH_READS reads and, once it has waited
 # FLUSH_S, with the next read: the progress line and the stall watchdog see tokens at most this
@@ -46,7 +46,8 @@ READ_BYTES = 16 * 1024  # under malloc's mmap threshold: a bigger buffer costs a
 # Linux's SO_TIMESTAMPNS (asm-generic/socket.h; the same on x86, arm64 and ppc64le), which
 # Python's socket module does not name. SCM_TIMESTAMPNS, the control message, has the same value.
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
-_TIMESPEC = socket.CMSG_SPACE(16)  # struct timespec: two 64-bit fields
+# recvmsg's room for SO_TIMESTAMPNS's control message: a struct timespec, two 64-bit fields
+TIMESPEC_SPACE = socket.CMSG_SPACE(16)
 _unpack_timespec = struct.Struct("=qq").unpack_from
 
 try:
@@ -116,7 +117,7 @@ def _stamped_on_arrival(timeout_s: float) -> bool:
                 while True:
                     sender.sendall(b"x")
                     time.sleep(0.002)
-                    _, ancillary, _, _ = receiver.recvmsg(64, _TIMESPEC)
+                    _, ancillary, _, _ = receiver.recvmsg(64, TIMESPEC_SPACE)
                     now = time.perf_counter()
                     if now - kernel_stamp(now, ancillary) > 0.001:  # its age: stamped on arrival
                         return True
@@ -186,7 +187,7 @@ class PyReader:
 
     def _readable(self, recvmsg: Callable, parser: ResponseParser) -> None:
         try:
-            data, ancillary, _, _ = recvmsg(READ_BYTES, _TIMESPEC)
+            data, ancillary, _, _ = recvmsg(READ_BYTES, TIMESPEC_SPACE)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:

@@ -34,11 +34,10 @@ from typing import Any
 import httptools
 import numpy as np
 
-from pytest_llmperf.readers import SO_TIMESTAMPNS, kernel_stamp, kernel_stamps_on
+from pytest_llmperf.readers import SO_TIMESTAMPNS, TIMESPEC_SPACE, kernel_stamp, kernel_stamps_on
 
 __all__ = ["MockServer", "serve"]
 
-_TIMESPEC = socket.CMSG_SPACE(16)  # struct timespec, SO_TIMESTAMPNS's control message
 TICK_S = 0.001
 COMPLETIONS, CHAT = b"/v1/completions", b"/v1/chat/completions"
 SSE_HEADERS = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
@@ -83,9 +82,7 @@ class _Stream:
     arrived_s: float
     remaining: int = 0
     first_s: float = 0.0
-    last_s: float = 0.0
     cut: bool = False  # close the connection after the last token (a fault)
-    key: int = 0
 
 
 @dataclass
@@ -129,7 +126,6 @@ class MockServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ids = 0
         self.faults: deque[str | None] = deque()  # what the next streamed requests get
-        self.log = []
 
     def set_faults(self, faults: list[str | None]) -> None:
         unknown = [f for f in faults if f is not None and f not in FAULTS]
@@ -153,7 +149,6 @@ class MockServer:
             return
         stream = _Stream(conn, *self._frames(path, body), arrived_s=arrived_s)
         stream.remaining = stream.tokens
-        stream.key = (body.get("prompt") or [0])[0]
         conn.write(SSE_HEADERS + (self._role_frame(body) if path == CHAT else b""))
         if fault == "stall":
             return  # headers, then silence: never on the wheel
@@ -208,7 +203,7 @@ class MockServer:
         while self._tick < due:
             self._tick += 1
             self.truth.tick_late_s.append(now - (self._origin + self._tick * self.tick_s))
-            written += self._write_due(self._wheel.pop(self._tick, ()), now)
+            written += self._write_due(self._wheel.pop(self._tick, ()))
         if written:
             truth = self.truth
             truth.chunks += written
@@ -220,7 +215,7 @@ class MockServer:
         self._loop.call_at(self._loop.time() + max(0.0, next_at - time.perf_counter()),
                            self._on_tick)
 
-    def _write_due(self, streams, now: float) -> int:
+    def _write_due(self, streams) -> int:
         later = self._wheel[self._tick + self.period]
         written = 0
         for stream in streams:
@@ -229,7 +224,7 @@ class MockServer:
             stream.conn.write(stream.token_frame)
             written += 1
             stream.remaining -= 1
-            if not stream.first_s:  # when it went out: a late tick writes long after `now`
+            if not stream.first_s:  # when it went out: a busy tick writes long after it began
                 stream.first_s = time.perf_counter()
             if stream.remaining:
                 later.append(stream)
@@ -238,10 +233,9 @@ class MockServer:
             if stream.cut:
                 stream.conn.close()
             self.truth.ttft_s.append(stream.first_s - stream.arrived_s)
-            self.log.append((str(stream.key), (stream.arrived_s, stream.first_s)))
             if stream.tokens > 1:
-                last_s = time.perf_counter()
-                self.truth.tpot_s.append((last_s - stream.first_s) / (stream.tokens - 1))
+                self.truth.tpot_s.append((time.perf_counter() - stream.first_s)
+                                         / (stream.tokens - 1))
         return written
 
     def stats(self) -> bytes:
@@ -279,7 +273,7 @@ class _Connection:
 
     def _readable(self) -> None:
         try:
-            data, ancillary, _, _ = self.sock.recvmsg(65536, _TIMESPEC)
+            data, ancillary, _, _ = self.sock.recvmsg(65536, TIMESPEC_SPACE)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
@@ -367,8 +361,6 @@ class _Connection:
                 self.write(_response(400, json.dumps({"error": str(exc)}).encode()))
             else:
                 self.write(_response(200, b"{}"))
-        elif url == b"/mock/log":
-            self.write(_response(200, json.dumps(self.server.log).encode()))
         elif url == b"/mock/reset":
             self.server.reset()
             self.write(_response(200, b"{}"))

@@ -260,6 +260,6 @@ def test_once_kernel_stamps_are_on_a_new_connections_first_bytes_are_stamped_on_
                 receiver.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
                 sender.sendall(b"x")
                 time.sleep(0.05)
-                _, ancillary, _, _ = receiver.recvmsg(64, socket.CMSG_SPACE(16))
+                _, ancillary, _, _ = receiver.recvmsg(64, readers.TIMESPEC_SPACE)
                 now = time.perf_counter()
                 assert now - readers.kernel_stamp(now, ancillary) > 0.04
