@@ -75,7 +75,7 @@ typedef struct {
     Stream **streams; /* by fd */
     int streams_len;
     Stream **graveyard; /* discarded during a drain */
-    int graveyard_len, graveyard_cap;
+    Py_ssize_t graveyard_len, graveyard_cap;
     int draining;
     Py_ssize_t flush_reads;
     double flush_s;
@@ -434,7 +434,7 @@ static PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
 }
 
 static void bury(Reader *r) {
-    for (int i = 0; i < r->graveyard_len; i++) stream_free(r->graveyard[i]);
+    for (Py_ssize_t i = 0; i < r->graveyard_len; i++) stream_free(r->graveyard[i]);
     r->graveyard_len = 0;
 }
 
@@ -536,13 +536,10 @@ static PyObject *Reader_discard(Reader *self, PyObject *args) {
     if (self->draining) {
         /* The drain may still hold a pointer to it: free it when the drain ends. */
         s->dead = 1;
-        if (self->graveyard_len == self->graveyard_cap) {
-            Py_ssize_t cap = self->graveyard_cap;
-            if (grow((void **)&self->graveyard, &cap, cap + 1, sizeof(Stream *)) < 0) {
-                stream_free(s);
-                return NULL;
-            }
-            self->graveyard_cap = (int)cap;
+        if (grow((void **)&self->graveyard, &self->graveyard_cap, self->graveyard_len + 1,
+                 sizeof(Stream *)) < 0) {
+            stream_free(s);
+            return NULL;
         }
         self->graveyard[self->graveyard_len++] = s;
     } else {

@@ -6,6 +6,8 @@ socket, so each recorded time is exact. Chunk shapes are the ones vLLM 0.32 stre
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 import pytest
 
 from pytest_llmperf.records import RequestRecord
@@ -388,6 +390,11 @@ def split_into_reads(body: bytes, rng) -> list[bytes]:
     return [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)])]
 
 
+def ends_of(reads: list[bytes]) -> list[int]:
+    """Where each read ends in the reads joined: feed_reads' `ends`."""
+    return list(accumulate(map(len, reads)))
+
+
 def read_both_ways(reads: list[bytes], batches: list[int]):
     """The same reads (times 1.0, 2.0, ...) through the line path one read at a time, and
     through feed_reads in parts of `batches` reads each; -> both decoders' outcomes."""
@@ -398,8 +405,8 @@ def read_both_ways(reads: list[bytes], batches: list[int]):
     start = 0
     for size in batches:
         part = reads[start:start + size]
-        ends = [sum(map(len, part[:i + 1])) for i in range(len(part))]
-        bulk.feed_reads(b"".join(part), ends, [float(start + i + 1) for i in range(len(part))])
+        bulk.feed_reads(b"".join(part), ends_of(part),
+                        [float(start + i + 1) for i in range(len(part))])
         start += size
     outcome = lambda d, r: (r, d.finished, d.coalesced)  # noqa: E731
     return outcome(line, line_record), outcome(bulk, bulk_record)
@@ -437,8 +444,7 @@ def test_a_vllm_stream_takes_the_bulk_path(monkeypatch):
         reads = [event(line) for line in lines]
         record = fresh()
         decoder = StreamDecoder(record)
-        ends = [sum(map(len, reads[:i + 1])) for i in range(len(reads))]
-        decoder.feed_reads(b"".join(reads), ends, [1.0, 2.0, 3.0, 4.0, 5.0])
+        decoder.feed_reads(b"".join(reads), ends_of(reads), [1.0, 2.0, 3.0, 4.0, 5.0])
         assert decoder.finished and record.usage_output_tokens == 8
         assert record.chunk_times_s == ([1.0, 2.0, 3.0] if lines[0] == COMPLETION_CHUNK
                                         else [2.0, 3.0])
