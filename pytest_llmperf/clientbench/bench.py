@@ -77,6 +77,7 @@ class Row:
     icl_p99_ms: float
     true_ttft_p50_ms: float
     true_tpot_p50_ms: float
+    server_cpu_pct: float  # of one core, over the steady window: near 100 the server is the limit
     verdict: str = ""
 
 
@@ -128,12 +129,13 @@ def _cpu_s(pids: list[int]) -> float:
 
 
 class CpuWatch:
-    """Samples (time, client CPU s, server chunks) in a thread until stopped."""
+    """Samples (time, client CPU s, server CPU s, server chunks) in a thread until stopped."""
 
-    def __init__(self, counter) -> None:
-        self.counter = counter
+    def __init__(self, server: MockProcess) -> None:
+        self.counter = server.counter
+        self.server_pid = server.process.pid
         self.pids: list[int] = []
-        self.samples: list[tuple[float, float, int]] = []
+        self.samples: list[tuple[float, float, float, int]] = []
         self._stop = threading.Event()
         self._last_cpu = 0.0
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -151,18 +153,28 @@ class CpuWatch:
             if self.pids:
                 # An exited worker's CPU is gone from /proc: never let the total go backwards.
                 self._last_cpu = max(self._last_cpu, _cpu_s(self.pids))
-            self.samples.append((time.perf_counter(), self._last_cpu, self.counter.value))
+            self.samples.append((time.perf_counter(), self._last_cpu,
+                                 _cpu_s([self.server_pid]), self.counter.value))
+
+    def _steady(self) -> tuple[float, float, float, int] | None:
+        """The change in each sampled value over the steady window, or None if it is too short."""
+        if len(self.samples) < 3:
+            return None
+        total = self.samples[-1][3] - self.samples[0][3]
+        lo = self.samples[0][3] + STEADY[0] * total
+        hi = self.samples[0][3] + STEADY[1] * total
+        inside = [s for s in self.samples if lo <= s[3] <= hi]
+        if len(inside) < 2 or inside[-1][3] == inside[0][3]:
+            return None
+        return tuple(b - a for a, b in zip(inside[0], inside[-1]))
 
     def cpu_us_per_chunk(self) -> float:
-        if len(self.samples) < 3:
-            return math.nan
-        total = self.samples[-1][2] - self.samples[0][2]
-        lo = self.samples[0][2] + STEADY[0] * total
-        hi = self.samples[0][2] + STEADY[1] * total
-        inside = [s for s in self.samples if lo <= s[2] <= hi]
-        if len(inside) < 2 or inside[-1][2] == inside[0][2]:
-            return math.nan
-        return (inside[-1][1] - inside[0][1]) / (inside[-1][2] - inside[0][2]) * 1e6
+        steady = self._steady()
+        return math.nan if steady is None else steady[1] / steady[3] * 1e6
+
+    def server_cpu_pct(self) -> float:
+        steady = self._steady()
+        return math.nan if steady is None or steady[0] <= 0 else steady[2] / steady[0] * 100
 
 
 # ---------------------------------------------------------------- the two clients
@@ -177,7 +189,7 @@ def run_ours(server: MockProcess, load: Load, output_tokens: int, workers: int,
     requests = [Request(prompt, PROMPT_TOKENS, output_tokens)] * load.requests
     endpoint = Endpoint(server.url, "mock", ClientOptions(api=api))
     server.reset()
-    with CpuWatch(server.counter) as watch:
+    with CpuWatch(server) as watch:
         measured = measure_in_workers(endpoint, requests, load.pattern, seed=0, warmup=[],
                                       duration_s=None, workers=workers,
                                       on_started=watch.pids.extend)
@@ -193,7 +205,7 @@ def run_ours(server: MockProcess, load: Load, output_tokens: int, workers: int,
         ttft_p50_ms=metrics.ttft_s.p50 * 1e3, tpot_p50_ms=metrics.tpot_s.p50 * 1e3,
         icl_p99_ms=metrics.icl_s.p99 * 1e3,
         true_ttft_p50_ms=truth["ttft_s_p50"] * 1e3, true_tpot_p50_ms=truth["tpot_s_p50"] * 1e3,
-        verdict=check.summary(),
+        server_cpu_pct=watch.server_cpu_pct(), verdict=check.summary(),
     )
 
 
@@ -220,7 +232,7 @@ def run_vllm(server: MockProcess, load: Load, output_tokens: int, tokenizer: str
         if isinstance(pattern, Concurrency):
             args += ["--max-concurrency", str(pattern.max_concurrency)]
         server.reset()
-        with CpuWatch(server.counter) as watch:
+        with CpuWatch(server) as watch:
             proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True, preexec_fn=_pin(cpus))
             watch.pids.append(proc.pid)
@@ -239,7 +251,7 @@ def run_vllm(server: MockProcess, load: Load, output_tokens: int, tokenizer: str
         ttft_p50_ms=result["median_ttft_ms"], tpot_p50_ms=result["median_tpot_ms"],
         icl_p99_ms=result["p99_itl_ms"],
         true_ttft_p50_ms=truth["ttft_s_p50"] * 1e3, true_tpot_p50_ms=truth["tpot_s_p50"] * 1e3,
-        verdict="-",
+        server_cpu_pct=watch.server_cpu_pct(), verdict="-",
     )
 
 
@@ -251,13 +263,14 @@ def _pin(cpus: set[int] | None):
 
 # ---------------------------------------------------------------- the table
 
-COLUMNS = ("load", "client", "out tok/s", "chunks/s", "server chunks/s", "CPU us/chunk",
-           "TTFT p50 (true)", "TPOT p50 (true)", "ICL p99", "self-check")
+COLUMNS = ("load", "client", "out tok/s", "chunks/s", "server chunks/s", "server CPU",
+           "CPU us/chunk", "TTFT p50 (true)", "TPOT p50 (true)", "ICL p99", "self-check")
 
 
 def format_row(load: str, row: Row) -> list[str]:
     return [load, row.client, f"{row.out_tok_s:,.0f}", f"{row.chunks_s:,.0f}",
-            f"{row.server_chunks_s:,.0f}", f"{row.cpu_us_per_chunk:.1f}",
+            f"{row.server_chunks_s:,.0f}", f"{row.server_cpu_pct:.0f}%",
+            f"{row.cpu_us_per_chunk:.1f}",
             f"{row.ttft_p50_ms:.2f} ({row.true_ttft_p50_ms:.2f})",
             f"{row.tpot_p50_ms:.2f} ({row.true_tpot_p50_ms:.2f})", f"{row.icl_p99_ms:.1f}",
             row.verdict]
@@ -267,7 +280,7 @@ def render(table: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in table) for i in range(len(COLUMNS))]
     lines = []
     for n, r in enumerate(table):
-        lines.append("  ".join(c.ljust(w) if i in (0, 1, 9) else c.rjust(w)
+        lines.append("  ".join(c.ljust(w) if i in (0, 1, len(COLUMNS) - 1) else c.rjust(w)
                                for i, (c, w) in enumerate(zip(r, widths))).rstrip())
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
@@ -314,8 +327,8 @@ def main_bench(config: BenchConfig, out=sys.stdout) -> int:
                 table.append(format_row("", theirs))
                 ratio = ours.out_tok_s / theirs.out_tok_s
                 cpu = theirs.cpu_us_per_chunk / ours.cpu_us_per_chunk
-                table.append(["", "ratio", f"{ratio:.2f}x", "", "", f"{cpu:.2f}x less", "", "",
-                              "", ""])
+                table.append(["", "ratio", f"{ratio:.2f}x", "", "", "", f"{cpu:.2f}x less", "",
+                              "", "", ""])
                 rows.append({"load": load.label, **theirs.__dict__})
             print(f"measured {load.label}", file=sys.stderr, flush=True)
     finally:

@@ -3,11 +3,14 @@
 Every stream gets one chunk every `interval_s` (one token each, with its token id, as vLLM sends
 with `return_token_ids`), then a usage chunk and `data: [DONE]`; `/v1/completions` and
 `/v1/chat/completions` (role chunk first, as vLLM) both work. The first chunk goes on the next
-tick of a `tick_s` clock, so the true TTFT is at most one tick.
+tick of a `tick_s` clock (when it actually went out is what the truth records).
 
 The server must never be what a benchmark measures, so it is built for throughput: plain
 non-blocking sockets with httptools' request parser, chunk bytes rendered once per stream, and a
-timing wheel that writes every chunk due on a tick in one pass. A request arrives when the kernel
+timing wheel of phases: the streams that write on the same tick of every period form one
+phase, and a tick writes its phase's middle chunks in one C-level pass (`map(operator.call, ...)`
+over the sockets' `send`), so a chunk costs the server its system call and next to no Python;
+only a stream's first and last chunks go through Python. A request arrives when the kernel
 received it (SO_TIMESTAMPNS), so the true TTFT includes any time it waited for this process. It
 stamps each tick with the clock when it actually ran, so it reports the truth as it happened (true
 TTFT/TPOT per stream and its own tick lateness), not as it was planned. `GET /mock/stats`
@@ -29,6 +32,7 @@ import sys
 import time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
+from operator import call
 from typing import Any
 
 import httptools
@@ -39,6 +43,7 @@ from pytest_llmperf.readers import SO_TIMESTAMPNS, TIMESPEC_SPACE, kernel_stamp,
 __all__ = ["MockServer", "serve"]
 
 TICK_S = 0.001
+TIMER_S, EARLY_S = 0.001, 0.0005  # the event loop's timer resolution, and half of it
 COMPLETIONS, CHAT = b"/v1/completions", b"/v1/chat/completions"
 SSE_HEADERS = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                b"transfer-encoding: chunked\r\ncache-control: no-cache\r\n\r\n")
@@ -62,8 +67,37 @@ def _error_body(status: int) -> bytes:
 def _frame(event: dict[str, Any] | str) -> bytes:
     """One SSE event as one HTTP chunk, the way uvicorn sends vLLM's stream."""
     data = event if isinstance(event, str) else json.dumps(event, separators=(",", ":"))
-    payload = f"data: {data}\n\n".encode()
+    return _frame_bytes(data.encode())
+
+
+def _frame_bytes(payload: bytes) -> bytes:
+    payload = b"data: %s\n\n" % payload
     return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+DONE_AND_END = _frame("[DONE]") + END_OF_BODY
+_ID = "<stream-id>"  # where a stream's id goes in a template (JSON leaves it as it is)
+
+
+def _templates(path: bytes, model: Any, token_ids: bool, prompt_tokens: int,
+               tokens: int) -> tuple[list[bytes], list[bytes]]:
+    """A token event's and the usage event's JSON, split where the stream's id goes."""
+    base = {"id": _ID, "created": 1700000000, "model": model}
+    ids = {"token_ids": [1234]} if token_ids else {}
+    if path == CHAT:
+        choice = {"index": 0, "delta": {"content": " tok"}, "logprobs": None,
+                  "finish_reason": None, **ids}
+        obj = "chat.completion.chunk"
+    else:
+        choice = {"index": 0, "text": " tok", "logprobs": None, "finish_reason": None,
+                  "stop_reason": None, **ids}
+        obj = "text_completion"
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens,
+             "total_tokens": prompt_tokens + tokens}
+    events = ({**base, "object": obj, "choices": [choice]},
+              {**base, "object": obj, "choices": [], "usage": usage})
+    return tuple(json.dumps(event, separators=(",", ":")).encode().split(_ID.encode())
+                 for event in events)
 
 
 def _response(status: int, body: bytes, content_type: bytes = b"application/json") -> bytes:
@@ -73,16 +107,64 @@ def _response(status: int, body: bytes, content_type: bytes = b"application/json
             % (status, reason, content_type, len(body), body))
 
 
-@dataclass
+@dataclass(eq=False)
 class _Stream:
     conn: _Connection
     token_frame: bytes
     tail: bytes  # usage chunk, [DONE] and the end of the chunked body
     tokens: int
     arrived_s: float
-    remaining: int = 0
     first_s: float = 0.0
+    last_tick: int = 0  # the tick of its last token
     cut: bool = False  # close the connection after the last token (a fault)
+
+
+class _Phase:
+    """The streams whose middle chunks go out on the same tick of every period, and what one
+    pass over them needs: each connection's `send` and each stream's frame, rebuilt only when
+    a stream joined or left, or a connection's `send` changed (its socket filled up or drained)."""
+
+    __slots__ = ("streams", "members", "sends", "frames", "lengths", "built")
+
+    def __init__(self) -> None:
+        self.streams: dict[_Stream, None] = {}  # insertion-ordered: arrival order
+        self.members: list[_Stream] = []
+        self.sends: list = []
+        self.frames: list[bytes] = []
+        self.lengths: list[int] = []
+        self.built = -1  # the server's `layout` when sends/frames were built; -1: never
+
+    def add(self, stream: _Stream) -> None:
+        self.streams[stream] = None
+        self.built = -1
+
+    def remove(self, stream: _Stream) -> None:
+        if self.streams.pop(stream, 0) is None:
+            self.built = -1
+
+    def write(self, layout: int) -> int:
+        """Send each stream its token frame; the number of chunks that went out (or were queued
+        behind a full socket). A failed send closes that connection; the rest go on."""
+        if self.built != layout:
+            self.members = list(self.streams)
+            self.sends = [stream.conn.send for stream in self.members]
+            self.frames = [stream.token_frame for stream in self.members]
+            self.lengths = list(map(len, self.frames))
+            self.built = layout
+        members, frames = self.members, self.frames  # fixed for this pass, whatever closes
+        sent: list[int] = []
+        passes = map(call, self.sends, frames)
+        while True:
+            try:
+                sent.extend(passes)  # keeps what it appended when a send raises
+                break
+            except OSError as exc:  # the send that raised is the one after the last appended
+                sent.append(members[len(sent)].conn.send_failed(frames[len(sent)], exc))
+        if sent != self.lengths:  # a socket took part of its frame: the rest waits for it
+            for stream, count, frame in zip(members, sent, frames):
+                if 0 < count < len(frame):
+                    stream.conn.queue(frame[count:])
+        return len(sent) - sent.count(0)
 
 
 @dataclass
@@ -120,11 +202,15 @@ class MockServer:
         self.period = max(1, round(interval_s / tick_s))  # ticks between two chunks of a stream
         self.truth = _Truth()
         self.counter = chunk_counter  # a multiprocessing.Value a benchmark's sampler reads, or None
-        self._wheel: dict[int, list[_Stream]] = defaultdict(list)
+        self._phases = [_Phase() for _ in range(self.period)]
+        self._starting: dict[int, list[_Stream]] = defaultdict(list)  # tick -> first token due
+        self._ending: dict[int, list[_Stream]] = defaultdict(list)  # tick -> last token due
+        self.layout = 0  # bumped when a connection's `send` changes; phases then rebuild
         self._tick = 0
         self._origin = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ids = 0
+        self._templates: dict[tuple, tuple[list[bytes], list[bytes]]] = {}
         self.faults: deque[str | None] = deque()  # what the next streamed requests get
 
     def set_faults(self, faults: list[str | None]) -> None:
@@ -148,14 +234,17 @@ class MockServer:
             conn.write(_response(status, _error_body(status)))
             return
         stream = _Stream(conn, *self._frames(path, body), arrived_s=arrived_s)
-        stream.remaining = stream.tokens
         conn.write(SSE_HEADERS + (self._role_frame(body) if path == CHAT else b""))
         if fault == "stall":
             return  # headers, then silence: never on the wheel
+        chunks = stream.tokens
         if fault is not None:
-            stream.remaining = min(stream.tokens, FAULT_TOKENS)
+            chunks = min(stream.tokens, FAULT_TOKENS)
             stream.tail, stream.cut = self._faulty_tail(fault, stream.tail)
-        self._wheel[self._tick + 1].append(stream)
+        first = self._tick + 1
+        stream.last_tick = first + (chunks - 1) * self.period
+        conn.stream = stream
+        self._starting[first].append(stream)
 
     @staticmethod
     def _faulty_tail(fault: str, tail: bytes) -> tuple[bytes, bool]:
@@ -174,21 +263,16 @@ class MockServer:
         tokens = max(1, int(body.get("max_tokens") or 16))
         prompt = body.get("prompt")
         prompt_tokens = len(prompt) if isinstance(prompt, list) else 32
-        base = {"id": f"cmpl-{self._ids}", "created": 1700000000, "model": body.get("model")}
-        ids = {"token_ids": [1234]} if body.get("return_token_ids") else {}
-        if path == CHAT:
-            choice = {"index": 0, "delta": {"content": " tok"}, "logprobs": None,
-                      "finish_reason": None, **ids}
-            obj = "chat.completion.chunk"
-        else:
-            choice = {"index": 0, "text": " tok", "logprobs": None, "finish_reason": None,
-                      "stop_reason": None, **ids}
-            obj = "text_completion"
-        token = _frame({**base, "object": obj, "choices": [choice]})
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens,
-                 "total_tokens": prompt_tokens + tokens}
-        tail = _frame({**base, "object": obj, "choices": [], "usage": usage})
-        return token, tail + _frame("[DONE]") + END_OF_BODY, tokens
+        model, token_ids = body.get("model"), bool(body.get("return_token_ids"))
+        key = (path, json.dumps(model), token_ids, prompt_tokens, tokens)
+        templates = self._templates.get(key)
+        if templates is None:
+            templates = self._templates[key] = _templates(path, model, token_ids, prompt_tokens,
+                                                          tokens)
+        # Each stream its own id, as vLLM gives; the JSON around it is rendered once per shape.
+        stream_id = b"cmpl-%d" % self._ids
+        token, tail = (_frame_bytes(stream_id.join(parts)) for parts in templates)
+        return token, tail + DONE_AND_END, tokens
 
     def _role_frame(self, body: dict[str, Any]) -> bytes:
         choice = {"index": 0, "delta": {"role": "assistant", "content": ""}}
@@ -197,13 +281,17 @@ class MockServer:
 
     def _on_tick(self) -> None:
         now = time.perf_counter()
-        due = int((now - self._origin) / self.tick_s)
+        # The loop's timers count whole milliseconds (uvloop rounds a delay to the nearest one
+        # and runs one under half a millisecond at once), so a tick is taken up to EARLY_S
+        # before it is due and the next is asked for no sooner than TIMER_S: the loop never
+        # spins waiting for a tick. Every write is stamped when it happened, so the truth holds.
+        due = int((now + EARLY_S - self._origin) / self.tick_s)
         # A late tick catches up on every tick it missed, stamped with the time it really wrote.
         written = 0
         while self._tick < due:
             self._tick += 1
             self.truth.tick_late_s.append(now - (self._origin + self._tick * self.tick_s))
-            written += self._write_due(self._wheel.pop(self._tick, ()))
+            written += self._write_tick(self._tick)
         if written:
             truth = self.truth
             truth.chunks += written
@@ -212,31 +300,55 @@ class MockServer:
             if self.counter is not None:
                 self.counter.value += written
         next_at = self._origin + (self._tick + 1) * self.tick_s
-        self._loop.call_at(self._loop.time() + max(0.0, next_at - time.perf_counter()),
-                           self._on_tick)
+        self._loop.call_later(max(TIMER_S, next_at - time.perf_counter()), self._on_tick)
 
-    def _write_due(self, streams) -> int:
-        later = self._wheel[self._tick + self.period]
+    def _write_tick(self, tick: int) -> int:
+        """Last tokens, then the phase's middle tokens in one pass, then first tokens: the
+        first and last go one by one, each stamped when it went out (the truth)."""
+        phase = self._phases[tick % self.period]
         written = 0
-        for stream in streams:
+        for stream in self._ending.pop(tick, ()):
+            phase.remove(stream)
+            written += self._write_last(stream)
+        if phase.streams:
+            written += phase.write(self.layout)
+        for stream in self._starting.pop(tick, ()):
             if stream.conn.is_closing():
                 continue
             stream.conn.write(stream.token_frame)
+            stream.first_s = time.perf_counter()  # a busy tick writes long after it began
             written += 1
-            stream.remaining -= 1
-            if not stream.first_s:  # when it went out: a busy tick writes long after it began
-                stream.first_s = time.perf_counter()
-            if stream.remaining:
-                later.append(stream)
-                continue
-            stream.conn.write(stream.tail)
-            if stream.cut:
-                stream.conn.close()
-            self.truth.ttft_s.append(stream.first_s - stream.arrived_s)
-            if stream.tokens > 1:
-                self.truth.tpot_s.append((time.perf_counter() - stream.first_s)
-                                         / (stream.tokens - 1))
+            if stream.last_tick == tick:
+                self._finish(stream)
+            else:
+                phase.add(stream)
+                self._ending[stream.last_tick].append(stream)
         return written
+
+    def _write_last(self, stream: _Stream) -> int:
+        if stream.conn.is_closing():
+            return 0
+        stream.conn.write(stream.token_frame)
+        self._finish(stream)
+        return 1
+
+    def _finish(self, stream: _Stream) -> None:
+        """The stream's last token went out: its tail, and its truth."""
+        stream.conn.write(stream.tail)
+        stream.conn.stream = None
+        if stream.cut:
+            stream.conn.close()
+        self.truth.ttft_s.append(stream.first_s - stream.arrived_s)
+        if stream.tokens > 1:
+            self.truth.tpot_s.append((time.perf_counter() - stream.first_s)
+                                     / (stream.tokens - 1))
+
+    def drop(self, stream: _Stream) -> None:
+        """Its connection closed: no more chunks, no truth."""
+        self._phases[stream.last_tick % self.period].remove(stream)
+        ending = self._ending.get(stream.last_tick)
+        if ending and stream in ending:
+            ending.remove(stream)
 
     def stats(self) -> bytes:
         return json.dumps(self.truth.summary(self.interval_s)).encode()
@@ -253,7 +365,8 @@ class _Connection:
     when the kernel received it, not when this process got round to reading it: in a closed
     loop's wave hundreds of requests land at once, and the time they wait here is part of the
     TTFT a client sees (stamped in the loop, the truth left out ~20 ms of it at 512 streams).
-    Writes go straight to the socket; what it cannot take yet waits for it to be writable."""
+    Writes go straight to the socket; what it cannot take yet waits for it to be writable, and
+    while anything waits, `send` queues (the wheel's phases call `send` directly)."""
 
     def __init__(self, server: MockServer, sock: socket.socket,
                  loop: asyncio.AbstractEventLoop, open_set: set[_Connection]) -> None:
@@ -261,6 +374,8 @@ class _Connection:
         self.open_set = open_set
         self.parser = httptools.HttpRequestParser(self)
         self.sock = sock
+        self.send = sock.send  # -> bytes taken; `queue` while earlier bytes wait
+        self.stream: _Stream | None = None  # the one on the wheel, if any
         self.loop = loop
         self.url = b""
         self.body: list[bytes] = []
@@ -292,19 +407,32 @@ class _Connection:
     def write(self, data: bytes) -> None:
         if self._closed or self._closing:
             return
+        if self._unsent:
+            self._unsent += data
+            return
+        try:
+            sent = self.sock.send(data)
+        except OSError as exc:
+            self.send_failed(data, exc)
+            return
+        if sent < len(data):
+            self.queue(data[sent:])
+
+    def queue(self, data: bytes) -> int:
+        """Keep `data` until the socket can take it (after anything kept before)."""
         if not self._unsent:
-            try:
-                sent = self.sock.send(data)
-            except (BlockingIOError, InterruptedError):
-                sent = 0
-            except OSError:
-                self._close_now()
-                return
-            if sent == len(data):
-                return
-            data = data[sent:]
             self.loop.add_writer(self.sock.fileno(), self._writable)
+            self.send = self.queue
+            self.server.layout += 1
         self._unsent += data
+        return len(data)
+
+    def send_failed(self, data: bytes, exc: OSError) -> int:
+        """A send raised: a full socket keeps `data` for later; anything else closes."""
+        if isinstance(exc, (BlockingIOError, InterruptedError)):
+            return self.queue(data)
+        self._close_now()
+        return 0
 
     def _writable(self) -> None:
         try:
@@ -317,6 +445,8 @@ class _Connection:
         del self._unsent[:sent]
         if not self._unsent:
             self.loop.remove_writer(self.sock.fileno())
+            self.send = self.sock.send
+            self.server.layout += 1
             if self._closing:
                 self._close_now()
 
@@ -339,6 +469,9 @@ class _Connection:
             self.loop.remove_writer(fd)
         self.sock.close()
         self.open_set.discard(self)
+        if self.stream is not None:
+            self.server.drop(self.stream)
+            self.stream = None
 
     def on_url(self, url: bytes) -> None:
         self.url += url

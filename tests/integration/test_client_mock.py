@@ -7,6 +7,7 @@ the assertions have wide margins; the client's speed under load is the benchmark
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -121,3 +122,26 @@ def test_vllm_bench_runs_on_vllms_cpu_platform():
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "CpuPlatform"
+
+
+def test_bench_client_prints_each_load_beside_the_servers_truth_and_its_own_cpu(tmp_path):
+    """`llmperf bench-client` as the README runs it, at loads this machine does not notice:
+    one row per load, our TTFT and TPOT beside the server's true values, and the server's own
+    CPU share, so a reader sees whether the server was the limit."""
+    out = tmp_path / "rows.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_llmperf.cli", "bench-client", "--no-vllm",
+         "--streams", "4", "--rates", "40", "--output-tokens", "16", "--interval-ms", "2",
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    header = done.stdout.splitlines()[1].split("  ")
+    assert [c.strip() for c in header if c.strip()][:6] == [
+        "load", "client", "out tok/s", "chunks/s", "server chunks/s", "server CPU"]
+    rows = json.loads(out.read_text())
+    assert [r["load"] for r in rows] == ["4 streams", "40 req/s"]
+    for row in rows:
+        assert row["tpot_p50_ms"] == pytest.approx(row["true_tpot_p50_ms"], rel=0.05)
+        assert abs(row["ttft_p50_ms"] - row["true_ttft_p50_ms"]) < 5
+        assert 0 < row["server_cpu_pct"] < 90
+        assert row["verdict"].startswith("ok")
