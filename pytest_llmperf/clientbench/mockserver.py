@@ -107,7 +107,7 @@ def _response(status: int, body: bytes, content_type: bytes = b"application/json
             % (status, reason, content_type, len(body), body))
 
 
-@dataclass(eq=False)
+@dataclass(eq=False)  # compared and hashed by identity: a key of its phase's dict
 class _Stream:
     conn: _Connection
     token_frame: bytes
@@ -139,7 +139,8 @@ class _Phase:
         self.built = -1
 
     def remove(self, stream: _Stream) -> None:
-        if self.streams.pop(stream, 0) is None:
+        if stream in self.streams:
+            del self.streams[stream]
             self.built = -1
 
     def write(self, layout: int) -> int:
@@ -316,6 +317,8 @@ class MockServer:
             if stream.conn.is_closing():
                 continue
             stream.conn.write(stream.token_frame)
+            if stream.conn.is_closing():
+                continue  # the client went away: nothing for the wheel
             stream.first_s = time.perf_counter()  # a busy tick writes long after it began
             written += 1
             if stream.last_tick == tick:

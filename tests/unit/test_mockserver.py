@@ -209,3 +209,26 @@ async def _read_exactly(sock: socket.socket, size: int) -> bytes:
         except BlockingIOError:
             await asyncio.sleep(0.001)
     return received
+
+
+def test_a_client_that_leaves_mid_stream_is_dropped_and_the_others_are_served():
+    """Its connection closes: its stream leaves the wheel at once (no more sends to a closed
+    socket), has no truth, and the other stream runs to its end."""
+    async def go() -> tuple[bytes, dict, int]:
+        server = mockserver.MockServer(interval_s=0.002)
+        serving, port = await _started(server)
+        leaving, staying = (socket.create_connection(("127.0.0.1", port)) for _ in range(2))
+        leaving.sendall(_stream_request(1000))  # 2 s of chunks: it leaves long before its end
+        staying.sendall(_stream_request(50))
+        await asyncio.sleep(0.02)  # a few chunks each
+        leaving.close()
+        body = await _read_to_end(staying)
+        staying.close()
+        on_the_wheel = sum(len(phase.streams) for phase in server._phases)
+        serving.cancel()
+        return body, server.truth.summary(server.interval_s), on_the_wheel
+
+    body, truth, on_the_wheel = asyncio.run(go())
+    assert body.count(b'"token_ids":[1234]') == 50
+    assert truth["streams"] == 1  # the stream that left has no truth: it never ended
+    assert on_the_wheel == 0
