@@ -4,7 +4,8 @@ client.
     llmperf compare A.json B.json [--metrics ttft_s.p50,...] [--tolerance 0.1]
     llmperf compare AB.json      (the paired results of an --llmperf-ab run)
     llmperf env [--json] [--hardware CLASS[:N]]
-    llmperf bench-client [--streams 64,256] [--rates 100] [--workers N] [--no-vllm]
+    llmperf bench-client [--streams 64,256] [--rates 100] [--workers N] [--server-procs N]
+                         [--no-vllm]
     llmperf plot RUN.json [RUN.json ...] [-o DIR]   (plotcommand.py)
 
 `compare` judges B (the candidate, e.g. after a vLLM upgrade) against A (the reference) with the
@@ -320,6 +321,16 @@ def _positive_ints(text: str) -> list[int]:
     return values
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, e.g. 2; got {text!r}")
+    return value
+
+
 def _add_bench_client(commands) -> None:
     bench = commands.add_parser(
         "bench-client", help="measure the load generator against a mock server of known timing",
@@ -335,9 +346,12 @@ def _add_bench_client(commands) -> None:
     bench.add_argument("--rates", type=_positive_ints, default=None, metavar="R,R",
                        help="open-loop Poisson rates in req/s (default: the rates that keep "
                             "about 128 and 512 streams open)")
-    bench.add_argument("--workers", type=lambda text: _positive_ints(text)[0], default=1,
+    bench.add_argument("--workers", type=_positive_int, default=1,
                        metavar="N",
                        help="client processes for our client (default 1)")
+    bench.add_argument("--server-procs", type=_positive_int, default=1,
+                       metavar="N", help="mock server processes sharing its port, each on a "
+                       "core of its own (default 1; more where one core cannot write the load)")
     bench.add_argument("--api", choices=("completions", "chat"), default="completions",
                        help="endpoint to stream from (default completions; vllm bench runs on "
                             "completions only)")
@@ -358,7 +372,7 @@ def _bench_client(args: argparse.Namespace) -> int:
     return main_bench(BenchConfig(
         interval_ms=args.interval_ms, output_tokens=args.output_tokens,
         workers=args.workers, api=args.api, loads=loads, with_vllm=not args.no_vllm,
-        tokenizer=args.tokenizer, json_path=args.json))
+        tokenizer=args.tokenizer, json_path=args.json, server_procs=args.server_procs))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

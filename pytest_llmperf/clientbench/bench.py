@@ -85,35 +85,71 @@ class Row:
 
 
 class MockProcess:
-    """The mock server in its own process, with a shared counter of the chunks it wrote."""
+    """The mock server in `procs` processes of its own, sharing one port (SO_REUSEPORT: the
+    kernel spreads the connections over them), each pinned to its core of `cpus` if given. Each
+    process counts the chunks it wrote in a shared value; their truths are merged."""
 
-    def __init__(self, interval_s: float, cpu: int | None) -> None:
+    def __init__(self, interval_s: float, cpus: list[int] | None = None, procs: int = 1) -> None:
         import multiprocessing
 
         from pytest_llmperf.clientbench import mockserver
 
+        if cpus is not None and len(cpus) != procs:
+            raise ValueError(f"{procs} mock server processes need {procs} cores, got {cpus}")
         ctx = multiprocessing.get_context("spawn")
-        self.counter = ctx.Value("q", 0, lock=False)
-        port = ctx.Queue()
-        self.process = ctx.Process(
-            target=mockserver.serve, args=(interval_s,),
-            kwargs={"chunk_counter": self.counter, "ready": port.put, "cpu": cpu}, daemon=True)
-        self.process.start()
-        self.url = f"http://127.0.0.1:{port.get(timeout=60)}"
+        self.interval_s = interval_s
+        self.counters, self.controls, self.processes = [], [], []
+        port = 0  # the first process picks it, the others share it
+        for i in range(procs):
+            counter = ctx.Value("q", 0, lock=False)
+            control, theirs = ctx.Pipe()
+            ready = ctx.Queue()
+            process = ctx.Process(
+                target=mockserver.serve, args=(interval_s,),
+                kwargs={"port": port, "chunk_counter": counter, "ready": ready.put,
+                        "cpu": cpus[i] if cpus else None, "control": theirs,
+                        "reuse_port": procs > 1},
+                daemon=True)
+            process.start()
+            self.counters.append(counter)
+            self.controls.append(control)
+            self.processes.append(process)
+            port = ready.get(timeout=60)
+        self.url = f"http://127.0.0.1:{port}"
+
+    @property
+    def pids(self) -> list[int]:
+        return [process.pid for process in self.processes]
+
+    def chunks(self) -> int:
+        """The chunks written so far, by all the processes."""
+        return sum(counter.value for counter in self.counters)
+
+    def _ask(self, request: str) -> list:
+        for control in self.controls:
+            control.send(request)
+        return [control.recv() for control in self.controls]
 
     def reset(self) -> None:
-        httpx.post(self.url + "/mock/reset")
+        self._ask("reset")
 
     def set_faults(self, faults: list[str | None]) -> None:
         """What each of the next streamed requests gets (mockserver.FAULTS; None: a stream)."""
+        if len(self.processes) > 1:
+            raise ValueError("mock faults need one server process: with several, the kernel "
+                             "decides which one takes the next request")
         httpx.post(self.url + "/mock/faults", json=faults).raise_for_status()
 
     def truth(self) -> dict:
-        return httpx.get(self.url + "/mock/stats").json()
+        from pytest_llmperf.clientbench import mockserver
+
+        return mockserver.merged_truth(self._ask("truth"), self.interval_s)
 
     def stop(self) -> None:
-        self.process.kill()
-        self.process.join(5)
+        for process in self.processes:
+            process.kill()
+        for process in self.processes:
+            process.join(5)
 
 
 def _cpu_s(pids: list[int]) -> float:
@@ -129,13 +165,13 @@ def _cpu_s(pids: list[int]) -> float:
 
 
 class CpuWatch:
-    """Samples (time, client CPU s, server CPU s, server chunks) in a thread until stopped."""
+    """Samples (time, client CPU s, each server process's CPU s, server chunks) in a thread
+    until stopped."""
 
     def __init__(self, server: MockProcess) -> None:
-        self.counter = server.counter
-        self.server_pid = server.process.pid
+        self.server = server
         self.pids: list[int] = []
-        self.samples: list[tuple[float, float, float, int]] = []
+        self.samples: list[tuple[float, float, tuple[float, ...], int]] = []
         self._stop = threading.Event()
         self._last_cpu = 0.0
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -153,28 +189,36 @@ class CpuWatch:
             if self.pids:
                 # An exited worker's CPU is gone from /proc: never let the total go backwards.
                 self._last_cpu = max(self._last_cpu, _cpu_s(self.pids))
-            self.samples.append((time.perf_counter(), self._last_cpu,
-                                 _cpu_s([self.server_pid]), self.counter.value))
+            server_cpu = tuple(_cpu_s([pid]) for pid in self.server.pids)
+            self.samples.append((time.perf_counter(), self._last_cpu, server_cpu,
+                                 self.server.chunks()))
 
-    def _steady(self) -> tuple[float, float, float, int] | None:
-        """The change in each sampled value over the steady window, or None if it is too short."""
+    def _steady(self):
+        """The first and last samples of the steady window, or None if it is too short."""
         if len(self.samples) < 3:
             return None
         total = self.samples[-1][3] - self.samples[0][3]
         lo = self.samples[0][3] + STEADY[0] * total
         hi = self.samples[0][3] + STEADY[1] * total
         inside = [s for s in self.samples if lo <= s[3] <= hi]
-        if len(inside) < 2 or inside[-1][3] == inside[0][3]:
+        if len(inside) < 2 or inside[-1][3] == inside[0][3] or inside[-1][0] == inside[0][0]:
             return None
-        return tuple(b - a for a, b in zip(inside[0], inside[-1]))
+        return inside[0], inside[-1]
 
     def cpu_us_per_chunk(self) -> float:
         steady = self._steady()
-        return math.nan if steady is None else steady[1] / steady[3] * 1e6
+        if steady is None:
+            return math.nan
+        first, last = steady
+        return (last[1] - first[1]) / (last[3] - first[3]) * 1e6
 
     def server_cpu_pct(self) -> float:
+        """The busiest server process's share of its core: near 100, the server is the limit."""
         steady = self._steady()
-        return math.nan if steady is None or steady[0] <= 0 else steady[2] / steady[0] * 100
+        if steady is None:
+            return math.nan
+        first, last = steady
+        return max(b - a for a, b in zip(first[2], last[2])) / (last[0] - first[0]) * 100
 
 
 # ---------------------------------------------------------------- the two clients
@@ -297,12 +341,21 @@ class BenchConfig:
     with_vllm: bool = True
     tokenizer: str = "suites/models/tiny-llama"
     json_path: Path | None = None
+    server_procs: int = 1
+
+
+def split_cores(cores: list[int], server_procs: int) -> tuple[list[int] | None, list[int]]:
+    """The server's processes on the last cores, one each, and the clients on the rest; on a
+    machine with too few cores for that, nothing is pinned."""
+    if len(cores) <= server_procs:
+        return None, cores
+    return cores[-server_procs:], cores[:-server_procs]
 
 
 def main_bench(config: BenchConfig, out=sys.stdout) -> int:
     cores = sorted(os.sched_getaffinity(0))
-    server_cpu = cores[-1] if len(cores) >= 2 else None
-    client_cpus = set(cores[:-1]) if server_cpu is not None else None
+    server_cpus, client_cores = split_cores(cores, config.server_procs)
+    client_cpus = set(client_cores) if server_cpus else None
     if client_cpus:
         os.sched_setaffinity(0, client_cpus)  # inherited by our workers and by vllm bench
     loads = config.loads or make_loads([64, 256, 512, 1024], None, config.output_tokens,
@@ -310,11 +363,12 @@ def main_bench(config: BenchConfig, out=sys.stdout) -> int:
     with_vllm = config.with_vllm and vllm_available()
     print(f"mock server: one chunk per stream every {config.interval_ms:g} ms, "
           f"{PROMPT_TOKENS} tokens in, {config.output_tokens} out, {config.api}; "
-          f"server on core {server_cpu}, clients on {sorted(client_cpus or cores)}; "
+          f"server on cores {server_cpus or cores} ({config.server_procs} process"
+          f"{'es' if config.server_procs > 1 else ''}), clients on {client_cores}; "
           f"our socket reader: {reader_kind()}"
           + ("" if with_vllm else "; no vllm bench rows (vLLM not installed, or turned off)"),
           file=out)
-    server = MockProcess(config.interval_ms / 1e3, server_cpu)
+    server = MockProcess(config.interval_ms / 1e3, server_cpus, config.server_procs)
     table, rows = [list(COLUMNS)], []
     try:
         for load in loads:

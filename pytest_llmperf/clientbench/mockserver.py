@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import socket
@@ -510,10 +511,13 @@ class _Connection:
             self.write(_response(404, b'{"error":"not found"}'))
 
 
-async def _serve(server: MockServer, host: str, port: int, ready=None) -> None:
+async def _serve(server: MockServer, host: str, port: int, ready=None, *, control=None,
+                 reuse_port: bool = False) -> None:
     loop = asyncio.get_running_loop()
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:  # several server processes on one port: the kernel spreads the connections
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     # On the listener, so that a request that lands before its connection is accepted is
     # stamped too (accepted sockets inherit it).
     listener.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
@@ -536,6 +540,8 @@ async def _serve(server: MockServer, host: str, port: int, ready=None) -> None:
             _Connection(server, sock, loop, connections)
 
     loop.add_reader(listener.fileno(), accept)
+    if control is not None:
+        loop.add_reader(control.fileno(), _answer, server, control)
     server.start(loop)
     if ready is not None:
         ready(listener.getsockname()[1])
@@ -543,21 +549,58 @@ async def _serve(server: MockServer, host: str, port: int, ready=None) -> None:
         await asyncio.Future()  # until the process is killed
     finally:
         loop.remove_reader(listener.fileno())
+        if control is not None:
+            loop.remove_reader(control.fileno())
         listener.close()
         for connection in list(connections):
             connection._close_now()
 
 
+def _answer(server: MockServer, control) -> None:
+    """One request on the control pipe of a benchmark that runs this server in a process of
+    its own: "truth" (this process's raw truth, for merging with its siblings') or "reset"."""
+    try:
+        request = control.recv()
+    except EOFError:  # the benchmark is gone; the process is about to be killed
+        asyncio.get_running_loop().remove_reader(control.fileno())
+        return
+    if request == "truth":
+        control.send(dataclasses.asdict(server.truth))
+    elif request == "reset":
+        server.reset()
+        control.send(None)
+    else:
+        control.send(f"unknown control request {request!r}")
+
+
+def merged_truth(truths: list[dict[str, Any]], interval_s: float) -> dict[str, Any]:
+    """The summary of several server processes' raw truths, as if one server had served all."""
+    merged = _Truth()
+    for truth in truths:
+        merged.ttft_s += truth["ttft_s"]
+        merged.tpot_s += truth["tpot_s"]
+        merged.tick_late_s += truth["tick_late_s"]
+        merged.chunks += truth["chunks"]
+    firsts = [t["first_chunk_s"] for t in truths if t["first_chunk_s"] is not None]
+    lasts = [t["last_chunk_s"] for t in truths if t["last_chunk_s"] is not None]
+    merged.first_chunk_s = min(firsts, default=None)  # one clock for all: CLOCK_MONOTONIC
+    merged.last_chunk_s = max(lasts, default=None)
+    return merged.summary(interval_s)
+
+
 def serve(interval_s: float, host: str = "127.0.0.1", port: int = 0, *, tick_s: float = TICK_S,
-          chunk_counter=None, ready=None, cpu: int | None = None) -> None:
-    """Run until killed. `ready(port)` is called once listening; `cpu` pins the process."""
+          chunk_counter=None, ready=None, cpu: int | None = None, control=None,
+          reuse_port: bool = False) -> None:
+    """Run until killed. `ready(port)` is called once listening; `cpu` pins the process;
+    `control` is a multiprocessing pipe end to answer "truth" and "reset" on; `reuse_port`
+    shares the port with other server processes."""
     if cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {cpu})
     import uvloop
 
     server = MockServer(interval_s, tick_s, chunk_counter)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(_serve(server, host, port, ready))
+        runner.run(_serve(server, host, port, ready, control=control, reuse_port=reuse_port))
 
 
 def main(argv: list[str] | None = None) -> None:

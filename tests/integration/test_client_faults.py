@@ -25,7 +25,7 @@ STALL_TIMEOUT_S = 1.0
 
 @pytest.fixture(scope="module")
 def mock():
-    server = MockProcess(INTERVAL_S, cpu=None)
+    server = MockProcess(INTERVAL_S)
     yield server
     server.stop()
 

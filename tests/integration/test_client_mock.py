@@ -31,7 +31,7 @@ PROMPT = tuple(range(100, 116))
 
 @pytest.fixture(scope="module")
 def mock():
-    server = MockProcess(INTERVAL_S, cpu=None)
+    server = MockProcess(INTERVAL_S)
     yield server
     server.stop()
 
@@ -145,3 +145,23 @@ def test_bench_client_prints_each_load_beside_the_servers_truth_and_its_own_cpu(
         assert abs(row["ttft_p50_ms"] - row["true_ttft_p50_ms"]) < 5
         assert 0 < row["server_cpu_pct"] < 90
         assert row["verdict"].startswith("ok")
+
+
+def test_two_server_processes_on_one_port_share_the_streams_and_one_truth():
+    """`bench-client --server-procs 2`: the kernel spreads the connections over both processes
+    (16 of them: all on one would take odds of 1 in 32,768), and the truth covers every stream."""
+    server = MockProcess(INTERVAL_S, procs=2)
+    try:
+        measured = measure(Endpoint(server.url, "mock", ClientOptions()), requests(32),
+                           Concurrency(max_concurrency=16), seed=0)
+        truth = server.truth()
+        per_process = [counter.value for counter in server.counters]
+        with pytest.raises(ValueError, match="mock faults need one server process"):
+            server.set_faults(["429"])
+    finally:
+        server.stop()
+    metrics = compute_metrics(measured.records)
+    assert metrics.completed == 32 and metrics.failed == 0
+    assert truth["streams"] == 32 and truth["chunks"] == 32 * 20 == sum(per_process)
+    assert min(per_process) > 0
+    assert metrics.tpot_s.p50 == pytest.approx(truth["tpot_s_p50"], rel=0.10)

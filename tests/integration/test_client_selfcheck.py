@@ -29,7 +29,7 @@ def test_x(llmperf):
 
 @pytest.fixture(scope="module")
 def mock():
-    server = MockProcess(0.005, cpu=None)
+    server = MockProcess(0.005)
     yield server
     server.stop()
 

@@ -95,7 +95,7 @@ CALM = ("--llmperf-client-check", "warn")
 def mock():
     from pytest_llmperf.clientbench.bench import MockProcess
 
-    server = MockProcess(0.005, cpu=None)
+    server = MockProcess(0.005)
     yield server
     server.stop()
 

@@ -30,7 +30,7 @@ PROGRESS = re.compile(r"test_suite\.py::test_x  \d+/12 requests  [\d,]+ tok/s  \
 def mock():
     from pytest_llmperf.clientbench.bench import MockProcess
 
-    server = MockProcess(0.01, cpu=None)
+    server = MockProcess(0.01)
     yield server
     server.stop()
 

@@ -256,6 +256,15 @@ def test_help_and_missing_command(capsys):
     assert "the following arguments are required: COMMAND" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("option", ["--workers", "--server-procs"])
+@pytest.mark.parametrize("value", ["0", "two", "2,4"])
+def test_bench_client_counts_are_one_whole_number(capsys, option, value):
+    assert cli.main(["bench-client", option, value]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"llmperf bench-client: error: argument {option}: expected a whole number >= 1, e.g. 2; "
+        f"got {value!r}")
+
+
 def test_console_script_help_imports_nothing_heavy():
     # Run as users run it; and the import must not pull in vLLM, torch or transformers.
     script = Path(sys.executable).parent / "llmperf"

@@ -232,3 +232,18 @@ def test_a_client_that_leaves_mid_stream_is_dropped_and_the_others_are_served():
     assert body.count(b'"token_ids":[1234]') == 50
     assert truth["streams"] == 1  # the stream that left has no truth: it never ended
     assert on_the_wheel == 0
+
+
+def test_the_truths_of_several_server_processes_merge_as_if_one_server_served_all():
+    first = {"ttft_s": [0.001, 0.003], "tpot_s": [0.010, 0.010], "tick_late_s": [0.0],
+             "chunks": 200, "first_chunk_s": 10.0, "last_chunk_s": 12.0}
+    second = {"ttft_s": [0.002], "tpot_s": [0.011], "tick_late_s": [0.001],
+              "chunks": 100, "first_chunk_s": 11.0, "last_chunk_s": 13.0}
+    idle = {"ttft_s": [], "tpot_s": [], "tick_late_s": [], "chunks": 0,
+            "first_chunk_s": None, "last_chunk_s": None}
+
+    truth = mockserver.merged_truth([first, second, idle], interval_s=0.01)
+
+    assert truth["streams"] == 3 and truth["chunks"] == 300
+    assert truth["chunks_per_s"] == 100.0  # 300 chunks from t=10 s to t=13 s
+    assert truth["ttft_s_p50"] == 0.002 and truth["tpot_s_p50"] == 0.010
