@@ -193,7 +193,7 @@ class CpuWatch:
             self.samples.append((time.perf_counter(), self._last_cpu, server_cpu,
                                  self.server.chunks()))
 
-    def _steady(self):
+    def _steady(self) -> tuple[tuple, tuple] | None:
         """The first and last samples of the steady window, or None if it is too short."""
         if len(self.samples) < 3:
             return None
