@@ -30,6 +30,7 @@ from pytest_llmperf.ab import format_ratio
 from pytest_llmperf.baselines import TOLERANCE_RULE, BaselineError, is_tolerance
 from pytest_llmperf.hardware import current_fingerprint, detect_hardware
 from pytest_llmperf.runfile import RunFile, SavedResult, read_run
+from pytest_llmperf.settings import whole_number
 from pytest_llmperf.stats import Estimate
 from pytest_llmperf.status import Status
 
@@ -323,12 +324,9 @@ def _positive_ints(text: str) -> list[int]:
 
 def _positive_int(text: str) -> int:
     try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, e.g. 2; got {text!r}")
-    return value
+        return whole_number(1)(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}, e.g. 2; got {text!r}") from None
 
 
 def _add_bench_client(commands) -> None:
