@@ -409,13 +409,12 @@ class _Connection:
 
     # -- what the wheel uses
     def write(self, data: bytes) -> None:
+        """Send `data`, the way a phase's pass does: through `send`, which queues while earlier
+        bytes wait."""
         if self._closed or self._closing:
             return
-        if self._unsent:
-            self._unsent += data
-            return
         try:
-            sent = self.sock.send(data)
+            sent = self.send(data)
         except OSError as exc:
             self.send_failed(data, exc)
             return

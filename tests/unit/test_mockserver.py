@@ -18,23 +18,12 @@ def test_a_request_arrives_when_the_kernel_received_it_not_when_the_server_read_
     wait, as any client sees it (in a closed loop's wave, requests wait for the server just so)."""
 
     async def go() -> dict:
-        loop = asyncio.get_running_loop()
         server = mockserver.MockServer(interval_s=0.01)
-        port: asyncio.Future[int] = loop.create_future()
-        serving = asyncio.ensure_future(mockserver._serve(server, "127.0.0.1", 0, port.set_result))
-        client = socket.create_connection(("127.0.0.1", await port))
-        body = json.dumps({"model": "m", "prompt": [1, 2], "max_tokens": 2}).encode()
-        client.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
-                       b"\r\n%s" % (len(body), body))
+        serving, port = await _started(server)
+        client = socket.create_connection(("127.0.0.1", port))
+        client.sendall(_stream_request(2))
         time.sleep(0.2)  # the server cannot read it before this returns
-        client.setblocking(False)
-        received = b""
-        while not received.endswith(b"0\r\n\r\n"):
-            await asyncio.sleep(0.005)
-            try:
-                received += client.recv(65536)
-            except BlockingIOError:
-                pass
+        await _read_to_end(client)
         client.close()
         truth = server.truth.summary(server.interval_s)
         serving.cancel()
@@ -175,7 +164,7 @@ def test_while_a_connection_holds_unsent_bytes_its_send_queues_behind_them():
         conn = mockserver._Connection(server, accepted, loop, set())
         written = b"".join(b"%06d " % i for i in range(6000))  # 42 kB: more than the sockets hold
         for i in range(0, len(written), 700):
-            _send_as_a_phase_does(conn, written[i:i + 700])
+            conn.write(written[i:i + 700])  # through `conn.send`, as a phase's pass
         queuing, full_layout = conn.send == conn.queue, server.layout
         received = await _read_exactly(client, len(written))
         await asyncio.sleep(0.01)  # the loop sees the socket writable again and drains
@@ -188,16 +177,6 @@ def test_while_a_connection_holds_unsent_bytes_its_send_queues_behind_them():
     assert queuing and full_layout == 1
     assert received == written
     assert sending and drained_layout == 2
-
-
-def _send_as_a_phase_does(conn, data: bytes) -> None:
-    try:
-        taken = conn.send(data)
-    except OSError as exc:
-        conn.send_failed(data, exc)
-        return
-    if taken < len(data):
-        conn.queue(data[taken:])
 
 
 async def _read_exactly(sock: socket.socket, size: int) -> bytes:
