@@ -3,12 +3,12 @@
 The public API. It imports nothing heavy (no vLLM, no torch): engines run in a subprocess.
 """
 
+from pytest_llmperf.client.loadgen import Concurrency, Ramp, Rate
 from pytest_llmperf.engines.spec import Engine
-from pytest_llmperf.gate import SLO
-from pytest_llmperf.loadgen import Concurrency, Ramp, Rate
-from pytest_llmperf.prompts import Fixed, Normal, Uniform
-from pytest_llmperf.result import Result
-from pytest_llmperf.scenarios import (
+from pytest_llmperf.metrics.result import Result
+from pytest_llmperf.verdict.gate import SLO
+from pytest_llmperf.workloads.prompts import Fixed, Normal, Uniform
+from pytest_llmperf.workloads.scenarios import (
     OfflineScenario,
     ServerScenario,
     judge_offline,
@@ -16,7 +16,7 @@ from pytest_llmperf.scenarios import (
     offline_workload,
     server_workload,
 )
-from pytest_llmperf.workloads import Workload
+from pytest_llmperf.workloads.workload import Workload
 
 __all__ = [
     "Concurrency",

@@ -25,14 +25,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf import checks, gate, plotcommand
-from pytest_llmperf.ab import format_ratio
-from pytest_llmperf.baselines import TOLERANCE_RULE, BaselineError, is_tolerance
 from pytest_llmperf.hardware import current_fingerprint, detect_hardware
-from pytest_llmperf.runfile import RunFile, SavedResult, read_run
-from pytest_llmperf.settings import whole_number
-from pytest_llmperf.stats import Estimate
-from pytest_llmperf.status import Status
+from pytest_llmperf.metrics.stats import Estimate
+from pytest_llmperf.reports import plotcommand
+from pytest_llmperf.reports.runfile import RunFile, SavedResult, read_run
+from pytest_llmperf.session.settings import whole_number
+from pytest_llmperf.verdict import gate
+from pytest_llmperf.verdict import judge as checks
+from pytest_llmperf.verdict.ab import format_ratio
+from pytest_llmperf.verdict.baselines import TOLERANCE_RULE, BaselineError, is_tolerance
+from pytest_llmperf.verdict.status import Status
 
 __all__ = ["main"]
 

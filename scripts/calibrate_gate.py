@@ -65,9 +65,9 @@ def deviations(runs: list[dict]) -> dict[str, float]:
 def rejudge(runs: list[dict], names: tuple[str, ...], tolerance: float) -> list[list[str]]:
     """The tests each run would have failed had the baselines gated `names` at `tolerance`:
     the same measurements through the same gate (gate.check_metric), judged again."""
-    from pytest_llmperf.baselines import BaselineEntry
-    from pytest_llmperf.gate import check_metric
-    from pytest_llmperf.stats import Estimate
+    from pytest_llmperf.metrics.stats import Estimate
+    from pytest_llmperf.verdict.baselines import BaselineEntry
+    from pytest_llmperf.verdict.gate import check_metric
 
     tables = {f"suites/{path.stem}.py::{key}": table
               for path in (REPO / "baselines" / "cpu").glob("*.toml")

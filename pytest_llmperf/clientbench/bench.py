@@ -30,13 +30,13 @@ from pathlib import Path
 
 import httpx
 
-from pytest_llmperf.clientworkers import measure_in_workers
-from pytest_llmperf.loadgen import Concurrency, LoadPattern, Rate
-from pytest_llmperf.metrics import compute_metrics
-from pytest_llmperf.readers import reader_kind
+from pytest_llmperf.client.loadgen import Concurrency, LoadPattern, Rate
+from pytest_llmperf.client.measure import Endpoint
+from pytest_llmperf.client.readers import reader_kind
+from pytest_llmperf.client.selfcheck import check_client
+from pytest_llmperf.client.workers import measure_in_workers
+from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.records import Request
-from pytest_llmperf.runner import Endpoint
-from pytest_llmperf.selfcheck import check_client
 
 __all__ = ["BenchConfig", "Load", "main_bench", "make_loads"]
 
@@ -226,7 +226,7 @@ class CpuWatch:
 
 def run_ours(server: MockProcess, load: Load, output_tokens: int, workers: int,
              api: str) -> Row:
-    from pytest_llmperf.client import ClientOptions
+    from pytest_llmperf.client.openai import ClientOptions
 
     # Chat takes text; completions take token ids, as the plugin sends them.
     prompt = "x " * PROMPT_TOKENS if api == "chat" else tuple(range(100, 100 + PROMPT_TOKENS))

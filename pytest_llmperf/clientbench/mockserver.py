@@ -28,6 +28,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import pickle
 import socket
 import sys
 import time
@@ -39,7 +40,12 @@ from typing import Any
 import httptools
 import numpy as np
 
-from pytest_llmperf.readers import SO_TIMESTAMPNS, TIMESPEC_SPACE, kernel_stamp, kernel_stamps_on
+from pytest_llmperf.client.readers import (
+    SO_TIMESTAMPNS,
+    TIMESPEC_SPACE,
+    kernel_stamp,
+    kernel_stamps_on,
+)
 
 __all__ = ["MockServer", "serve"]
 
@@ -55,6 +61,8 @@ STATUS_FAULTS = {"429": 429, "503": 503, "400": 400, "500": 500}
 STREAM_FAULTS = ("error-mid-stream", "no-usage", "no-done", "cut", "stall")
 FAULTS = (*STATUS_FAULTS, *STREAM_FAULTS)
 FAULT_TOKENS = 2
+# The longest answer on a benchmark's control pipe: well under what one write always delivers.
+CONTROL_ANSWER_CHARS = 1000
 # An OpenAI-style error: the body of an error status, and the event that ends a broken stream.
 _STREAM_ERROR = {"error": {"message": "mock fault mid-stream", "type": "InternalServerError",
                            "code": 500}}
@@ -557,19 +565,43 @@ async def _serve(server: MockServer, host: str, port: int, ready=None, *, contro
 
 def _answer(server: MockServer, control) -> None:
     """One request on the control pipe of a benchmark that runs this server in a process of
-    its own: "truth" (this process's raw truth, for merging with its siblings') or "reset"."""
+    its own: ("truth", path), this process's raw truth, for merging with its siblings', written
+    to `path`; or ("reset", None). The answer is ("ok", None) or ("error", what went wrong).
+
+    The truth goes through a file, not the pipe: at a big load it is megabytes, far more than
+    the pipe holds, and this end is non-blocking (the event loop polls it), so a send of it
+    fails part-way and leaves half a message the benchmark waits on for ever. Every answer on
+    the pipe is short (CONTROL_ANSWER_CHARS at most): one write that the pipe always takes
+    whole, so the benchmark's wait for it, bounded, is the whole exchange."""
     try:
         request = control.recv()
     except EOFError:  # the benchmark is gone; the process is about to be killed
         asyncio.get_running_loop().remove_reader(control.fileno())
         return
+    try:
+        _obey(server, *request)
+    except Exception as exc:  # any failure is the answer, in one line
+        control.send(("error", f"{type(exc).__name__}: {exc}"[:CONTROL_ANSWER_CHARS]))
+    else:
+        control.send(("ok", None))
+
+
+def _obey(server: MockServer, request: str, path: str | None) -> None:
     if request == "truth":
-        control.send(dataclasses.asdict(server.truth))
+        with open(path, "wb") as file:
+            pickle.dump(dataclasses.asdict(server.truth), file, pickle.HIGHEST_PROTOCOL)
     elif request == "reset":
         server.reset()
-        control.send(None)
     else:
-        control.send(f"unknown control request {request!r}")
+        raise ValueError(f"unknown control request {request!r}; known: truth, reset")
+
+
+def read_truth(path: str) -> dict[str, Any]:
+    """A raw truth that `_answer` wrote, taken out of its file."""
+    with open(path, "rb") as file:
+        truth = pickle.load(file)
+    os.unlink(path)
+    return truth
 
 
 def merged_truth(truths: list[dict[str, Any]], interval_s: float) -> dict[str, Any]:
@@ -591,8 +623,8 @@ def serve(interval_s: float, host: str = "127.0.0.1", port: int = 0, *, tick_s: 
           chunk_counter=None, ready=None, cpu: int | None = None, control=None,
           reuse_port: bool = False) -> None:
     """Run until killed. `ready(port)` is called once listening; `cpu` pins the process;
-    `control` is a multiprocessing pipe end to answer "truth" and "reset" on; `reuse_port`
-    shares the port with other server processes."""
+    `control` is a multiprocessing pipe end to answer "truth" and "reset" on (`_answer`);
+    `reuse_port` shares the port with other server processes."""
     if cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {cpu})
     import uvloop

@@ -11,12 +11,12 @@ import json
 
 import pytest
 
+from pytest_llmperf.client.loadgen import Concurrency
+from pytest_llmperf.client.measure import Endpoint, measure
 from pytest_llmperf.clientbench.bench import MockProcess
 from pytest_llmperf.failures import count_kinds
-from pytest_llmperf.loadgen import Concurrency
-from pytest_llmperf.metrics import compute_metrics
+from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.records import Request
-from pytest_llmperf.runner import Endpoint, measure
 
 INTERVAL_S = 0.01
 PROMPT = tuple(range(100, 116))

@@ -36,7 +36,7 @@ def mock():
 
 def run_every_run_limited(pytester, mock, *args: str) -> pytest.RunResult:
     """TEST_FILE against the mock, asked to update baselines, with every run client-limited."""
-    pytester.makeconftest("import pytest_llmperf.selfcheck as s\n"
+    pytester.makeconftest("import pytest_llmperf.client.selfcheck as s\n"
                           "s.CPU_LIMIT = 0.0\n"
                           "s.LOOP_LAG_FLOOR_S = s.SCHEDULE_LAG_LIMIT_S = float('inf')\n")
     pytester.makepyfile(test_x=TEST_FILE)

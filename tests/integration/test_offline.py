@@ -17,8 +17,8 @@ import pytest
 from pytest_llmperf import Workload
 from pytest_llmperf.engines.offline import llm_kwargs, run_offline
 from pytest_llmperf.engines.server import EngineStartError
-from pytest_llmperf.prompts import load_tokenizer
 from pytest_llmperf.records import Request
+from pytest_llmperf.workloads.prompts import load_tokenizer
 from suites.tiny import TINY_CPU
 from tests.conftest import ipc_dir_of, requires_vllm
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf import SLO, Workload
+from pytest_llmperf.client.measure import Endpoint, measure
 from pytest_llmperf.engines.cpu_cores import bound_cores
 from pytest_llmperf.engines.health import group_members
-from pytest_llmperf.metrics import compute_metrics
-from pytest_llmperf.prompts import load_tokenizer
-from pytest_llmperf.runner import Endpoint, measure
-from pytest_llmperf.sweeps import find_capacity, sweep
+from pytest_llmperf.metrics.compute import compute_metrics
+from pytest_llmperf.workloads.prompts import load_tokenizer
+from pytest_llmperf.workloads.sweeps import find_capacity, sweep
 from suites.tiny import TINY_CPU
 from tests.conftest import requires_vllm
 

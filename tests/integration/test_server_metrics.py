@@ -9,8 +9,8 @@ import time
 import httpx
 import pytest
 
+from pytest_llmperf.client.server_metrics import ServerMetricsSampler
 from pytest_llmperf.engines.server import CPU_ENGINE_NICE, VllmServer
-from pytest_llmperf.server_metrics import ServerMetricsSampler
 from suites.tiny import TINY_CPU
 from tests.conftest import ipc_dir_of, requires_vllm
 

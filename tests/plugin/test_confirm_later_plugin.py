@@ -19,10 +19,10 @@ CONFTEST = '''
 import os
 import pytest
 from collections import Counter
-from pytest_llmperf import plugin
-from pytest_llmperf import session as session_mod
+from pytest_llmperf.plugin import hooks as plugin
+from pytest_llmperf.session import session as session_mod
 from pytest_llmperf.records import RequestRecord
-from pytest_llmperf.runner import Measurement
+from pytest_llmperf.client.measure import Measurement
 
 # Side B's TPOT over side A's, per test, pair by pair.
 B_FACTORS = {

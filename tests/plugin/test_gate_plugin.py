@@ -22,10 +22,10 @@ def assert_lines(result, *patterns: str) -> None:
 CONFTEST = '''
 import os
 import pytest
-from pytest_llmperf import plugin
-from pytest_llmperf.metrics import compute_metrics
+from pytest_llmperf.plugin import hooks as plugin
+from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.records import RequestRecord
-from pytest_llmperf.result import Result
+from pytest_llmperf.metrics.result import Result
 
 def fake_records(ttft, tpot, n=20, out=10):
     """n sequential requests, each ttft to its first token then one token every tpot."""
@@ -56,7 +56,7 @@ def _inject(request, monkeypatch):
 SUITE = '''
 import pytest
 from pytest_llmperf import Engine, Workload
-from pytest_llmperf.gate import SLO
+from pytest_llmperf.verdict.gate import SLO
 
 pytestmark = pytest.mark.engine(Engine(model="m", max_num_seqs=32))
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from pytest_llmperf import progressline
+from pytest_llmperf.client import progressline
 from tests.conftest import REPO
 
 ARCH = REPO / "suites" / "models" / "tiny-llama-arch"

@@ -9,7 +9,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from pytest_llmperf import plots, roofline
+from pytest_llmperf.metrics import roofline
+from pytest_llmperf.reports import plots
 from tests.plugin.test_gate_plugin import CONFTEST, SUITE
 
 LONG = "test_a_test_whose_name_says_a_lot_about_what_it_measures_and_why"
@@ -157,7 +158,7 @@ ALTERNATING = CONFTEST.replace("chunks = [t + ttft + k * tpot", "chunks = [t + t
 GOODPUT_SUITE = '''
 import pytest
 from pytest_llmperf import Engine, Workload
-from pytest_llmperf.gate import SLO
+from pytest_llmperf.verdict.gate import SLO
 
 pytestmark = pytest.mark.engine(Engine(model="m"))
 WORKLOAD = Workload.fixed(input_tokens=8, output_tokens=10, num_requests=20, concurrency=1,

@@ -1,4 +1,4 @@
-"""Paired A/B judging (pytest_llmperf/ab.py): order, ratios, the median's interval, verdicts."""
+"""Paired A/B judging (pytest_llmperf/verdict/ab.py): order, ratios, the median's interval, verdicts."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from pytest_llmperf.ab import (
+from pytest_llmperf.engines.spec import Engine
+from pytest_llmperf.verdict.ab import (
     PairedRatios,
     ab_entry,
     ab_line,
@@ -17,8 +18,7 @@ from pytest_llmperf.ab import (
     parse_overrides,
     side_b,
 )
-from pytest_llmperf.engines.spec import Engine
-from pytest_llmperf.gate import IMPROVEMENT, PASS, REGRESSION
+from pytest_llmperf.verdict.gate import IMPROVEMENT, PASS, REGRESSION
 
 
 def test_abba_order_alternates_which_side_goes_first():

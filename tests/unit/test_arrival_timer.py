@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from pytest_llmperf.arrival_timer import ArrivalTimer
+from pytest_llmperf.client.arrival_timer import ArrivalTimer
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="timerfd is Linux's")
 

@@ -16,9 +16,9 @@ import pytest
 from pytest_llmperf import Engine, Workload
 from pytest_llmperf.engines.leases import GpuLeases
 from pytest_llmperf.engines.process import check_model_path
-from pytest_llmperf.fixture import TestOptions
-from pytest_llmperf.settings import resolve
-from pytest_llmperf.vocab import vocab_from_config
+from pytest_llmperf.plugin.fixture import TestOptions
+from pytest_llmperf.session.settings import resolve
+from pytest_llmperf.workloads.vocab import vocab_from_config
 from tests.conftest import REPO
 
 DOC = REPO / "docs" / "bad-input.md"

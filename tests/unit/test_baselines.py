@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf import baselines
-from pytest_llmperf.baselines import (
+from pytest_llmperf.verdict import baselines
+from pytest_llmperf.verdict.baselines import (
     Baseline,
     BaselineEntry,
     BaselineError,

@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf import baselines, checks, gate, runfile
-from pytest_llmperf.baselines import BaselineEntry
-from pytest_llmperf.metrics import compute_metrics
+from pytest_llmperf.metrics.compute import compute_metrics
+from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.records import RequestRecord
-from pytest_llmperf.stats import Estimate
-from pytest_llmperf.status import Status
+from pytest_llmperf.reports import runfile
+from pytest_llmperf.verdict import baselines, gate
+from pytest_llmperf.verdict import judge as checks
+from pytest_llmperf.verdict.baselines import BaselineEntry
+from pytest_llmperf.verdict.status import Status
 
 FILE = "baselines/cpu/test_cpu.toml"
 KEY = "test_fixed[64]"

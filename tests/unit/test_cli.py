@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf import cli, hardware
-from pytest_llmperf.runfile import run_document, write_run
+from pytest_llmperf.reports.runfile import run_document, write_run
 from tests.unit.test_runfile import FINGERPRINT, STARTED, document, make_result
 
 TEST = "suites/test_cpu.py::test_fixed[64]"
@@ -286,7 +286,7 @@ def ab_run(tmp_path, b_ttft: float) -> str:
     `b_ttft`, B judged against A by the plugin's own path (checks.SideA)."""
     from dataclasses import replace
 
-    from pytest_llmperf import checks
+    from pytest_llmperf.verdict import judge as checks
 
     a = make_result(TEST, (0.2,) * 4, scales=(1.0,) * 4)
     b = make_result(TEST, (b_ttft,) * 4, scales=(1.0, 1.01, 0.99, 1.0))

@@ -23,10 +23,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from pytest_llmperf import readers
-from pytest_llmperf.client import ERROR_BODY_CHARS, ClientOptions, OpenAIStreamClient
-from pytest_llmperf.http1 import ConnectionPool
-from pytest_llmperf.readers import SO_TIMESTAMPNS, kernel_stamp
+from pytest_llmperf.client import readers
+from pytest_llmperf.client.http1 import ConnectionPool
+from pytest_llmperf.client.openai import ERROR_BODY_CHARS, ClientOptions, OpenAIStreamClient
+from pytest_llmperf.client.readers import SO_TIMESTAMPNS, kernel_stamp
 from pytest_llmperf.records import Request, RequestRecord
 from tests.unit.vllm_chunks import (
     CHAT_ROLE,
@@ -529,8 +529,7 @@ def test_body_parts_are_decoded_in_order_a_few_exchanges_per_loop_callback():
     """The reader only queues parts (http1.ConnectionPool._queue): decoding waits for a loop
     callback of its own, DELIVER_AT_ONCE exchanges each, so a thousand streams reaching their
     flush point in one wake never hold up the next poll of the sockets."""
-    from pytest_llmperf import http1
-
+    from pytest_llmperf.client import http1
     async def go() -> tuple[list, list]:
         loop = asyncio.get_running_loop()
         pool = http1.ConnectionPool("http://127.0.0.1:1", clock=time.perf_counter,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llmperf.clientworkers import WorkerPlan, plan_workers, share
-from pytest_llmperf.loadgen import Concurrency, Ramp, Rate
+from pytest_llmperf.client.loadgen import Concurrency, Ramp, Rate
+from pytest_llmperf.client.workers import WorkerPlan, plan_workers, share
 from pytest_llmperf.records import ClientStats
 
 # ------------------------------------------------------------------ share

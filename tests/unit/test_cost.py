@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llmperf.cost import (
+from pytest_llmperf.metrics.cost import (
     PER_OUTPUT,
     PER_TOTAL,
     RULE,

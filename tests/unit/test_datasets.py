@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from pytest_llmperf.datasets import (
+from pytest_llmperf.records import Request
+from pytest_llmperf.workloads.datasets import (
     CONVERSATION_FORMAT,
     JSONL_FORMAT,
     SHAREGPT_FORMAT,
@@ -18,7 +19,6 @@ from pytest_llmperf.datasets import (
     load_sharegpt,
     requests_from_samples,
 )
-from pytest_llmperf.records import Request
 
 
 class Words:

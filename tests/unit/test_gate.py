@@ -6,8 +6,9 @@ import math
 
 import pytest
 
-from pytest_llmperf.baselines import Baseline, BaselineEntry
-from pytest_llmperf.gate import (
+from pytest_llmperf.metrics.stats import Estimate
+from pytest_llmperf.verdict.baselines import Baseline, BaselineEntry
+from pytest_llmperf.verdict.gate import (
     DEFAULT_GATED,
     NOISE_K,
     SLO,
@@ -23,7 +24,6 @@ from pytest_llmperf.gate import (
     make_entries,
     metric_direction,
 )
-from pytest_llmperf.stats import Estimate
 
 FILE = "baselines/cpu/test_cpu.toml"
 NODEID = "suites/test_cpu.py::test_fixed[64]"
@@ -363,7 +363,7 @@ def test_make_entries_keeps_hand_edits_and_applies_overrides():
 
 
 def test_capacity_and_offline_throughput_are_higher_is_better():
-    from pytest_llmperf.gate import metric_direction
+    from pytest_llmperf.verdict.gate import metric_direction
 
     assert metric_direction("slo_capacity_req_s") == "higher"
     assert metric_direction("offline_output_throughput_tok_s") == "higher"

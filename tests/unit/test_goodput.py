@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import math
 
-from pytest_llmperf import goodput
-from pytest_llmperf.gate import SLO
-from pytest_llmperf.metrics import compute_metrics
+from pytest_llmperf.metrics import goodput
+from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.records import RequestRecord
+from pytest_llmperf.verdict.gate import SLO
 
 
 def request(index: int, ttft: float, gap: float = 0.125, tokens: int = 3,

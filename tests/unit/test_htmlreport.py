@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import base64
 
-from pytest_llmperf import plots
-from pytest_llmperf.htmlreport import page, pictures_of
-from pytest_llmperf.markdown import Report
-from pytest_llmperf.plots import Picture
+from pytest_llmperf.reports import plots
+from pytest_llmperf.reports.html import page, pictures_of
+from pytest_llmperf.reports.markdown import Report
+from pytest_llmperf.reports.plots import Picture
 from tests.unit.test_markdown import REPORT
 
 HEAD = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',

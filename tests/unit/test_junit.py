@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from pytest_llmperf.junit import belongs_to, properties
-from pytest_llmperf.stats import Estimate
+from pytest_llmperf.metrics.stats import Estimate
+from pytest_llmperf.reports.junit import belongs_to, properties
 from tests.unit.test_report import ENGINE, WORKLOAD, result, streamed
 
 NODE = "suites/t.py::test_x[1]"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llmperf.markdown import Report, code, document, escape, plain, table
+from pytest_llmperf.reports.markdown import Report, code, document, escape, plain, table
 
 
 def row(test_id, verdict, **values):

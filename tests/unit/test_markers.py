@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_llmperf.hardware import Hardware
-from pytest_llmperf.markers import (
+from pytest_llmperf.plugin.markers import (
     MARKER_DOCS,
     HardwareRequirement,
     parse_requirements,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pytest_llmperf.metrics import (
+from pytest_llmperf.metrics.compute import (
     METRIC_DIRECTIONS,
     RunMetrics,
     Summary,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_llmperf.notes import fold
+from pytest_llmperf.reports.notes import fold
 
 
 def other_hardware(test_id: str, toml: str) -> str:

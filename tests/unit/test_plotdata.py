@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pytest_llmperf.plotdata import (
+from pytest_llmperf.reports.plotdata import (
     AbMetric,
     CapacitySearch,
     Distribution,

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from pytest_llmperf import plots
 from pytest_llmperf.cli import main
-from pytest_llmperf.plotdata import gather
+from pytest_llmperf.reports import plots
+from pytest_llmperf.reports.plotdata import gather
 from tests.unit.test_plotdata import FILE, RATE, document, result
 
 PNG = b"\x89PNG\r\n\x1a\n"

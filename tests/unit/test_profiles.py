@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_llmperf.datasets import DatasetError
-from pytest_llmperf.profiles import (
+from pytest_llmperf.workloads.datasets import DatasetError
+from pytest_llmperf.workloads.profiles import (
     DATASET_REPO,
     PROFILES,
     find_cached_dataset,
@@ -18,7 +18,7 @@ from pytest_llmperf.profiles import (
     profile_requests,
     resolve_dataset,
 )
-from pytest_llmperf.prompts import Fixed, Normal, load_tokenizer
+from pytest_llmperf.workloads.prompts import Fixed, Normal, load_tokenizer
 
 TINY_LLAMA = Path(__file__).parents[2] / "suites" / "models" / "tiny-llama"
 SENTENCES = [

@@ -3,8 +3,14 @@
 
 from __future__ import annotations
 
-from pytest_llmperf.progress import Snapshot
-from pytest_llmperf.progressline import Display, ProgressLine, for_measurement, render, showing
+from pytest_llmperf.client.progress import Snapshot
+from pytest_llmperf.client.progressline import (
+    Display,
+    ProgressLine,
+    for_measurement,
+    render,
+    showing,
+)
 
 TEST = "suites/test_cpu.py::test_fixed"
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_llmperf.prompts import (
+from pytest_llmperf.records import Request
+from pytest_llmperf.workloads.prompts import (
     MAX_TEXT_ROUNDS,
     Fixed,
     Normal,
@@ -19,7 +20,6 @@ from pytest_llmperf.prompts import (
     text_prompts,
     token_id_prompts,
 )
-from pytest_llmperf.records import Request
 
 TINY_LLAMA = Path(__file__).parents[2] / "suites" / "models" / "tiny-llama"
 CORPUS = [

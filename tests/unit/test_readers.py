@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from pytest_llmperf import readers
-from pytest_llmperf.readers import SO_TIMESTAMPNS, CReader, PyReader
+from pytest_llmperf.client import readers
+from pytest_llmperf.client.readers import SO_TIMESTAMPNS, CReader, PyReader
 
 KINDS = [pytest.param(CReader, id="C"), pytest.param(PyReader, id="Python")]
 

@@ -10,10 +10,11 @@ import math
 
 import pytest
 
-from pytest_llmperf import checks
-from pytest_llmperf.metrics import compute_metrics
+from pytest_llmperf.metrics.compute import compute_metrics
+from pytest_llmperf.metrics.result import Result
+from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.records import RequestRecord
-from pytest_llmperf.report import (
+from pytest_llmperf.reports.model import (
     COLUMNS,
     by_severity,
     engine_keys,
@@ -24,8 +25,7 @@ from pytest_llmperf.report import (
     summary_rows,
     verdict_counts,
 )
-from pytest_llmperf.result import Result
-from pytest_llmperf.stats import Estimate
+from pytest_llmperf.verdict import judge as checks
 
 OK_ID = "suites/test_cpu.py::test_ok"
 FAIL_ID = "suites/test_cpu.py::test_fail"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llmperf import roofline
-from pytest_llmperf.roofline import (
+from pytest_llmperf.metrics import roofline
+from pytest_llmperf.metrics.roofline import (
     DecodeLoad,
     ModelBytes,
     NoRoofline,

@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_llmperf.baselines import BaselineEntry, BaselineError
-from pytest_llmperf.gate import DEFAULT_GATED
-from pytest_llmperf.metrics import compute_metrics
+from pytest_llmperf.metrics.compute import compute_metrics
+from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.records import RequestRecord
-from pytest_llmperf.result import Result
-from pytest_llmperf.runfile import read_run, resolve_saved, run_document, write_run
+from pytest_llmperf.reports.runfile import read_run, resolve_saved, run_document, write_run
+from pytest_llmperf.verdict.baselines import BaselineEntry, BaselineError
+from pytest_llmperf.verdict.gate import DEFAULT_GATED
 
 FINGERPRINT = {"hardware_class": "cpu", "cpu_model": "Fake CPU 9000", "cpu_cores": 4,
                "vllm": "0.31.0", "python": "3.11.7"}

@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-from pytest_llmperf.loadgen import Rate, arrival_offsets
-from pytest_llmperf.metrics import RunMetrics, compute_metrics
+from pytest_llmperf.client.loadgen import Rate, arrival_offsets
+from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
 from pytest_llmperf.records import RequestRecord
-from pytest_llmperf.scenarios import (
+from pytest_llmperf.workloads.scenarios import (
     DEFAULT_MIN_DURATION_S,
     DEFAULT_MIN_QUERIES,
     MLPERF_LIMITS,
@@ -24,7 +24,7 @@ from pytest_llmperf.scenarios import (
     offline_workload,
     server_workload,
 )
-from pytest_llmperf.workloads import Workload
+from pytest_llmperf.workloads.workload import Workload
 
 BASE = Workload.fixed(input_tokens=64, output_tokens=11, num_requests=10, rate=1.0,
                       burstiness=0.5, concurrency=4, seed=3, name="chat")

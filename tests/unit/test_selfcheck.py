@@ -10,10 +10,8 @@ import math
 
 import pytest
 
-from pytest_llmperf.loadgen import Concurrency, Ramp, Rate
-from pytest_llmperf.metrics import RunMetrics, compute_metrics
-from pytest_llmperf.records import ClientStats, RequestRecord
-from pytest_llmperf.selfcheck import (
+from pytest_llmperf.client.loadgen import Concurrency, Ramp, Rate
+from pytest_llmperf.client.selfcheck import (
     CPU_LIMIT,
     LOOP_LAG_FLOOR_S,
     LOOP_LAG_SHARE_OF_TTFT,
@@ -21,6 +19,8 @@ from pytest_llmperf.selfcheck import (
     ClientCheck,
     check_client,
 )
+from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
+from pytest_llmperf.records import ClientStats, RequestRecord
 
 OPEN = Rate(requests_per_s=10.0)  # an uncapped open loop: the only one whose queue time counts
 QUIET_LAG = [0.0005] * 20  # a loop with headroom: 0.5 ms late at p90

@@ -11,12 +11,12 @@ from string import Template
 import httpx
 import pytest
 
-from pytest_llmperf.engines.server import free_port
-from pytest_llmperf.server_metrics import (
+from pytest_llmperf.client.server_metrics import (
     SAMPLED_NAMES,
     ServerMetricsSampler,
     parse_vllm_metrics,
 )
+from pytest_llmperf.engines.server import free_port
 
 # An excerpt of what vLLM 0.32.0 (CPU, tiny-llama) served at /metrics after two identical
 # 300-token prompts with 8 output tokens each, lines kept verbatim and in order; the values of the

@@ -13,13 +13,13 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_llmperf import Engine, Workload
-from pytest_llmperf import session as session_mod
-from pytest_llmperf.confirm_later import ConfirmLater
-from pytest_llmperf.fixture import TestOptions
+from pytest_llmperf.client.measure import Measurement
+from pytest_llmperf.plugin.confirm_later import ConfirmLater
+from pytest_llmperf.plugin.fixture import TestOptions
 from pytest_llmperf.records import RequestRecord
-from pytest_llmperf.runner import Measurement
-from pytest_llmperf.session import LlmperfSession
-from pytest_llmperf.settings import resolve
+from pytest_llmperf.session import session as session_mod
+from pytest_llmperf.session.session import LlmperfSession
+from pytest_llmperf.session.settings import resolve
 
 TINY_LLAMA = Path(__file__).resolve().parents[2] / "suites" / "models" / "tiny-llama"
 ENGINE = Engine(model=str(TINY_LLAMA), load_format="dummy")

@@ -7,8 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf import settings as settings_mod
-from pytest_llmperf.settings import OPTIONS, Settings, parse_bool, parse_client_workers, resolve
+from pytest_llmperf.session import settings as settings_mod
+from pytest_llmperf.session.settings import (
+    OPTIONS,
+    Settings,
+    parse_bool,
+    parse_client_workers,
+    resolve,
+)
 
 
 def sources(cli=None, ini=None):

@@ -10,8 +10,8 @@ from itertools import accumulate
 
 import pytest
 
+from pytest_llmperf.client.sse import ERROR_BODY_CHARS, StreamDecoder
 from pytest_llmperf.records import RequestRecord
-from pytest_llmperf.sse import ERROR_BODY_CHARS, StreamDecoder
 from tests.unit.vllm_chunks import (
     CHAT_ROLE,
     CHAT_TOKEN,
@@ -438,7 +438,7 @@ def test_a_vllm_stream_takes_the_bulk_path(monkeypatch):
     def no_line_path(data):
         raise AssertionError("the line path decoded an event")
 
-    monkeypatch.setattr("pytest_llmperf.sse._decode", no_line_path)
+    monkeypatch.setattr("pytest_llmperf.client.sse._decode", no_line_path)
     for lines in ([COMPLETION_CHUNK, TWO_IDS, EMPTY_TEXT_ONE_ID, USAGE, DONE],
                   [CHAT_ROLE, CHAT_TOKEN, CHAT_TOKEN, USAGE, DONE]):
         reads = [event(line) for line in lines]

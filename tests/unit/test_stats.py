@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_llmperf.stats import (
+from pytest_llmperf.metrics.stats import (
     NORMAL_MAD_SCALE,
     Estimate,
     combine_repeats,

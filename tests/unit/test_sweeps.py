@@ -7,10 +7,10 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from pytest_llmperf.gate import SLO, UnknownMetricError
-from pytest_llmperf.loadgen import Concurrency, Ramp, Rate, arrival_offsets
-from pytest_llmperf.metrics import RunMetrics, Summary
-from pytest_llmperf.sweeps import (
+from pytest_llmperf.client.loadgen import Concurrency, Ramp, Rate, arrival_offsets
+from pytest_llmperf.metrics.compute import RunMetrics, Summary
+from pytest_llmperf.verdict.gate import SLO, UnknownMetricError
+from pytest_llmperf.workloads.sweeps import (
     KEEP_UP,
     Sweep,
     SweepPoint,
@@ -22,7 +22,7 @@ from pytest_llmperf.sweeps import (
     rate_workload,
     sweep,
 )
-from pytest_llmperf.workloads import Workload
+from pytest_llmperf.workloads.workload import Workload
 
 BASE = Workload.fixed(input_tokens=128, output_tokens=64, num_requests=200, rate=1.0, seed=3)
 

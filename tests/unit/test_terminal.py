@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_llmperf.terminal import full_table, section, short_table, wrap
+from pytest_llmperf.reports.terminal import full_table, section, short_table, wrap
 
 ENGINE = "tiny eager=True"
 

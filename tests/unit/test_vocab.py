@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from pytest_llmperf import Workload
-from pytest_llmperf.vocab import vocab_from_config
+from pytest_llmperf.workloads.vocab import vocab_from_config
 from tests.conftest import REPO
 
 MODELS = REPO / "suites" / "models"

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from pytest_llmperf.client.progress import IDLE, Board, Snapshot, combine, of_client
+from pytest_llmperf.client.watchdog import Watchdog
 from pytest_llmperf.failures import count_kinds, describe_counts, kind_of_status
-from pytest_llmperf.progress import IDLE, Board, Snapshot, combine, of_client
 from pytest_llmperf.records import RequestRecord
-from pytest_llmperf.watchdog import Watchdog
 
 
 def record(sent_s: float | None, *chunks: float) -> RequestRecord:

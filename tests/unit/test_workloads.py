@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from pytest_llmperf.datasets import JSONL_FORMAT, DatasetError
-from pytest_llmperf.loadgen import Concurrency, Ramp, Rate
-from pytest_llmperf.prompts import Fixed, Normal, load_tokenizer
+from pytest_llmperf.client.loadgen import Concurrency, Ramp, Rate
 from pytest_llmperf.records import Request
-from pytest_llmperf.workloads import Workload, load_pattern, pattern_label
+from pytest_llmperf.workloads.datasets import JSONL_FORMAT, DatasetError
+from pytest_llmperf.workloads.prompts import Fixed, Normal, load_tokenizer
+from pytest_llmperf.workloads.workload import Workload, load_pattern, pattern_label
 
 TINY_LLAMA = Path(__file__).parents[2] / "suites" / "models" / "tiny-llama"
 

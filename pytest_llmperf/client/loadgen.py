@@ -1,0 +1,316 @@
+"""Load generator: when each request goes out, over a `send` coroutine it is given.
+
+It knows nothing of HTTP or vLLM. Arrival processes follow `vllm bench serve` (gamma inter-arrival
+times with shape = burstiness, rate ramps by request index) so that numbers can be compared.
+Where we differ, on purpose:
+- the first request goes at offset 0 (vLLM sleeps one random gap first, which only adds idle time);
+- a fixed-rate schedule is not rescaled to last exactly n/rate (vLLM does since 2025): a seeded
+  schedule is already repeatable, and rescaling makes the gaps no longer independent;
+- with a concurrency cap, a request waiting for a slot keeps its arrival time as `scheduled_s`, so
+  the wait shows up as `queue_s` instead of being hidden inside the latency (vllm issue 54101).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Literal
+
+import numpy as np
+
+from pytest_llmperf.client.arrival_timer import ArrivalTimer
+from pytest_llmperf.failures import CLIENT
+from pytest_llmperf.records import Request, RequestRecord
+
+__all__ = [
+    "Concurrency",
+    "LoadPattern",
+    "Ramp",
+    "Rate",
+    "Send",
+    "arrival_offsets",
+    "counts_slot_waits",
+    "run_load",
+]
+
+# send(index, request, scheduled_s) -> record. `scheduled_s` is the perf_counter time the request
+# was meant to go; the callable stamps its own `sent_s`.
+Send = Callable[[int, Request, float], Awaitable[RequestRecord]]
+
+# asyncio.sleep wakes up to ~1 ms late (epoll timeouts are whole milliseconds). Where the open loop
+# has no arrival timer (arrival_timer.py: Linux, the perf_counter clock), and for the one start of
+# a closed loop, we sleep until this long before the time, then yield to the loop until it is due:
+# a cooperative spin, which lets streaming reads run meanwhile and costs at most this much CPU.
+WAKE_EARLY_S = 0.001
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+
+
+def _check_rps(owner: str, name: str, value: object, allow_inf: bool) -> None:
+    hint = " (math.inf sends everything at once)" if allow_inf else ""
+    ok = _is_number(value) and value > 0 and (allow_inf or math.isfinite(value))
+    if not ok:
+        kind = "a number > 0" if allow_inf else "a finite number > 0"
+        raise ValueError(f"{owner}.{name} must be {kind}{hint}, got {value!r}")
+
+
+def _check_cap(owner: str, value: object, optional: bool) -> None:
+    if optional and value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        extra = " or None for no cap" if optional else ""
+        raise ValueError(f"{owner}.max_concurrency must be an int >= 1{extra}, got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Concurrency:
+    """Closed loop: `max_concurrency` requests in flight, a new one as soon as one finishes."""
+
+    max_concurrency: int
+
+    def __post_init__(self) -> None:
+        _check_cap("Concurrency", self.max_concurrency, optional=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rate:
+    """Open loop: gamma inter-arrival times, shape `burstiness`, mean 1/`requests_per_s`.
+
+    burstiness 1.0 is Poisson; < 1 burstier, > 1 more regular, math.inf evenly spaced.
+    """
+
+    requests_per_s: float
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_rps("Rate", "requests_per_s", self.requests_per_s, allow_inf=True)
+        b = self.burstiness
+        if not (_is_number(b) and b > 0):
+            hint = "(1.0 is Poisson, lower is burstier)"
+            raise ValueError(f"Rate.burstiness must be a number > 0 {hint}, got {b!r}")
+        _check_cap("Rate", self.max_concurrency, optional=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ramp:
+    """Open loop: Poisson arrivals, the rate going from start_rps to end_rps by request index."""
+
+    start_rps: float
+    end_rps: float
+    strategy: Literal["linear", "exponential"] = "linear"
+    max_concurrency: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_rps("Ramp", "start_rps", self.start_rps, allow_inf=False)
+        _check_rps("Ramp", "end_rps", self.end_rps, allow_inf=False)
+        if self.strategy not in ("linear", "exponential"):
+            raise ValueError(
+                f"Ramp.strategy must be 'linear' or 'exponential', got {self.strategy!r}"
+            )
+        _check_cap("Ramp", self.max_concurrency, optional=True)
+
+    def rates(self, n: int) -> np.ndarray:
+        """The rate in force at each of n requests (progress i/(n-1), as vLLM)."""
+        progress = np.arange(n) / max(n - 1, 1)
+        if self.strategy == "linear":
+            return self.start_rps + (self.end_rps - self.start_rps) * progress
+        return self.start_rps * (self.end_rps / self.start_rps) ** progress
+
+
+LoadPattern = Concurrency | Rate | Ramp
+
+
+def counts_slot_waits(pattern: LoadPattern) -> bool:
+    """True for an open loop under a concurrency cap: there a request waiting for a free slot
+    keeps its arrival time, so its queue time holds the engine's backlog, not only client lag."""
+    return not isinstance(pattern, Concurrency) and pattern.max_concurrency is not None
+
+
+def arrival_offsets(pattern: LoadPattern, n: int, seed: int) -> np.ndarray:
+    """n non-decreasing send offsets in seconds from the start; the first is 0.
+
+    Concurrency is closed loop, so it has no schedule: all zeros.
+    """
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    offsets = np.zeros(n)
+    if n < 2 or isinstance(pattern, Concurrency):
+        return offsets
+    rng = np.random.default_rng(seed)
+    if isinstance(pattern, Ramp):
+        # The gap before request i is drawn at request i's rate.
+        gaps = rng.exponential(1.0 / pattern.rates(n)[1:])
+    elif math.isinf(pattern.requests_per_s):
+        gaps = np.zeros(n - 1)
+    elif math.isinf(pattern.burstiness):
+        gaps = np.full(n - 1, 1.0 / pattern.requests_per_s)
+    else:
+        shape = pattern.burstiness
+        gaps = rng.gamma(shape, 1.0 / (pattern.requests_per_s * shape), size=n - 1)
+    offsets[1:] = np.cumsum(gaps)
+    return offsets
+
+
+async def _safe_send(send: Send, index: int, request: Request, scheduled_s: float) -> RequestRecord:
+    # One failing request must not lose the others' measurements: its error becomes its record.
+    try:
+        return await send(index, request, scheduled_s)
+    except Exception as e:  # noqa: BLE001 - reported in the record, not swallowed
+        return RequestRecord(
+            index=index,
+            expected_prompt_tokens=request.prompt_tokens,
+            expected_output_tokens=request.output_tokens,
+            scheduled_s=scheduled_s,
+            error=f"{type(e).__name__}: {e}",
+            error_kind=CLIENT,
+        )
+
+
+async def _closed_loop(
+    requests: Sequence[Request],
+    send: Send,
+    max_concurrency: int,
+    start_s: float,
+    deadline_s: float,
+    clock: Callable[[], float],
+    take_next: Callable[[], int] | None,
+    stopped: Callable[[], bool],
+) -> list[RequestRecord | None]:
+    records: list[RequestRecord | None] = [None] * len(requests)
+    if take_next is None:
+        take_next = itertools.count().__next__
+
+    async def worker() -> None:
+        # The first wave is due at the start; each later request is due the moment a slot frees,
+        # so its queue lag is the client's own overhead.
+        scheduled_s = start_s
+        while scheduled_s <= deadline_s and not stopped() and (i := take_next()) < len(requests):
+            records[i] = await _safe_send(send, i, requests[i], scheduled_s)
+            scheduled_s = clock()
+
+    await _sleep_until(start_s, clock)
+    await _gather_all([worker() for _ in range(min(max_concurrency, len(requests)))])
+    return records
+
+
+async def _open_loop(
+    requests: Sequence[Request],
+    send: Send,
+    offsets: np.ndarray,
+    cap: int | None,
+    start_s: float,
+    deadline_s: float,
+    clock: Callable[[], float],
+    only: Sequence[int] | None,
+    stopped: Callable[[], bool],
+) -> list[RequestRecord | None]:
+    records: list[RequestRecord | None] = [None] * len(requests)
+    offsets = offsets.tolist()  # plain floats: numpy scalars are slow in the loop below
+    slots = asyncio.Semaphore(cap) if cap is not None else None
+    tasks: list[asyncio.Task[None]] = []
+
+    async def one(i: int, scheduled_s: float) -> None:
+        try:
+            records[i] = await _safe_send(send, i, requests[i], scheduled_s)
+        finally:
+            if slots is not None:
+                slots.release()
+
+    timer = ArrivalTimer.for_clock(clock)
+    sleep_until = timer.sleep_until if timer is not None else partial(_sleep_until, clock=clock)
+    try:
+        for i in range(len(requests)) if only is None else only:
+            scheduled_s = start_s + offsets[i]
+            if scheduled_s > deadline_s or stopped():
+                break
+            await sleep_until(scheduled_s)
+            if slots is not None:
+                # A late request keeps its arrival time as scheduled_s: the wait is visible lag.
+                await slots.acquire()
+            if stopped():  # while it slept or waited for a slot
+                if slots is not None:
+                    slots.release()
+                break
+            tasks.append(asyncio.create_task(one(i, scheduled_s)))
+        await _gather_all(tasks)
+    finally:
+        _cancel_pending(tasks)
+        if timer is not None:
+            timer.close()
+    return records
+
+
+async def _sleep_until(target_s: float, clock: Callable[[], float]) -> None:
+    # An absolute target read from the clock, never a sum of sleeps, so lag cannot accumulate.
+    delay = target_s - clock() - WAKE_EARLY_S
+    if delay > 0:
+        await asyncio.sleep(delay)
+    while clock() < target_s:
+        await asyncio.sleep(0)
+
+
+async def _gather_all(aws: Sequence[Awaitable[None]]) -> None:
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        _cancel_pending(tasks)
+
+
+def _cancel_pending(tasks: Sequence[asyncio.Future[None]]) -> None:
+    # On cancellation (e.g. a test timeout) no request may keep running behind the caller's back.
+    for task in tasks:
+        if not task.done():
+            task.cancel()
+
+
+async def run_load(
+    requests: Sequence[Request],
+    send: Send,
+    pattern: LoadPattern,
+    *,
+    seed: int = 0,
+    duration_s: float | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+    start_s: float | None = None,
+    only: Sequence[int] | None = None,
+    take_next: Callable[[], int] | None = None,
+    stopped: Callable[[], bool] = lambda: False,
+) -> list[RequestRecord]:
+    """Send `requests` as `pattern` says; the records of those sent, in request order.
+
+    With `duration_s`, nothing is scheduled later than start + duration_s; requests past that are
+    not sent and not in the result. Once `stopped()` is true (the stall watchdog gave up on the
+    server), nothing more is sent: the records are those of the requests sent until then.
+
+    Several processes share one schedule (client workers) through the last three: `start_s`, the
+    common start instant on the system-wide perf_counter clock; `only`, the indices of an open
+    loop's arrivals this process sends (each keeps its offset in the whole schedule); `take_next`,
+    a closed loop's shared counter, so a slot freed in any process takes the next request.
+    """
+    if duration_s is not None and not (_is_number(duration_s) and duration_s >= 0):
+        raise ValueError(
+            f"duration_s must be a number >= 0, or None for no limit, got {duration_s!r}"
+        )
+    if not isinstance(pattern, (Concurrency, Rate, Ramp)):
+        raise TypeError(f"pattern must be Concurrency, Rate or Ramp, got {type(pattern).__name__}")
+    offsets = arrival_offsets(pattern, len(requests), seed)
+    start_s = clock() if start_s is None else start_s
+    deadline_s = math.inf if duration_s is None else start_s + duration_s
+    if isinstance(pattern, Concurrency):
+        records = await _closed_loop(
+            requests, send, pattern.max_concurrency, start_s, deadline_s, clock, take_next,
+            stopped)
+    else:
+        records = await _open_loop(
+            requests, send, offsets, pattern.max_concurrency, start_s, deadline_s, clock, only,
+            stopped)
+    return [r for r in records if r is not None]

@@ -1,0 +1,157 @@
+"""OpenAI-compatible streaming client -> one RequestRecord per request.
+
+It times each streamed chunk on arrival (the reader stamps every read with the kernel's receive
+time) and counts the tokens the chunk carried (vLLM's `return_token_ids` gives them exactly;
+other servers fall back to one token per text chunk, and the record says so; see sse.py). Output
+length is forced with `ignore_eos` plus `min_tokens = max_tokens` and the server's `usage` is
+kept so metrics never count tokens by counting chunks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import msgspec
+
+from pytest_llmperf import failures
+from pytest_llmperf.client.http1 import Aborted, ConnectionPool, StreamClosed
+from pytest_llmperf.client.sse import ERROR_BODY_CHARS, StreamDecoder
+from pytest_llmperf.records import Request, RequestRecord
+
+__all__ = ["ERROR_BODY_CHARS", "ClientOptions", "OpenAIStreamClient"]
+
+REQUEST_TIMEOUT_S = 600.0  # one request, first byte to last; a long generation on CPU is slow
+CONNECT_TIMEOUT_S = 10.0
+
+Api = Literal["completions", "chat"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientOptions:
+    """How requests are shaped. `vllm_extensions` adds vLLM-only fields (min_tokens, ignore_eos,
+    return_token_ids); turn it off for servers that reject unknown fields."""
+
+    api: Api = "completions"
+    vllm_extensions: bool = True
+    temperature: float = 0.0
+    extra_body: tuple[tuple[str, Any], ...] = ()
+
+
+class OpenAIStreamClient:
+    """Use as `async with OpenAIStreamClient(url, model) as client: await client.send(...)`."""
+
+    def __init__(self, base_url: str, model: str, options: ClientOptions | None = None,
+                 *, clock=time.perf_counter) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.options = options or ClientOptions()
+        self.clock = clock
+        self._pool = ConnectionPool(self.base_url, clock=clock, connect_timeout_s=CONNECT_TIMEOUT_S)
+        self.coalesced_chunks = 0  # token chunks that shared a read with their predecessor
+        # What the stall watchdog and the progress line read (progress.py): kept per request,
+        # never per chunk, so the hot path pays nothing for them.
+        self.in_flight: dict[int, RequestRecord] = {}
+        self.finished = 0  # requests ended, failed or not
+        self.finished_tokens = 0  # output tokens of the finished requests
+        self.last_end_s: float | None = None  # when a request last ended
+
+    async def __aenter__(self) -> "OpenAIStreamClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._pool.close()
+
+    @property
+    def path(self) -> str:
+        return "/v1/chat/completions" if self.options.api == "chat" else "/v1/completions"
+
+    def body(self, request: Request) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.output_tokens,
+            "temperature": self.options.temperature,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if self.options.api == "chat":
+            if not isinstance(request.prompt, str):
+                raise ValueError("chat requests need text prompts, not token ids")
+            body["messages"] = [{"role": "user", "content": request.prompt}]
+        else:
+            prompt = request.prompt
+            body["prompt"] = prompt if isinstance(prompt, str) else list(prompt)
+        if self.options.vllm_extensions:
+            # ignore_eos alone does not stop every EOS id; min_tokens does (vLLM issue reports).
+            body.update(min_tokens=request.output_tokens, ignore_eos=True, return_token_ids=True)
+        body.update(dict(self.options.extra_body))
+        return body
+
+    async def send(self, index: int, request: Request, scheduled_s: float) -> RequestRecord:
+        record = RequestRecord(
+            index=index, expected_prompt_tokens=request.prompt_tokens,
+            expected_output_tokens=request.output_tokens, scheduled_s=scheduled_s,
+        )
+        decoder = StreamDecoder(record)
+        self.in_flight[id(record)] = record
+        try:
+            raw = self._pool.request_bytes(self.path, _encode(self.body(request)))
+            record.sent_s = self.clock()  # the attempt; the time it was written replaces it
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                status, error_body, record.sent_s = await self._pool.post(raw, decoder.feed_reads)
+            if status != 200:
+                text = error_body.decode(errors="replace")
+                _fail(record, failures.kind_of_status(status),
+                      f"HTTP {status}: {text[:ERROR_BODY_CHARS]}")
+        except TimeoutError:
+            _fail(record, failures.TIMEOUT, f"no complete response within {REQUEST_TIMEOUT_S:g} s")
+        except Exception as exc:  # every failure becomes data; the run goes on
+            _fail(record, _kind_of_exception(exc),
+                  f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+        finally:
+            record.done_s = self.clock()
+            self.coalesced_chunks += decoder.coalesced
+            del self.in_flight[id(record)]
+        if record.error is None:
+            _check_complete(record, decoder.finished)
+        self.finished += 1
+        self.finished_tokens += record.output_tokens
+        self.last_end_s = record.done_s
+        return record
+
+    def stop(self, reason: str) -> None:
+        """Give up on the server: every request in flight ends now as a `stalled` failure with
+        `reason`, and every later one at once. What was received before is kept."""
+        self._pool.abort_all(reason)
+
+
+def _fail(record: RequestRecord, kind: str, error: str) -> None:
+    record.error, record.error_kind = error, kind
+
+
+def _kind_of_exception(exc: Exception) -> str:
+    if isinstance(exc, Aborted):
+        return failures.STALLED
+    if isinstance(exc, StreamClosed):
+        return failures.MALFORMED if str(exc).startswith("malformed") else failures.CUT_OFF
+    if isinstance(exc, OSError):  # ConnectionError included: refused, reset, unreachable
+        return failures.CONNECTION
+    return failures.CLIENT
+
+
+def _check_complete(record: RequestRecord, saw_done: bool) -> None:
+    """A 200 whose stream ended without `[DONE]` was cut short (a proxy, a dying server); one
+    without tokens generated nothing; one without usage leaves the token counts to guesswork
+    (the request asked for it with stream_options.include_usage)."""
+    if not saw_done:
+        _fail(record, failures.NO_DONE, "stream ended without data: [DONE]")
+    elif not record.chunk_times_s:
+        _fail(record, failures.NO_TOKENS, "stream ended without any generated token")
+    elif record.usage_output_tokens is None:
+        _fail(record, failures.NO_USAGE, "stream ended without a usage chunk (the server's "
+              "token counts, asked for with stream_options.include_usage)")
+
+
+_encode = msgspec.json.Encoder().encode

@@ -1,0 +1,1 @@
+"""Request records -> a Result: metric definitions, statistics, goodput, cost, roofline."""

@@ -1,0 +1,272 @@
+"""Turn request records into the run's metrics (docs/metrics.md, Definitions).
+
+Pure: no HTTP, no pytest. Every latency is a difference of client `perf_counter()` times, in
+seconds. Each definition follows `vllm bench serve` where it is right; the comment on each says
+where we differ, so numbers from the two tools can be compared knowingly
+(docs/metrics.md, Other tools).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from pytest_llmperf.metrics import goodput
+from pytest_llmperf.records import RequestRecord
+
+__all__ = [
+    "METRIC_DIRECTIONS",
+    "RunMetrics",
+    "Summary",
+    "compute_metrics",
+    "direction_of",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """Statistics of one distribution; NaN everywhere (n=0) when it has no values."""
+
+    n: int
+    mean: float
+    std: float
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+    min: float
+    max: float
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> Summary:
+        data = np.asarray(list(values), dtype=float)
+        if data.size == 0:
+            # An empty distribution is a legitimate outcome (every request failed, or all
+            # outputs were one token so no TPOT); NaN makes any threshold on it fail visibly.
+            nan = math.nan
+            return cls(0, nan, nan, nan, nan, nan, nan, nan, nan)
+        # Linear-interpolated percentiles and the population std (ddof=0) are numpy's defaults
+        # and exactly what `vllm bench serve` reports, so the two tools agree on the same data.
+        p50, p90, p95, p99 = (float(p) for p in np.percentile(data, [50, 90, 95, 99]))
+        return cls(
+            n=int(data.size),
+            mean=float(data.mean()),
+            std=float(data.std(ddof=0)),
+            p50=p50,
+            p90=p90,
+            p95=p95,
+            p99=p99,
+            min=float(data.min()),
+            max=float(data.max()),
+        )
+
+    def get(self, stat: str) -> float:
+        if stat not in STATISTICS:
+            raise KeyError(f"unknown statistic {stat!r}: use one of {', '.join(STATISTICS)}")
+        return getattr(self, stat)
+
+
+STATISTICS: tuple[str, ...] = tuple(f.name for f in fields(Summary))
+
+
+@dataclass(frozen=True, slots=True)
+class RunMetrics:
+    """Client-side metrics of one run. Distributions cover completed requests only."""
+
+    ttft_s: Summary
+    tpot_s: Summary
+    itl_s: Summary
+    icl_s: Summary
+    e2el_s: Summary
+    queue_s: Summary
+    duration_s: float
+    completed: int
+    failed: int
+    error_rate: float
+    prompt_tokens: int
+    output_tokens: int
+    output_throughput_tok_s: float
+    total_throughput_tok_s: float
+    request_throughput_req_s: float
+    length_mismatches: int
+    tokens_estimated: int
+    # Requests/s meeting the test's per-request SLO limits, and their share (goodput.py); NaN
+    # when the test has no such limits.
+    goodput_req_s: float = math.nan
+    goodput_share: float = math.nan
+
+    def flat(self) -> dict[str, float]:
+        """Every metric by the name `get` accepts: "ttft_s.p50", ..., "output_throughput_tok_s"."""
+        out: dict[str, float] = {}
+        for name in DISTRIBUTIONS:
+            summary = getattr(self, name)
+            for stat in STATISTICS:
+                out[f"{name}.{stat}"] = float(getattr(summary, stat))
+        for name in SCALARS:
+            out[name] = float(getattr(self, name))
+        return out
+
+    def get(self, name: str) -> float:
+        base, dot, stat = name.partition(".")
+        if dot and base in DISTRIBUTIONS and stat in STATISTICS:
+            return float(getattr(getattr(self, base), stat))
+        if not dot and name in SCALARS:
+            return float(getattr(self, name))
+        raise KeyError(_unknown_metric(name))
+
+
+DISTRIBUTIONS: tuple[str, ...] = tuple(
+    f.name for f in fields(RunMetrics) if f.type in ("Summary", Summary)
+)
+SCALARS: tuple[str, ...] = tuple(f.name for f in fields(RunMetrics) if f.name not in DISTRIBUTIONS)
+
+
+def _unknown_metric(name: str) -> str:
+    return (
+        f"unknown metric {name!r}: use a scalar ({', '.join(SCALARS)}) or a distribution with a "
+        f"statistic ({DISTRIBUTIONS[0]}.p50; distributions: {', '.join(DISTRIBUTIONS)}; "
+        f"statistics: {', '.join(STATISTICS)})"
+    )
+
+
+# Which way is better, per base metric; the gate uses it so a "regression" is never misread.
+METRIC_DIRECTIONS: dict[str, str] = {
+    **{name: "lower" for name in DISTRIBUTIONS},
+    "duration_s": "lower",
+    "completed": "higher",
+    "failed": "lower",
+    "error_rate": "lower",
+    # Token counts of a fixed workload only drop when requests fail or stop short.
+    "prompt_tokens": "higher",
+    "output_tokens": "higher",
+    "output_throughput_tok_s": "higher",
+    "total_throughput_tok_s": "higher",
+    "request_throughput_req_s": "higher",
+    "length_mismatches": "lower",
+    # Estimated chunk token counts make ITL less exact; fewer is better.
+    "tokens_estimated": "lower",
+    "goodput_req_s": "higher",
+    "goodput_share": "higher",
+}
+
+
+def direction_of(name: str) -> str:
+    """Which way is better for a name as `RunMetrics.get` takes it ("ttft_s.p99")."""
+    base, dot, stat = name.partition(".")
+    valid = (dot and base in DISTRIBUTIONS and stat in STATISTICS) or (not dot and name in SCALARS)
+    if not valid:
+        raise KeyError(_unknown_metric(name))
+    return METRIC_DIRECTIONS[base]
+
+
+def _gaps(record: RequestRecord) -> list[float]:
+    times = record.chunk_times_s
+    return [later - earlier for earlier, later in zip(times, times[1:])]
+
+
+def request_itls(record: RequestRecord) -> list[float]:
+    # A chunk is only recorded when it carries tokens; max(..., 1) keeps a broken zero count
+    # from a misbehaving server from dividing by zero (the raw gap is then kept as is).
+    return [gap / max(tokens, 1) for gap, tokens in zip(_gaps(record), record.chunk_tokens[1:])]
+
+
+def request_tpot(record: RequestRecord) -> float:
+    decode_s = record.chunk_times_s[-1] - record.chunk_times_s[0]
+    return decode_s / (record.output_tokens - 1)
+
+
+def _prompt_tokens(record: RequestRecord) -> int:
+    # The server's usage is the truth; without it, fall back to the length the workload built
+    # (which is what vllm bench always uses) rather than silently counting zero.
+    if record.usage_prompt_tokens is not None:
+        return record.usage_prompt_tokens
+    return record.expected_prompt_tokens
+
+
+def _distributions(
+    done: Sequence[RequestRecord], sent: Sequence[RequestRecord]
+) -> dict[str, Summary]:
+    return {
+        # vllm: first chunk with `choices`, which can be an empty role chunk on chat; ours is the
+        # first chunk carrying generated tokens.
+        "ttft_s": Summary.of(r.chunk_times_s[0] - r.sent_s for r in done),
+        # vllm: same formula; it re-tokenizes the text when usage is missing, we fall back to
+        # the chunk token counts (RequestRecord.output_tokens).
+        "tpot_s": Summary.of(request_tpot(r) for r in done if r.output_tokens > 1),
+        # vllm's ITL is the raw per-chunk gap; ours divides by the later chunk's tokens, so
+        # multi-token chunks (speculative decoding, stream intervals) do not inflate it (#27485).
+        "itl_s": Summary.of(x for r in done for x in request_itls(r)),
+        # Raw gaps between token chunks: this is what vllm calls ITL (AIPerf calls it ICL).
+        "icl_s": Summary.of(x for r in done for x in _gaps(r)),
+        # vllm: last chunk with `choices`; ours is the last chunk carrying tokens.
+        "e2el_s": Summary.of(r.chunk_times_s[-1] - r.sent_s for r in done),
+        # Not in vllm, whose latencies hide client queueing (#54101). Over every sent request,
+        # failed ones included: the lag was the client's either way.
+        "queue_s": Summary.of(r.sent_s - r.scheduled_s for r in sent),
+    }
+
+
+def _throughputs(
+    done: Sequence[RequestRecord], sent: Sequence[RequestRecord], prompt: int, output: int
+) -> dict[str, float]:
+    # vllm: wall time of the whole benchmark run; ours is first send -> last token chunk, so
+    # setup before the first send and teardown after the last token do not dilute throughput.
+    duration = 0.0
+    if done and sent:
+        duration = max(r.chunk_times_s[-1] for r in done) - min(r.sent_s for r in sent)
+    if duration <= 0.0:
+        # No completed request (or clocks that make no sense): no rate can be claimed.
+        return {
+            "duration_s": 0.0,
+            "output_throughput_tok_s": 0.0,
+            "total_throughput_tok_s": 0.0,
+            "request_throughput_req_s": 0.0,
+        }
+    return {
+        "duration_s": duration,
+        "output_throughput_tok_s": output / duration,
+        # vllm counts the intended prompt lengths; we count the server's usage.
+        "total_throughput_tok_s": (prompt + output) / duration,
+        "request_throughput_req_s": len(done) / duration,
+    }
+
+
+def _request_latencies(record: RequestRecord) -> dict[str, float] | None:
+    """A request's own TTFT, TPOT and E2EL, for goodput; None if it failed. TPOT is 0 for a
+    one-token output, as vllm's goodput counts it."""
+    if not record.ok:
+        return None
+    first, last = record.chunk_times_s[0], record.chunk_times_s[-1]
+    return {"ttft_s": first - record.sent_s, "e2el_s": last - record.sent_s,
+            "tpot_s": request_tpot(record) if record.output_tokens > 1 else 0.0}
+
+
+def compute_metrics(records: Sequence[RequestRecord],
+                    goodput_limits: goodput.Limits | None = None) -> RunMetrics:
+    """`goodput_limits`: per-request limits (goodput.py); by default those of the SLO of the
+    test being measured, if any."""
+    # Same as vllm: a request completes when it streamed tokens without an error; failed ones
+    # are counted, never folded into the distributions.
+    done = [r for r in records if r.ok]
+    sent = [r for r in records if r.sent_s is not None]
+    failed = len(records) - len(done)
+    prompt = sum(_prompt_tokens(r) for r in done)
+    output = sum(r.output_tokens for r in done)
+    throughputs = _throughputs(done, sent, prompt, output)
+    limits = goodput.current_limits() if goodput_limits is None else goodput_limits
+    return RunMetrics(
+        **_distributions(done, sent),
+        **throughputs,
+        **goodput.goodput([_request_latencies(r) for r in records], throughputs["duration_s"],
+                          limits),
+        completed=len(done),
+        failed=failed,
+        error_rate=failed / len(records) if records else 0.0,
+        prompt_tokens=prompt,
+        output_tokens=output,
+        length_mismatches=sum(r.length_mismatch for r in records),
+        tokens_estimated=sum(r.tokens_estimated for r in done),
+    )

@@ -1,0 +1,75 @@
+"""What a test gets back from `llmperf.run(...)`: metrics to assert on, and how they were made."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_llmperf.client.selfcheck import ClientCheck
+from pytest_llmperf.failures import count_kinds, describe_counts
+from pytest_llmperf.metrics.compute import RunMetrics, Summary
+from pytest_llmperf.metrics.stats import combine_repeats
+from pytest_llmperf.records import RequestRecord
+
+
+@dataclass(frozen=True)
+class Result:
+    """One measured run. Metrics read as attributes, with the unit in the name:
+    `result.ttft_s.p90`, `result.output_throughput_tok_s`, `result.failed`.
+
+    With repeats, `metrics` is the run whose output throughput is the median, `runs` holds all of
+    them, and `value(name)` gives the median of a metric over the runs (what the gate uses).
+    """
+
+    test_id: str  # the pytest node id (+ "#n" for the n-th run inside one test)
+    key: str  # the test's table in its baseline file
+    engine: dict[str, Any]
+    engine_label: str
+    workload: dict[str, Any]
+    workload_label: str
+    metrics: RunMetrics
+    runs: tuple[RunMetrics, ...]
+    records: tuple[RequestRecord, ...] = field(repr=False)
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    engine_start_s: float | None = None
+    server_metrics: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    client: ClientCheck | None = None  # the load generator's self-check for `metrics`' run
+    client_error: str | None = None  # a client worker died during the run
+
+    def __getattr__(self, name: str) -> Summary | float:
+        # Only reached for names that are not fields: forward metric names to RunMetrics.
+        metrics = object.__getattribute__(self, "metrics")
+        try:
+            return getattr(metrics, name)
+        except AttributeError:
+            raise AttributeError(
+                f"Result has no metric {name!r}; metrics: {', '.join(sorted(_base_names(metrics)))}"
+            ) from None
+
+    def value(self, name: str) -> float:
+        """A metric by name ("ttft_s.p50", "output_throughput_tok_s"), median over repeats."""
+        # The gate's own statistic, so the table shows exactly what was judged (NaN included).
+        return combine_repeats([run.get(name) for run in self.runs]).value
+
+    def first_errors(self, limit: int = 3) -> list[str]:
+        return [f"request {r.index}: {r.error}" for r in self.records if r.error][:limit]
+
+    def failure_kinds(self) -> dict[str, int]:
+        """Failed requests per kind (failures.KINDS), as the run file's "failures" holds them."""
+        return count_kinds(self.records)
+
+    def failures_text(self, limit: int = 3) -> str:
+        """`2 overloaded, 1 cut_off; request 0: HTTP 429: ...`: the count per kind, then the
+        first errors."""
+        return "; ".join([describe_counts(self.failure_kinds()), *self.first_errors(limit)])
+
+
+def _base_names(metrics: RunMetrics) -> set[str]:
+    return {name.split(".")[0] for name in metrics.flat()}
+
+
+def result_id(nodeid: str, key: str) -> str:
+    """How a measurement is named in the summary and the JSON: the suite file plus its key
+    ("suites/test_cpu.py::test_x#2", "suites/test_cpu.py::test_x@fixed-rate4")."""
+    return nodeid.split("::", 1)[0] + "::" + key

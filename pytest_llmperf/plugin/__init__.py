@@ -1,0 +1,1 @@
+"""pytest plugin: hooks, options, markers, the llmperf fixture, xdist and ordering."""

@@ -1,0 +1,351 @@
+"""The `llmperf` fixture's object: what a test calls to measure.
+
+It gets plain callables and the test item, never the pytest config (pytest-benchmark's rule), so
+it can be built and tested on its own.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pytest
+
+from pytest_llmperf.engines.errors import EngineError
+from pytest_llmperf.engines.spec import Engine
+from pytest_llmperf.errors import InputError
+from pytest_llmperf.metrics import goodput
+from pytest_llmperf.metrics.result import Result, result_id
+from pytest_llmperf.metrics.stats import Estimate
+from pytest_llmperf.plugin import confirm_later
+from pytest_llmperf.session.settings import Settings, usable_cores
+from pytest_llmperf.verdict.ab import DEFAULT_AB_PAIRS, PairedRun, ab_entry, side_b
+from pytest_llmperf.verdict.baselines import TOLERANCE_RULE, is_tolerance
+from pytest_llmperf.verdict.gate import DEFAULT_GATED, GateReport
+from pytest_llmperf.verdict.judge import Current, Judgement, Subject
+from pytest_llmperf.workloads import sweeps
+from pytest_llmperf.workloads.workload import Workload
+
+
+@dataclass(frozen=True, kw_only=True)
+class TestOptions:
+    """Keyword arguments of `@pytest.mark.llmperf(...)`; a typo is a TypeError."""
+
+    __test__ = False  # not a test class, despite the name
+
+    repeat: int | None = None
+    slo: Any = None
+    max_error_rate: float = 0.0
+    tolerance: float | None = None
+    gate: tuple[str, ...] | None = None  # the metrics the baseline gates (default: DEFAULT_GATED)
+
+    def __post_init__(self) -> None:
+        # Checked here, not when the baseline is written after minutes of measuring.
+        if self.tolerance is not None and not is_tolerance(self.tolerance):
+            raise ValueError(f"tolerance is {TOLERANCE_RULE}, got {self.tolerance!r}")
+        if self.repeat is not None and not _whole_from_1(self.repeat):
+            raise ValueError(f"repeat is a whole number >= 1, got {self.repeat!r}")
+        if not _fraction_0_to_1(self.max_error_rate):
+            raise ValueError("max_error_rate is a fraction from 0 to 1 (0.01 lets 1% of the "
+                             f"requests fail), got {self.max_error_rate!r}")
+
+
+def _whole_from_1(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _fraction_0_to_1(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
+
+
+def engine_of(item: pytest.Item) -> Engine | None:
+    """The spec from the closest `@pytest.mark.engine(...)` (function, class, then module)."""
+    mark = item.get_closest_marker("engine")
+    if mark is None:
+        return None
+    spec = mark.args[0] if mark.args else mark.kwargs.get("spec")
+    if not isinstance(spec, Engine):
+        raise pytest.UsageError(
+            f"{item.nodeid}: @pytest.mark.engine needs a pytest_llmperf.Engine, got {spec!r}"
+        )
+    return spec
+
+
+def options_of(item: pytest.Item) -> TestOptions:
+    """The `@pytest.mark.llmperf(...)` settings merged across module, class and function, the
+    nearest winning per key: a function's `slo=` keeps its module's `tolerance=` and `gate=`."""
+    merged: dict[str, Any] = {}
+    args: list[Any] = []
+    for mark in reversed(list(item.iter_markers("llmperf"))):  # farthest first
+        merged.update(mark.kwargs)
+        args += mark.args
+    try:
+        return TestOptions(*args, **merged)
+    except (TypeError, ValueError) as exc:
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.llmperf: {exc}") from None
+
+
+# Tests sharing an engine carry @pytest.mark.xdist_group("llmperf-<digest>"); under
+# `--dist loadgroup` pytest-xdist appends "@<group>" to their node ids, which must not leak into
+# baseline keys or the update command shown to users.
+XDIST_GROUP_PREFIX = "llmperf-"
+_XDIST_SUFFIX = re.compile(r"@" + XDIST_GROUP_PREFIX + r"[0-9a-f]+$")
+
+
+def user_nodeid(item: pytest.Item) -> str:
+    """The node id a user would type (without pytest-xdist's group suffix)."""
+    return _XDIST_SUFFIX.sub("", item.nodeid)
+
+
+def baseline_key(item: pytest.Item, run_number: int) -> str:
+    """The test's table in its suite's baseline file: the node id after the file name
+    ("test_x[64]", "TestA::test_x"); a second run in the same test gets "#2", and so on."""
+    key = user_nodeid(item).split("::", 1)[-1]
+    return key if run_number == 1 else f"{key}#{run_number}"
+
+
+class Measurer(Protocol):
+    """What the fixture needs of the session (session.LlmperfSession): measuring, judging
+    and recording. Typed so a test can hand the fixture a small stand-in."""
+
+    settings: Settings
+
+    def run(self, nodeid: str, key: str, engine: Engine, workload: Workload,
+            repeat: int) -> Result: ...
+
+    def run_ab(self, nodeid: str, key: str, a: Engine, b: Engine, workload: Workload,
+               pairs: int, confirm_pairs: int = 0, gated: tuple[str, ...] = (),
+               defer: bool = False) -> tuple[Result, Result]: ...
+
+    def run_offline(self, engine: Engine, workload: Workload) -> Any: ...
+
+    def judge(self, item: pytest.Item, result: Result, options: TestOptions,
+              slo: Any) -> Judgement: ...
+
+    def judge_ab(self, result_a: Result, result_b: Result, options: TestOptions,
+                 slo: Any) -> Judgement: ...
+
+    def judge_estimates(self, subject: Subject, current: Current, options: TestOptions, *,
+                        slo: Any, known: Callable[[str], bool], gated: tuple[str, ...],
+                        exact: bool = True) -> Judgement: ...
+
+    def engine_identity(self, engine: Engine) -> dict[str, Any]: ...
+
+    def record_extra(self, test_id: str, estimates: dict[str, Estimate], detail: str) -> None: ...
+
+    def annotate(self, test_id: str, **fields: Any) -> None: ...
+
+
+class Llmperf:
+    """What a test measures with. `run` measures one workload; `sweep`, `capacity` and
+    `offline` build on it. Each judges its metrics (SLOs, baseline) before it returns; a
+    regression or a missed target fails the test there, after the numbers have been recorded."""
+
+    def __init__(self, item: pytest.Item, session: Measurer) -> None:
+        self._item = item
+        self._session = session
+        self._measurements = 0
+        self.results: list[Result] = []
+
+    @property
+    def options(self) -> TestOptions:
+        return options_of(self._item)
+
+    def run(self, workload: Workload, *, engine: Engine | None = None,
+            repeat: int | None = None, slo: Any = None) -> Result:
+        """Measure `workload` on the engine (`repeat` times), then check `slo` (or the
+        marker's) and the baseline."""
+        options = self.options
+        if self._session.settings.ab:
+            return self._run_ab(workload, engine, slo or options.slo)
+        repeat = repeat or options.repeat or self._session.settings.repeat
+        with goodput.limits_of(slo or options.slo):  # its per-request limits, for goodput
+            result = self._measure(workload, engine, repeat)
+        judgement = self._session.judge(self._item, result, options, slo or options.slo)
+        self._settle(judgement)
+        return result
+
+    def ab(self, workload: Workload, *, a: Engine, b: Engine, pairs: int = DEFAULT_AB_PAIRS,
+           ) -> PairedRun:
+        """Measure `workload` on engines `a` and `b` alternately (ABBA, `pairs` pairs) and return
+        the paired B/A ratios of every metric, for the test to assert on:
+        `assert run.median("output_throughput_tok_s") > 1.2`. Both sides are rows of the summary;
+        nothing is gated against a baseline."""
+        if not isinstance(pairs, int) or pairs < 1:
+            raise ValueError(f"llmperf.ab(pairs={pairs!r}): a whole number of ABBA pairs, "
+                             "1 or more")
+        key = self._next_key()
+        result_a, result_b = _engine_or_fail(
+            self._session.run_ab, user_nodeid(self._item), key, a, b, workload, pairs)
+        run = PairedRun(result_a, result_b)
+        # The run file keeps the ratios of the gated metrics, unjudged: the test judges them.
+        names = self.options.gate or DEFAULT_GATED
+        self._session.annotate(result_b.test_id, ab=ab_entry(
+            {name: run.ratios(name) for name in names}, None, GateReport()))
+        for result in (result_a, result_b):
+            self.results.append(result)
+            self._check_client(result, self._session.settings.client_check)
+            self._check_errors(result, self.options.max_error_rate)
+        return run
+
+    def _run_ab(self, workload: Workload, engine: Engine | None, slo: Any) -> Result:
+        """--llmperf-ab: side A is the test's engine, side B it with the overrides; judged on
+        the paired ratios (and B on the test's SLO). Returns side B, the candidate."""
+        engine = self._engine(engine)
+        settings = self._session.settings
+        key = self._next_key()
+        # A regression over the first pairs is confirmed after the engine's other tests
+        # (confirm_later.py), unless this test measured before: a rerun would measure that again.
+        later = self._item.config.pluginmanager.get_plugin(confirm_later.PLUGIN_NAME)
+        defer = bool(later and later.may_defer(self._item) and not self.results)
+        try:
+            with goodput.limits_of(slo):  # its per-request limits, for both sides' goodput
+                result_a, result_b = _engine_or_fail(
+                    self._session.run_ab, user_nodeid(self._item), key, engine,
+                    side_b(engine, settings.ab), workload, settings.ab_pairs,
+                    settings.ab_confirm_pairs, self.options.gate or DEFAULT_GATED, defer)
+        except confirm_later.ConfirmLater:
+            later.defer(self._item)
+            raise
+        for result in (result_a, result_b):
+            self.results.append(result)
+            self._check_client(result, settings.client_check)
+            self._check_errors(result, self.options.max_error_rate)
+        # An A/B improvement is in the summary's notes; there is no baseline to call stale.
+        self._settle(self._session.judge_ab(result_a, result_b, self.options, slo), warn=False)
+        return result_b
+
+    def sweep(self, workload: Workload, *, rates=None, concurrencies=None,
+              engine: Engine | None = None) -> sweeps.Sweep:
+        """One engine, several loads: a throughput-versus-latency curve. Every point is a row in
+        the summary; assert on the returned Sweep (points are not gated one by one)."""
+        def measure(point: Workload):
+            return self._measure(point, engine, 1, point=True).metrics
+
+        return sweeps.sweep(measure, workload, rates=rates, concurrencies=concurrencies)
+
+    def capacity(self, workload: Workload, slo: Any, *, low: float, high: float,
+                 rel_tol: float = 0.1, max_runs: int = 8,
+                 engine: Engine | None = None) -> sweeps.Capacity:
+        """The highest Poisson rate meeting `slo`, found by search and gated as the metric
+        `slo_capacity_req_s` (higher is better) against the baseline."""
+        probes: list[Result] = []
+
+        def measure(point: Workload):
+            probes.append(self._measure(point, engine, 1, point=True))
+            return probes[-1].metrics
+
+        with goodput.limits_of(slo):
+            found = sweeps.find_capacity(measure, workload, slo, low=low, high=high,
+                                         rel_tol=rel_tol, max_runs=max_runs)
+        limits = {"max": dict(slo.max), "min": dict(slo.min)}
+        for probe, run in zip(probes, found.runs, strict=True):  # one measurement per probe
+            self._session.annotate(probe.test_id, capacity={
+                "slo": limits, "passed": run.passed, "reason": run.reason})
+        estimates = {name: Estimate(value, 0.0, 1) for name, value in found.as_metric().items()}
+        self._judge_extra(workload, engine, estimates,
+                          f"{found.engine_runs} engine runs" + ("" if found.converged
+                                                                else f"; {found.note}"))
+        return found
+
+    def offline(self, workload: Workload, *, engine: Engine | None = None):
+        """Maximum throughput with vLLM's in-process engine (`LLM.generate`, as `vllm bench
+        throughput`), in a child process; gated as offline_*_throughput_* metrics."""
+        engine = self._engine(engine)
+        result = _engine_or_fail(self._session.run_offline, engine, workload)
+        estimates = {f"offline_{name}": Estimate(getattr(result, name), 0.0, 1) for name in
+                     ("output_throughput_tok_s", "total_throughput_tok_s")}
+        self._judge_extra(workload, engine, estimates,
+                          f"{result.requests} requests in {result.elapsed_s:.2f} s")
+        return result
+
+    # ------------------------------------------------------------------ helpers
+
+    def _engine(self, engine: Engine | None) -> Engine:
+        engine = engine or engine_of(self._item)
+        if engine is None:
+            pytest.fail(f"{user_nodeid(self._item)}: no engine: add "
+                        "@pytest.mark.engine(Engine(...)) or pass engine=... to llmperf.run",
+                        pytrace=False)
+        return engine
+
+    def _next_key(self) -> str:
+        self._measurements += 1
+        return baseline_key(self._item, self._measurements)
+
+    def _measure(self, workload: Workload, engine: Engine | None, repeat: int,
+                 point: bool = False) -> Result:
+        engine = self._engine(engine)
+        # Sweep and search points are named after their load and take no run number, so the
+        # keys of the gated measurements after them do not depend on how many points there were.
+        key = f"{baseline_key(self._item, 1)}@{workload.name}" if point else self._next_key()
+        result = _engine_or_fail(self._session.run, user_nodeid(self._item), key, engine,
+                                 workload, repeat)
+        self.results.append(result)
+        self._check_client(result, self._session.settings.client_check)
+        self._check_errors(result, self.options.max_error_rate)
+        return result
+
+    def _judge_extra(self, workload: Workload, engine: Engine | None,
+                     estimates: dict[str, Estimate], detail: str) -> None:
+        engine = self._engine(engine)
+        key = self._next_key()
+        test_id = result_id(user_nodeid(self._item), key)
+        subject = Subject(self._item, test_id, key, self._session.engine_identity(engine),
+                          workload.to_dict())
+        judgement = self._session.judge_estimates(
+            subject, Current(estimates), self.options, slo=None, known=estimates.__contains__,
+            gated=tuple(estimates))
+        self._session.record_extra(test_id, estimates, detail)
+        self._settle(judgement)
+
+    @staticmethod
+    def _settle(judgement: Judgement, warn: bool = True) -> None:
+        for message in judgement.warnings if warn else ():
+            warnings.warn(StaleBaselineWarning(message), stacklevel=3)
+        if judgement.failed:
+            pytest.fail(judgement.failure_text(), pytrace=False)
+
+    @staticmethod
+    def _check_client(result: Result, mode: str) -> None:
+        """A run the load generator limited, or lost a worker in, measured the client: it fails
+        here, before any judging (with --llmperf-client-check=warn it warns; the session then
+        writes no baseline from it). It stays in the summary either way."""
+        if result.client_error:
+            pytest.fail(result.client_error, pytrace=False)
+        if result.client is not None and result.client.limited:
+            message = result.client.failure(usable_cores())
+            if mode == "fail":
+                pytest.fail(message, pytrace=False)
+            warnings.warn(ClientLimitedWarning(message), stacklevel=3)
+
+    @staticmethod
+    def _check_errors(result: Result, limit: float) -> None:
+        """Failed requests fail the test past the allowed rate; the result is already recorded."""
+        if result.failed and result.error_rate > limit:
+            errors = result.failures_text()
+            pytest.fail(f"{result.failed} of {result.failed + result.completed} requests failed "
+                        f"(error rate {result.error_rate:.1%}, allowed {limit:.1%}): {errors}",
+                        pytrace=False)
+
+
+def _engine_or_fail(call, *args):
+    """`call(*args)`; an engine that would not start, died or got no GPUs, or a bad dataset or
+    model config, fails the test with its one line (what was measured before a death is
+    already recorded)."""
+    try:
+        return call(*args)
+    except (EngineError, InputError) as exc:
+        failure = str(exc)
+    pytest.fail(failure, pytrace=False)  # outside the except block: one line, no chained trace
+
+
+class ClientLimitedWarning(UserWarning):
+    """--llmperf-client-check=warn: the load generator limited this run."""
+
+
+class StaleBaselineWarning(UserWarning):
+    """A metric improved beyond its band: the baseline no longer describes this engine."""

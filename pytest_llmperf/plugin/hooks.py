@@ -1,0 +1,314 @@
+"""pytest hooks: options, markers, collection (hardware skips, engine ordering), fixture, summary.
+
+Loaded through the `pytest11` entry point. Importing this module must stay cheap and must work
+where vLLM is not installed: vLLM only ever runs in the server subprocess.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from pytest_llmperf import hardware as hardware_mod
+from pytest_llmperf.client import progressline
+from pytest_llmperf.engines.leases import GpuLeases, visible_gpus
+from pytest_llmperf.engines.pool import EnginePool, vllm_factory
+from pytest_llmperf.engines.server import CPU_ENGINE_NICE
+from pytest_llmperf.engines.spec import Engine
+from pytest_llmperf.plugin import confirm_later, hookspecs, markers
+from pytest_llmperf.plugin.fixture import XDIST_GROUP_PREFIX, Llmperf, engine_of, user_nodeid
+from pytest_llmperf.plugin.reporthooks import NAME as REPORTS_PLUGIN
+from pytest_llmperf.plugin.reporthooks import ReportHooks
+from pytest_llmperf.session import outputs
+from pytest_llmperf.session import settings as settings_mod
+from pytest_llmperf.session.session import LlmperfSession
+
+SESSION_KEY = pytest.StashKey[LlmperfSession]()
+SETTINGS_KEY = pytest.StashKey[settings_mod.Settings]()
+STARTED_KEY = pytest.StashKey[datetime]()
+HARDWARE_KEY = pytest.StashKey[object]()
+
+ENGINE_MARKER = "engine(spec): the pytest_llmperf.Engine this test measures (tests sharing a " \
+                "spec run together, so each engine starts once)"
+LLMPERF_MARKER = "llmperf(*, repeat=None, slo=None, max_error_rate=0.0, tolerance=None, " \
+                 "gate=None): per-test measurement and gate settings"
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("llmperf", "LLM inference performance (pytest-llmperf)")
+    for option in settings_mod.OPTIONS:
+        where = f"env ${option.env}" if option.flag_only else f"ini {option.ini}, env ${option.env}"
+        if option.parse is settings_mod.parse_bool:
+            group.addoption(option.flag, action="store_true", default=None, dest=_dest(option),
+                            help=f"{option.help}; {where} (default: off)")
+        else:
+            default = "not set" if option.default is None else option.default
+            group.addoption(option.flag, default=None, dest=_dest(option),
+                            type=_argparse_type(option.parse),
+                            metavar=option.metavar, help=f"{option.help}; {where} "
+                                                         f"(default: {default})")
+        if not option.flag_only:
+            parser.addini(option.ini, help=f"{option.help} (default: {option.default})")
+
+
+def _argparse_type(parse):
+    """argparse shows "invalid <name> value" for a plain ValueError; an ArgumentTypeError keeps
+    the parser's own words (what the option accepts)."""
+    def convert(text: str):
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = getattr(parse, "__name__", "value")
+    return convert
+
+
+def _dest(option: settings_mod.Option) -> str:
+    return "llmperf_" + option.name
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for doc in markers.MARKER_DOCS.values():
+        config.addinivalue_line("markers", doc)
+    config.addinivalue_line("markers", ENGINE_MARKER)
+    config.addinivalue_line("markers", LLMPERF_MARKER)
+    try:
+        settings = settings_mod.resolve(
+            lambda name: config.getoption("llmperf_" + name),
+            lambda ini: config.getini(ini), rootdir=Path(str(config.rootpath)),
+        )
+        if settings.endpoint and not settings.hardware:
+            raise ValueError(
+                "--llmperf-endpoint needs --llmperf-hardware too (the hardware of that server, "
+                "e.g. h100:8), so results are compared with the right baselines")
+        config.stash[SETTINGS_KEY] = settings
+        hardware = config.hook.pytest_llmperf_detect_hardware(config=config)
+    except ValueError as exc:
+        raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
+    config.stash[HARDWARE_KEY] = hardware
+    nice = engine_nice(settings, hardware)
+    factory = vllm_factory(settings.path(settings.log_dir), settings.startup_timeout,
+                           _engine_env(config), nice=nice,
+                           separate_control=hardware.hardware_class == "cpu")
+    gpus = visible_gpus(hardware.device_count) if hardware.is_gpu else []
+    leases = GpuLeases(gpus) if hardware.is_gpu else None
+    config.stash[SESSION_KEY] = LlmperfSession(
+        settings=settings,
+        pool=EnginePool(factory, capacity=settings.keep_engines, leases=leases),
+        hardware_class=hardware.hardware_class, engine_nice=nice, gpu_count=len(gpus),
+        fingerprint=hardware_mod.current_fingerprint(hardware).to_dict(),
+    )
+    config.stash[STARTED_KEY] = datetime.now(timezone.utc)
+    config.pluginmanager.register(ReportHooks(config, SESSION_KEY, STARTED_KEY), REPORTS_PLUGIN)
+    # Not in a pytest-xdist worker: it checks that each report belongs to the test it is
+    # running, so a rerun cannot wait for the end of an engine's tests there; the confirm
+    # pairs follow the first ones at once instead.
+    if settings.ab and settings.ab_confirm_pairs and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(confirm_later.ConfirmLaterPlugin(engine_of),
+                                      confirm_later.PLUGIN_NAME)
+    _stop_engines_on_sigterm(config)
+
+
+def engine_nice(settings: settings_mod.Settings, hardware: hardware_mod.Hardware) -> int:
+    """auto: lowest priority for engines on CPU hardware, where the engine and the load
+    generator share cores; never on GPUs, where a niced engine would just measure slower."""
+    if settings.engine_nice != "auto":
+        return settings.engine_nice
+    return CPU_ENGINE_NICE if hardware.hardware_class == "cpu" else 0
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_llmperf_detect_hardware(config: pytest.Config):
+    return hardware_mod.detect_hardware(override=config.stash[SETTINGS_KEY].hardware)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_llmperf_engine_env(config: pytest.Config):
+    """Under pytest-xdist on CPU hardware, worker N computes on core N (mod the cores): two
+    engines never share a core. GPUs are not assigned here but leased per engine (leases.py)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    hardware = config.stash.get(HARDWARE_KEY, None)
+    if not worker.startswith("gw") or hardware is None or hardware.is_gpu:
+        return {}
+    cores = sorted(os.sched_getaffinity(0))
+    return {"VLLM_CPU_OMP_THREADS_BIND": str(cores[int(worker[2:]) % len(cores)])}
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    hardware = config.stash.get(HARDWARE_KEY, None)
+    return hardware_mod.current_fingerprint(hardware).header_line() if hardware else None
+
+
+def _engine_env(config: pytest.Config) -> dict[str, str]:
+    """Environment for engines this process starts (per-xdist-worker devices, see hooks)."""
+    return config.hook.pytest_llmperf_engine_env(config=config) or {}
+
+
+def _stop_engines_on_sigterm(config: pytest.Config) -> None:
+    """CI runners stop jobs with SIGTERM; turn it into KeyboardInterrupt so pytest's teardown
+    (and with it the engine shutdown) runs instead of the process vanishing mid-test."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"pytest-llmperf: received signal {signum}")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (e.g. embedded pytest.main in a thread)
+        return
+    config.add_cleanup(lambda: signal.signal(signal.SIGTERM, previous))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None:
+        session.pool.stop_all()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop engines; then a pytest-xdist worker hands its report to the controller, and the
+    controller (or a plain run) writes the JSON files from everyone's results."""
+    config = session.config
+    llmperf = config.stash.get(SESSION_KEY, None)
+    if llmperf is None:
+        return
+    llmperf.pool.stop_all()
+    mine = outputs.payload(llmperf, config.stash[STARTED_KEY])
+    if hasattr(config, "workerinput"):
+        config.workeroutput["llmperf"] = mine
+        return
+    llmperf.payloads.append(mine)
+    llmperf.payloads[-1]["notes"] += outputs.write_documents(llmperf, llmperf.payloads)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """pytest-xdist controller: collect a finished worker's report."""
+    llmperf = node.config.stash.get(SESSION_KEY, None)
+    share = getattr(node, "workeroutput", {}).get("llmperf")
+    if llmperf is not None and share:
+        llmperf.payloads.append(share)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """With `-n N` and no --dist, distribute by group: tests that share an engine go to one
+    worker, so each engine starts once per session (pytest-xdist's own default would be
+    `load`, which scatters them and starts every engine on every worker)."""
+    numprocesses = getattr(config.option, "numprocesses", None)
+    if numprocesses and getattr(config.option, "dist", "no") == "no":
+        config.option.dist = "loadgroup"
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:
+    """Skip tests whose hardware is absent; group tests by engine so each starts once (and
+    tag the groups for pytest-xdist's loadgroup scheduling)."""
+    hardware = config.stash.get(HARDWARE_KEY, None)
+    for item in items:
+        try:
+            requirement = markers.parse_requirements(
+                (mark.name, mark.args, mark.kwargs) for mark in item.iter_markers()
+                if mark.name in markers.MARKER_DOCS
+            )
+        except (TypeError, ValueError) as exc:
+            raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+        if hardware is not None:
+            reason = markers.skip_reason(requirement, hardware)
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))
+    items[:] = order_by_engine(items)
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Tag each test with its engine's xdist_group as it is collected: pytest-xdist's worker
+    turns the tag into a node-id suffix in its own collection_modifyitems, which runs before
+    ours, so by then the tag must already be there."""
+    engine = engine_of(item)
+    if engine is not None:
+        item.add_marker(pytest.mark.xdist_group(XDIST_GROUP_PREFIX + engine.digest()))
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """The last test of an engine's group stops it: its memory and GPUs go to the next group
+    (or to another pytest-xdist worker) instead of idling until the session ends."""
+    engine = engine_of(item)
+    if engine is not None and (nextitem is None or engine_of(nextitem) != engine):
+        session = item.config.stash.get(SESSION_KEY, None)
+        later = item.config.pluginmanager.get_plugin(confirm_later.PLUGIN_NAME)
+        if session is not None and not (later and later.keeps_engine(item)):
+            session.pool.stop(engine)
+
+
+def order_by_engine(items: list[pytest.Item]) -> list[pytest.Item]:
+    """Stable sort: tests with the same engine spec become adjacent, in first-seen order."""
+    first_seen: dict[Engine | None, int] = {}
+    for index, item in enumerate(items):
+        first_seen.setdefault(engine_of(item), index)
+    return sorted(items, key=lambda item: first_seen[engine_of(item)])
+
+
+@pytest.fixture
+def llmperf(request: pytest.FixtureRequest) -> Llmperf:
+    """Run a workload against an engine and get the measured Result: `llmperf.run(workload)`."""
+    return Llmperf(request.node, request.config.stash[SESSION_KEY])
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """Measurements in the test show their live progress line (progressline.py)."""
+    with progressline.showing(progress_display(item)):
+        return (yield)
+
+
+def progress_display(item: pytest.Item) -> progressline.Display | None:
+    """Where the test's progress line goes: pytest's terminal, its capture suspended while the
+    line is written. None under a pytest-xdist worker (its output is not the user's terminal)
+    or without pytest's terminal reporter."""
+    config = item.config
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if hasattr(config, "workerinput") or reporter is None or capture is None:
+        return None
+
+    def write(text: str) -> None:
+        with capture.global_and_fixture_disabled():  # as pytest's own live logging writes
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+    return progressline.Display(user_nodeid(item), write, tty=bool(reporter.isatty),
+                                column=lambda: reporter._tw.width_of_current_line)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    """Baseline updates wait for the test's verdict: only a passing test writes its baseline."""
+    report = yield
+    if report.when == "call":
+        session = item.config.stash.get(SESSION_KEY, None)
+        if session is not None and item.nodeid in session.pending:
+            errors = session.apply_updates(item.nodeid, passed=report.passed)
+            if errors:  # the test's own failure, not an INTERNALERROR that ends the session
+                report.outcome, report.longrepr = "failed", "\n".join(errors)
+    return report
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    session = config.stash.get(SESSION_KEY, None)
+    full = config.option.verbose > 0 or config.stash[SETTINGS_KEY].summary == "full"
+    lines = outputs.summary(session.payloads, full=full) if session is not None else []
+    if lines:
+        terminalreporter.section("llmperf")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -1,0 +1,80 @@
+"""pytest hooks of the reports beyond the terminal summary: each test's metrics as JUnit
+properties, the failures' messages for the Markdown and HTML reports, and writing them at the
+end.
+
+Registered by plugin.py once the session exists, as a plugin of its own so the measuring hooks
+and the reporting hooks stay apart.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_llmperf.plugin.fixture import XDIST_GROUP_PREFIX, user_nodeid
+from pytest_llmperf.reports import html as htmlreport
+from pytest_llmperf.reports import junit
+from pytest_llmperf.session import outputs
+
+NAME = "llmperf-reports"
+
+
+def _without_xdist_group(nodeid: str) -> str:
+    return nodeid.split("@" + XDIST_GROUP_PREFIX, 1)[0]
+
+
+class ReportHooks:
+    def __init__(self, config: pytest.Config, session_key, started_key) -> None:
+        self.config = config
+        self.session_key = session_key
+        self.started_key = started_key
+        self.failures: list[tuple[str, str]] = []  # node id, pytest's text of the failure
+
+    @property
+    def session(self):
+        return self.config.stash[self.session_key]
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        settings = self.session.settings
+        try:
+            if settings.markdown:
+                outputs.check_writable("--llmperf-markdown", settings.markdown,
+                                       settings.path(settings.markdown))
+            if settings.html:
+                outputs.check_writable("--llmperf-html", settings.html,
+                                       settings.path(settings.html))
+        except ValueError as exc:
+            raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: sees the final verdicts
+    def pytest_runtest_makereport(self, item: pytest.Item, call):
+        """As record_property does: on the item, so the teardown report, which is the one
+        pytest's junitxml reads them from, carries them."""
+        report = yield
+        if report.when == "call":
+            item.user_properties += junit.properties(user_nodeid(item), self.session,
+                                                     outputs.usd_per_hour(self.session))
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Failures from every pytest-xdist worker arrive here on the controller too."""
+        if report.failed and not hasattr(self.config, "workerinput"):
+            self.failures.append((_without_xdist_group(report.nodeid), report.longreprtext))
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """After plugin.py's own (tryfirst) one has gathered every worker's payload."""
+        llmperf = self.session
+        if hasattr(self.config, "workerinput") or not llmperf.payloads:
+            return
+        from pytest_llmperf.session.session import git_commit
+
+        started = self.config.stash[self.started_key]
+        provenance = {
+            "started": started.isoformat(timespec="seconds"),
+            "commit": git_commit(llmperf.settings.rootdir),
+            "command": " ".join(["pytest", *self.config.invocation_params.args]),
+        }
+        data = outputs.markdown_report(llmperf.payloads, failures=self.failures,
+                                       fingerprint=llmperf.fingerprint, provenance=provenance)
+        llmperf.payloads[-1]["notes"] += outputs.write_markdown(llmperf, data)
+        if llmperf.settings.html:
+            llmperf.payloads[-1]["notes"].append(htmlreport.write(llmperf, data))

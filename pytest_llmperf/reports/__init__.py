@@ -1,0 +1,1 @@
+"""A typed report model -> terminal, Markdown, HTML, JUnit, run file, plots."""

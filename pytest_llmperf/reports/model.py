@@ -1,0 +1,197 @@
+"""What the end-of-session reports say about each measurement: its row (plain data) and the
+columns a row can show. The terminal summary (summary.py), the Markdown report (markdown.py) and
+the JUnit properties (junit.py) all read rows from here, so the three never disagree.
+
+A row is JSON-able on purpose: under pytest-xdist each worker builds its own and sends them to the
+controller, which writes the reports (outputs.py). Latencies are shown in milliseconds (the unit
+people quote for TTFT/TPOT), throughput in tok/s.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_llmperf.metrics import cost, roofline
+from pytest_llmperf.metrics.result import Result
+from pytest_llmperf.verdict.status import Status
+
+Row = dict[str, Any]  # {"test_id", "engine", "workload", "verdict", "values": {key: float|None}}
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    key: str  # a metric name, "server:<name>" (vLLM's /metrics) or a cost.py name
+    scale: float  # to the unit the header implies (ms, %)
+    fmt: str
+    meaning: str  # for the legend under a table; "" when the header says it all
+    optional: bool = False  # shown only where some row has a value (cost, goodput)
+
+    def cell(self, values: Mapping[str, float | None]) -> str:
+        value = values.get(self.key)
+        return "-" if value is None else self.fmt.format(value * self.scale)
+
+
+GOODPUT = "good/s, good% = goodput: requests/s meeting every per-request SLO limit, and their share"
+COST = "$/1M out, $/1M tot = dollars per million output and total tokens"
+ROOFLINE = ("roof% = the GPU memory-bandwidth lower bound of a decode step as a share of the "
+            "measured TPOT p50 (docs/roofline.md)")
+# Every column, in the order a table shows them.
+COLUMNS: tuple[Column, ...] = (
+    Column("ok", "completed", 1, "{:.0f}", ""),
+    Column("fail", "failed", 1, "{:.0f}", ""),
+    Column("out tok/s", "output_throughput_tok_s", 1, "{:.1f}", ""),
+    Column("req/s", "request_throughput_req_s", 1, "{:.2f}", ""),
+    Column("good/s", "goodput_req_s", 1, "{:.2f}", GOODPUT, optional=True),
+    Column("good%", "goodput_share", 100, "{:.0f}", GOODPUT, optional=True),
+    Column("TTFT p50", "ttft_s.p50", 1e3, "{:.1f}", "TTFT time to first token"),
+    Column("TTFT p99", "ttft_s.p99", 1e3, "{:.1f}", "TTFT time to first token"),
+    Column("TPOT p50", "tpot_s.p50", 1e3, "{:.2f}", "TPOT time per output token after the first"),
+    Column("ITL p50", "itl_s.p50", 1e3, "{:.2f}", "ITL token-normalized inter-token latency"),
+    Column("E2EL p50", "e2el_s.p50", 1e3, "{:.0f}", "E2EL end to end"),
+    Column("queue p99", "queue_s.p99", 1e3, "{:.2f}", "queue = client lag"),
+    # Server-side, from vLLM's /metrics during the run (blank for servers without them).
+    Column("KV max%", "server:kv_cache_usage_max", 100, "{:.0f}", "KV max% = peak KV-cache use"),
+    Column("hit%", "server:prefix_cache_hit_rate", 100, "{:.0f}", "hit% = prefix-cache hit rate"),
+    Column("$/1M out", cost.PER_OUTPUT, 1, "{:.4g}", COST, optional=True),
+    Column("$/1M tot", cost.PER_TOTAL, 1, "{:.4g}", COST, optional=True),
+    Column("roof%", roofline.FRACTION, 100, "{:.0f}", ROOFLINE, optional=True),
+)
+# Measured values a row keeps although no column shows them (cost.py derives from them).
+EXTRA_VALUES = ("total_throughput_tok_s",)
+
+# Worst first: the reports put these rows on top so a reader sees them without scrolling.
+SEVERITY = {status.summary: status.severity for status in Status if status.severity is not None}
+PROBLEMS = frozenset(SEVERITY)
+NOT_JUDGED = "not judged"
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) else float(value)
+
+
+def _value(result: Result, key: str) -> float | None:
+    if key.startswith("server:"):
+        return _finite(result.server_metrics.get(key.partition(":")[2]))
+    if key in cost.NAMES or key == roofline.FRACTION:
+        return None  # derived in summary_rows once the throughputs are known
+    return _finite(result.value(key))
+
+
+def roofline_of(result: Result, root: Path | None = None) -> roofline.Roofline | str:
+    """The result's decode roofline, or one line saying why it has none (a CPU run, a GPU or
+    model the model does not know); a relative model path is under `root`."""
+    values = {name: result.value(name) for name in roofline.INPUTS}
+    try:
+        return roofline.roofline(result.engine, result.fingerprint, values, root=root)
+    except roofline.NoRoofline as exc:
+        return str(exc)
+
+
+def summary_rows(results: Sequence[Result], verdicts: Mapping[str, str],
+                 usd_per_hour: float | None = None, root: Path | None = None) -> list[Row]:
+    """A row per result; `verdicts` maps a test id to its gate verdict ("pass", "REGRESSION"),
+    `usd_per_hour` (what the machine costs) adds the cost columns; `root` (pytest's rootdir)
+    is where a relative model path is, for the roofline."""
+    rows = []
+    for result in results:
+        keys = [column.key for column in COLUMNS] + list(EXTRA_VALUES)
+        values = {key: _value(result, key) for key in keys}
+        values.update(cost.per_million_tokens(values, usd_per_hour))
+        found = roofline_of(result, root)
+        values[roofline.FRACTION] = None if isinstance(found, str) else _finite(found.fraction)
+        rows.append({"test_id": result.test_id, "engine": result.engine_label,
+                     "workload": result.workload_label,
+                     "verdict": verdicts.get(result.test_id, ""), "values": values})
+    return rows
+
+
+def by_severity(rows: Iterable[Row]) -> list[Row]:
+    """Errors, regressions, missed targets and client-limited runs first; otherwise in the order
+    they were measured (a stable sort)."""
+    return sorted(rows, key=lambda row: SEVERITY.get(row["verdict"], len(SEVERITY)))
+
+
+def shown_columns(rows: Sequence[Row]) -> list[Column]:
+    """Every column, less the optional ones no row has a value for (cost without a price,
+    goodput without an SLO)."""
+    return [column for column in COLUMNS if not column.optional
+            or any(row["values"].get(column.key) is not None for row in rows)]
+
+
+def legend(columns: Iterable[Column]) -> str:
+    """One sentence saying what the shown columns mean: the latencies (in ms), then the rest."""
+    columns = list(columns)
+    latencies = list(dict.fromkeys(c.meaning for c in columns if c.meaning and c.scale == 1e3))
+    others = list(dict.fromkeys(c.meaning for c in columns if c.meaning and c.scale != 1e3))
+    return "; ".join(["latencies in ms" + (f" ({', '.join(latencies)})" if latencies else ""),
+                      *others])
+
+
+def verdict_counts(rows: Iterable[Row]) -> list[tuple[str, int]]:
+    """How many rows got each verdict, worst first, then by count."""
+    # Rows without a verdict are sweep and capacity-search points: measured, never judged.
+    counts = Counter(row["verdict"] or NOT_JUDGED for row in rows)
+    return sorted(counts.items(),
+                  key=lambda item: (SEVERITY.get(item[0], len(SEVERITY)), -item[1], item[0]))
+
+
+def engine_keys(labels: Iterable[str]) -> dict[str, str]:
+    """Short names for the engine column, as a full label (every non-default setting) would make
+    the table too wide to read: the model's name, numbered (#1, #2, in order of appearance) where
+    one model is served with several specs. engine_lines spells each one out under the table."""
+    model_of = {label: label.split(" ", 1)[0] for label in labels}  # in order of appearance
+    models = Counter(model_of.values())
+    numbered: Counter[str] = Counter()
+    keys = {}
+    for label, model in model_of.items():
+        if models[model] == 1:
+            keys[label] = model
+        else:
+            numbered[model] += 1
+            keys[label] = f"{model}#{numbered[model]}"
+    return keys
+
+
+def engine_lines(rows: Sequence[Row], starts: Iterable[tuple[str, float]] = (),
+                 deaths: Iterable[tuple[str, int, bool]] = ()) -> list[str]:
+    """The legend of the engine column, with each engine's start times where this session started
+    it (`starts`: label and seconds to healthy, from every worker) and its restarts after dying
+    or stalling (`deaths`: label, restarts, given up), then engines that started but measured
+    nothing."""
+    seconds: dict[str, list[float]] = {}
+    for label, took in starts:
+        seconds.setdefault(label, []).append(took)
+    restarts: dict[str, tuple[int, bool]] = {}
+    for label, count, given_up in deaths:
+        before, gave_up = restarts.get(label, (0, False))
+        restarts[label] = (before + count, gave_up or given_up)
+
+    def healthy(label: str) -> str:
+        took = seconds.pop(label, [])  # popped: what is left started but measured nothing
+        parts = ["healthy after " + ", ".join(f"{s:.1f} s" for s in took)] if took else []
+        count, given_up = restarts.get(label, (0, False))
+        parts += [f"restarted {count} time(s) after dying or stalling"] if count else []
+        parts += ["then not started again"] if given_up else []
+        return "; ".join(parts)
+
+    lines = []
+    for label, key in engine_keys(row["engine"] for row in rows).items():
+        lines.append(f"engine {key} = {label}" + (f"; {h}" if (h := healthy(label)) else ""))
+    lines += [f"engine {label}: {healthy(label)}" for label in list(seconds)]
+    return lines
+
+
+def extra_lines(extras, verdicts: Mapping[str, str]) -> list[str]:
+    """Gated metrics that are not a run's (SLO capacity, offline throughput): one line each."""
+    lines = []
+    for test_id, estimates, detail in extras:
+        values = ", ".join(f"{name} = {est.value:,.2f}" for name, est in estimates.items())
+        verdict = verdicts.get(test_id, "")
+        lines.append(f"{test_id}: {values} ({detail})" + (f"  {verdict}" if verdict else ""))
+    return lines

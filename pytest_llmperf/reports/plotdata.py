@@ -1,0 +1,339 @@
+"""What the plots show, read out of run files (`--llmperf-json`) as plain data: no matplotlib
+here, so every number a picture draws is tested without drawing it (plots.py draws).
+
+From one run file: each sweep's throughput-versus-latency points (sweep and search points are
+the results whose key has "@<workload>"), each capacity search's probes against its SLO (results
+that carry "capacity"), the latency distributions (the pytest-benchmark entries' quartiles), and
+the A/B ratios with their band (side B's "ab"). From several: each gated metric over time, with
+the band its baseline file allows (gate.py's own band).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_llmperf.metrics.stats import Estimate
+from pytest_llmperf.verdict import gate
+from pytest_llmperf.verdict.baselines import BaselineError, load_baseline
+
+Document = Mapping[str, Any]  # a run file as json.load gives it
+
+LATENCIES = ("ttft_s", "tpot_s", "itl_s", "e2el_s")
+LATENCY_NAMES = {"ttft_s": "TTFT", "tpot_s": "TPOT", "itl_s": "ITL", "e2el_s": "E2EL"}
+AB_SIDES = (" (A)", " (B)")  # the keys of an A/B test's two sides
+
+
+def _results(document: Document) -> list[Mapping[str, Any]]:
+    return list(document.get("llmperf", {}).get("results", []))
+
+
+def metric(result: Mapping[str, Any], name: str) -> float:
+    """A result's median of `name`; NaN when it was not measured (or is null)."""
+    entry = result.get("metrics", {}).get(name) or {}
+    value = entry.get("value")
+    return math.nan if value is None else float(value)
+
+
+def point_of(test_id: str) -> tuple[str, str] | None:
+    """("suites/x.py::test_sweep", "fixed-rate4") for a sweep or search point's id, else None."""
+    base, at, point = test_id.partition("@")
+    return (base, point) if at else None
+
+
+def load_of(workload: Mapping[str, Any]) -> tuple[float, str] | None:
+    """A point's load and its kind: requests/s of an open loop, in-flight requests of a closed
+    one; None for other patterns (a ramp is no single load)."""
+    pattern = workload.get("pattern") or {}
+    if pattern.get("type") == "Rate":
+        return float(pattern["requests_per_s"]), "rate"
+    if pattern.get("type") == "Concurrency":
+        return float(pattern["max_concurrency"]), "concurrency"
+    return None
+
+
+def load_label(load: float, kind: str) -> str:
+    # Three digits: a capacity search's bisected rates (90.5097) only crowd a picture.
+    return f"{load:.3g} req/s" if kind == "rate" else f"c={load:g}"
+
+
+# ---------------------------------------------------------------- sweeps
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    load: float
+    kind: str  # "rate" or "concurrency"
+    throughput: float  # output tok/s
+    latencies: dict[str, float]  # "ttft_s.p50" ... in seconds
+
+    @property
+    def label(self) -> str:
+        return load_label(self.load, self.kind)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One test's sweep: a line of points per engine, each sorted by load."""
+
+    test: str  # the test's id, without the points' "@..."
+    lines: dict[str, list[SweepPoint]]  # engine label -> points
+
+
+SWEEP_LATENCIES = ("ttft_s.p50", "ttft_s.p99", "tpot_s.p50", "tpot_s.p99")
+
+
+def sweeps(document: Document) -> list[Sweep]:
+    """Every test with load points that are not a capacity search's probes, in file order."""
+    found: dict[str, dict[str, list[SweepPoint]]] = {}
+    for result in _results(document):
+        point = point_of(str(result.get("test_id", "")))
+        load = load_of(result.get("workload") or {})
+        if point is None or load is None or "capacity" in result:
+            continue
+        line = found.setdefault(point[0], {}).setdefault(str(result.get("engine_label", "")), [])
+        line.append(SweepPoint(load[0], load[1], metric(result, "output_throughput_tok_s"),
+                               {name: metric(result, name) for name in SWEEP_LATENCIES}))
+    return [Sweep(test, {engine: sorted(points, key=lambda p: p.load)
+                         for engine, points in lines.items()})
+            for test, lines in found.items()]
+
+
+# ---------------------------------------------------------------- capacity search
+
+
+@dataclass(frozen=True)
+class Probe:
+    rate: float  # the nominal rate the probe offered, requests/s
+    passed: bool
+    values: dict[str, float]  # each SLO metric's value at this probe
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class CapacitySearch:
+    """One search's probes, in the order they ran, and the SLO they were judged against."""
+
+    test: str
+    engine: str
+    slo_max: dict[str, float]
+    slo_min: dict[str, float]
+    probes: list[Probe]
+    capacity: float | None = None  # the highest rate that passed
+
+    @property
+    def metrics(self) -> list[str]:
+        return sorted(set(self.slo_max) | set(self.slo_min))
+
+
+def capacity_searches(document: Document) -> list[CapacitySearch]:
+    """The probes of each search, from the results that carry "capacity": {"slo": {"max": {...},
+    "min": {...}}, "passed": bool, "reason": str}."""
+    found: dict[tuple[str, str], CapacitySearch] = {}
+    for result in _results(document):
+        point = point_of(str(result.get("test_id", "")))
+        load = load_of(result.get("workload") or {})
+        capacity = result.get("capacity")
+        if point is None or load is None or not isinstance(capacity, Mapping):
+            continue
+        slo = capacity.get("slo") or {}
+        key = (point[0], str(result.get("engine_label", "")))
+        search = found.setdefault(key, CapacitySearch(
+            key[0], key[1], dict(slo.get("max") or {}), dict(slo.get("min") or {}), []))
+        names = search.metrics
+        search.probes.append(Probe(load[0], bool(capacity.get("passed")),
+                                   {name: metric(result, name) for name in names},
+                                   str(capacity.get("reason", ""))))
+    out = []
+    for search in found.values():
+        passed = [probe.rate for probe in search.probes if probe.passed]
+        out.append(CapacitySearch(search.test, search.engine, search.slo_max, search.slo_min,
+                                  search.probes, max(passed) if passed else None))
+    return out
+
+
+# ---------------------------------------------------------------- latency distributions
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """One test's distribution of one latency over the requests of its representative run, in
+    seconds, as pytest-benchmark's stats keep it. (The table's percentiles are medians over
+    repeats, another source: a picture mixing them could show a p99 beyond the slowest
+    request.)"""
+
+    test: str
+    minimum: float
+    q1: float
+    median: float
+    q3: float
+    maximum: float
+    n: int
+
+
+def distributions(document: Document) -> dict[str, list[Distribution]]:
+    """Latency name -> one Distribution per test that measured it, in file order."""
+    out: dict[str, list[Distribution]] = {name: [] for name in LATENCIES}
+    for bench in document.get("benchmarks", []):
+        name = (bench.get("extra_info") or {}).get("metric")
+        stats = bench.get("stats") or {}
+        if name not in out or not stats.get("rounds"):
+            continue
+        out[name].append(Distribution(
+            str(bench.get("group", "")), stats["min"], stats["q1"], stats["median"], stats["q3"],
+            stats["max"], int(stats["rounds"])))
+    return {name: found for name, found in out.items() if found}
+
+
+# ---------------------------------------------------------------- A/B
+
+
+@dataclass(frozen=True)
+class AbMetric:
+    """One gated metric of one A/B test: the paired B/A ratios and the band they must stay in."""
+
+    test: str
+    metric: str
+    ratios: list[float]
+    median: float
+    interval: tuple[float, float]
+    # 1 + tolerance for a latency, 1 / (1 + tolerance) for a throughput; NaN without one
+    worst_allowed: float
+    status: str
+
+
+def ab_metrics(document: Document) -> list[AbMetric]:
+    """From side B's "ab" entry (ab.ab_entry): the ratios of every gated metric."""
+    out = []
+    for result in _results(document):
+        entry = result.get("ab")
+        if not isinstance(entry, Mapping):
+            continue
+        tolerance = entry.get("tolerance")  # None: pairs a test judges itself (llmperf.ab)
+        for name, judged in sorted((entry.get("metrics") or {}).items()):
+            direction = (result.get("metrics", {}).get(name) or {}).get("direction") \
+                or gate.metric_direction(name)
+            worst = math.nan if tolerance is None else \
+                1 + tolerance if direction == "lower" else 1 / (1 + tolerance)
+            low, high = (math.nan if v is None else float(v) for v in judged.get("interval")
+                         or (None, None))
+            out.append(AbMetric(
+                str(result.get("test_id", "")), name,
+                [float(r) for r in judged.get("ratios") or [] if r is not None],
+                math.nan if judged.get("median") is None else float(judged["median"]),
+                (low, high), worst, str(judged.get("status", ""))))
+    return out
+
+
+# ---------------------------------------------------------------- history
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    started: str  # the run's start time, ISO 8601
+    value: float
+    spread: float
+    commit: str = ""
+
+
+@dataclass(frozen=True)
+class Band:
+    """The values the gate lets pass for a baseline (gate.check_metric's band, both ways)."""
+
+    baseline: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class History:
+    test: str  # the result's test id
+    metric: str
+    points: list[HistoryPoint]
+    band: Band | None = None
+    baseline_file: str = ""
+
+
+def _gated(result: Mapping[str, Any]) -> list[str]:
+    names = (result.get("gate") or {}).get("metrics") or gate.DEFAULT_GATED
+    return [name for name in names if name in result.get("metrics", {})]
+
+
+def _baseline_path(baseline_dir: Path, document: Document,
+                   result: Mapping[str, Any]) -> Path | None:
+    hardware = document.get("llmperf", {}).get("fingerprint", {}).get("hardware_class")
+    suite = str(result.get("test_id", "")).split("::", 1)[0]
+    if not hardware or not suite:
+        return None
+    return baseline_dir / str(hardware) / f"{Path(suite).stem}.toml"
+
+
+def band_of(name: str, entry, spread: float) -> Band:
+    """The gate's band around a baseline entry for a run of this `spread`: the values just
+    above and just below the baseline that it still passes (the two sides differ: a tolerance
+    is a factor, see gate.py)."""
+    def allowed(sign: float) -> float:
+        # A step of 1%: the gate reads a change that rounds to +-0.0% as one upwards.
+        nudge = sign * (abs(entry.value) or 1.0) * 0.01
+        return gate.check_metric(name, Estimate(entry.value + nudge, spread, 1), entry).band
+
+    return Band(entry.value, entry.value - allowed(-1), entry.value + allowed(+1))
+
+
+def history(documents: Sequence[Document], baseline_dir: Path | None = None) -> list[History]:
+    """Each gated metric of each test over the runs (oldest first), with the band of the
+    baseline file it has under `baseline_dir` now, when there is one."""
+    ordered = sorted(documents, key=lambda d: str(d.get("datetime", "")))
+    series: dict[tuple[str, str], list[HistoryPoint]] = {}
+    bands: dict[tuple[str, str], tuple[Band, str]] = {}
+    for document in ordered:
+        commit = str((document.get("commit_info") or {}).get("id", ""))
+        for result in _results(document):
+            test, key = str(result.get("test_id", "")), str(result.get("key", ""))
+            if point_of(test) or key.endswith(AB_SIDES):
+                continue  # sweep and search points and A/B sides have no baseline
+            for name in _gated(result):
+                spread = result["metrics"][name].get("spread") or 0.0
+                series.setdefault((test, name), []).append(HistoryPoint(
+                    str(document.get("datetime", "")), metric(result, name), spread, commit))
+                path = _baseline_path(baseline_dir, document, result) if baseline_dir else None
+                if path is not None and path.is_file():
+                    band = _band_from_file(path, key, name, spread)
+                    if band is not None:
+                        bands[(test, name)] = (band, str(path))
+    return [History(test, name, points, *bands.get((test, name), (None, "")))
+            for (test, name), points in series.items()]
+
+
+def _band_from_file(path: Path, key: str, name: str, spread: float) -> Band | None:
+    try:
+        baseline = load_baseline(path, key)
+    except BaselineError:
+        return None  # a broken table is the gate's to report, not the plot's
+    entry = baseline.metrics.get(name) if baseline else None
+    return band_of(name, entry, spread) if entry else None
+
+
+@dataclass
+class PlotData:
+    """Everything plots.py draws, from one or more run files."""
+
+    sweeps: list[Sweep] = field(default_factory=list)
+    searches: list[CapacitySearch] = field(default_factory=list)
+    distributions: dict[str, list[Distribution]] = field(default_factory=dict)
+    ab: list[AbMetric] = field(default_factory=list)
+    history: list[History] = field(default_factory=list)
+
+
+def gather(documents: Sequence[Document], baseline_dir: Path | None = None) -> PlotData:
+    """One run file: its sweeps, searches, distributions and A/B ratios. Several (nightly
+    runs): the same for the newest, and each gated metric over all of them."""
+    if not documents:
+        return PlotData()
+    newest = max(documents, key=lambda d: str(d.get("datetime", "")))
+    return PlotData(sweeps(newest), capacity_searches(newest), distributions(newest),
+                    ab_metrics(newest),
+                    history(documents, baseline_dir) if len(documents) > 1 else [])

@@ -1,0 +1,497 @@
+"""One pytest-llmperf run as a JSON document: what `--llmperf-json PATH` and `--llmperf-save NAME`
+write, and what `--llmperf-compare NAME` and `llmperf compare` read.
+
+The document is a pytest-benchmark JSON file ("machine_info", "commit_info", "benchmarks",
+"datetime", "version"), so tools that already read those work on it unchanged:
+`pytest-benchmark compare FILE` and github-action-benchmark's `tool: 'pytest'`. Those tools know
+one kind of number, a time per operation where lower is better, so each test contributes
+
+- one benchmark per latency distribution (ttft_s, tpot_s, itl_s, e2el_s), its stats over the
+  requests of the representative run (the median-throughput repeat; rounds = requests), and
+- one benchmark "<key>::s_per_output_tok", 1 / output_throughput_tok_s per repeat (rounds =
+  repeats): lower is better like every pytest-benchmark time, and its `ops` reads as tok/s.
+
+A distribution with no values (e.g. TPOT when every output was one token) gets no benchmark.
+
+Our own complete data sits under the top-level "llmperf" key, which those tools ignore:
+
+    {"format": 1, "fingerprint": {...}, "results": [{"key": "test_fixed[64]", "test_id": ...,
+     "engine": {...}, "engine_label": ..., "workload": {...}, "workload_label": ...,
+     "metrics": {"ttft_s.p50": {"value": 0.21, "spread": 0.004, "n": 3, "direction": "lower"},
+                 ...every name of RunMetrics.flat()},
+     "server_metrics": {...}, "verdict": "pass", "engine_start_s": 41.2,
+     "failures": {"overloaded": 2, "cut_off": 1} (failed requests per kind, failures.py),
+     "cost": {"usd_per_hour": 2.49, "usd_per_1m_output_tok": 0.46, "usd_per_1m_total_tok": 0.23}
+     (with --llmperf-cost-per-hour; {} without),
+     "ab": {"tolerance": 0.1, "pairs": 4, "metrics": {"tpot_s.p50": {"ratios": [1.21, ...],
+            "median": 1.2, "interval": [1.18, 1.23], "confidence": 0.875, "status": "regression",
+            "message": "..."}}} (side B of a paired A/B run only),
+     "capacity": {"slo": {"max": {...}, "min": {...}}, "passed": true, "reason": "..."}
+     (a capacity search's probe only),
+     "roofline": {"fraction": 0.62, "tpot_bound_s": 0.0048, "weight_bytes": ..., ...} on a GPU
+     (roofline.Roofline.to_dict; docs/roofline.md), {"none": "why"} where there is none}]}
+
+`value` and `spread` are the median and robust spread over the repeats (stats.combine_runs), so a
+saved run can stand in for a baseline (SavedResult.entries). Non-finite numbers (an empty
+distribution is NaN) are written as null: JSON has no NaN, and JavaScript's JSON.parse, which
+github-action-benchmark uses, rejects a whole file for one; read_run() reads null as NaN.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_llmperf.metrics import compute as metrics_mod
+from pytest_llmperf.metrics import cost, roofline
+from pytest_llmperf.metrics.compute import Summary
+from pytest_llmperf.metrics.result import Result
+from pytest_llmperf.metrics.stats import Estimate, combine_runs
+from pytest_llmperf.records import RequestRecord
+from pytest_llmperf.verdict.baselines import (
+    DIRECTIONS,
+    BaselineEntry,
+    BaselineError,
+    load_run,
+    save_run,
+)
+from pytest_llmperf.verdict.gate import DEFAULT_GATED, DEFAULT_TOLERANCE
+
+__all__ = [
+    "FORMAT",
+    "RunFile",
+    "SavedResult",
+    "read_run",
+    "resolve_saved",
+    "run_document",
+    "write_run",
+]
+
+FORMAT = 1
+LATENCIES = ("ttft_s", "tpot_s", "itl_s", "e2el_s")
+THROUGHPUT_BENCHMARK = "s_per_output_tok"
+WRITE_ONE = "write one with --llmperf-json PATH or --llmperf-save NAME"
+# Phi^-1(3/4): quartiles of normal data sit this many standard deviations from the median.
+_NORMAL_QUARTILE_Z = 0.6745
+
+
+# ---------------------------------------------------------------- writing
+
+
+def run_document(
+    results: Sequence[Result],
+    *,
+    verdicts: Mapping[str, str],
+    fingerprint: Mapping[str, Any],
+    commit: str | None,
+    started: datetime,
+    gates: Mapping[str, Mapping[str, Any]] | None = None,
+    usd_per_hour: float | None = None,
+    annotations: Mapping[str, Mapping[str, Any]] | None = None,
+    root: Path | None = None,
+) -> dict[str, Any]:
+    """The run as a pytest-benchmark JSON document with our data under "llmperf".
+
+    `verdicts` maps a test id (or a baseline key) to its gate verdict, as the summary shows it;
+    `gates` maps a test id to the gate settings the test declared ({"tolerance": 0.75,
+    "metrics": [...]}), so `llmperf compare` judges each test as the test itself would;
+    `usd_per_hour` (--llmperf-cost-per-hour) adds each result's "cost" (cost.py); `annotations`
+    maps a test id to more fields of its result ("ab": side B's paired A/B judgement,
+    ab.ab_entry; "capacity": a capacity probe's SLO and outcome);
+    `root` (pytest's rootdir) is where a relative model path is, for the roofline.
+    """
+    return {
+        "machine_info": _machine_info(fingerprint),
+        "commit_info": {"id": commit} if commit else {},
+        "benchmarks": [bench for result in results for bench in _benchmarks(result)],
+        "datetime": started.isoformat(),
+        "version": _benchmark_version(),
+        "llmperf": {
+            "format": FORMAT,
+            "fingerprint": dict(fingerprint),
+            "results": [{**_result_entry(result, verdicts, gates or {}, usd_per_hour, root),
+                         **(annotations or {}).get(result.test_id, {})}
+                        for result in results],
+        },
+    }
+
+
+def write_run(path: str | os.PathLike[str], document: Mapping[str, Any]) -> None:
+    """Write atomically (a reader sees the old file or the new one, never half of one)."""
+    save_run(path, document)
+
+
+def _machine_info(fingerprint: Mapping[str, Any]) -> dict[str, Any]:
+    # pytest-benchmark's own keys (from `platform` and py-cpuinfo's "brand_raw"), then the
+    # fingerprint, so a reader of machine_info alone still sees the GPU and the vLLM version.
+    return {
+        "node": platform.node(),
+        "machine": platform.machine(),
+        "system": platform.system(),
+        "release": platform.release(),
+        "python_implementation": platform.python_implementation(),
+        "python_version": platform.python_version(),
+        "cpu": {"brand_raw": fingerprint.get("cpu_model"), "count": fingerprint.get("cpu_cores")},
+        **fingerprint,
+    }
+
+
+def _benchmark_version() -> str:
+    # pytest-benchmark writes its own version here; we follow the layout of the installed one.
+    try:
+        return metadata.version("pytest-benchmark")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _finite(value: float | None) -> float | None:
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+def _result_entry(result: Result, verdicts: Mapping[str, str],
+                  gates: Mapping[str, Mapping[str, Any]],
+                  usd_per_hour: float | None = None, root: Path | None = None) -> dict[str, Any]:
+    runs = result.runs or (result.metrics,)
+    estimates = combine_runs([run.flat() for run in runs])
+    return {
+        "key": result.key,
+        "test_id": result.test_id,
+        "engine": dict(result.engine),
+        "engine_label": result.engine_label,
+        "workload": dict(result.workload),
+        "workload_label": result.workload_label,
+        "metrics": {
+            name: {
+                "value": _finite(estimate.value),
+                "spread": _finite(estimate.spread),
+                "n": estimate.n,
+                "direction": metrics_mod.direction_of(name),
+            }
+            for name, estimate in estimates.items()
+        },
+        # Scraped once per representative run, not per repeat: plain values, no spread.
+        "server_metrics": {n: _finite(v) for n, v in sorted(result.server_metrics.items())},
+        "verdict": verdicts.get(result.test_id, verdicts.get(result.key, "")),
+        "engine_start_s": _finite(result.engine_start_s),
+        "gate": dict(gates.get(result.test_id, {})),
+        # Failed requests per kind (failures.py) of the representative run; {} when none failed.
+        "failures": result.failure_kinds(),
+        "client": _client(result),
+        "cost": _cost(estimates, usd_per_hour),
+        "roofline": _roofline(result, estimates, root),
+    }
+
+
+def _roofline(result: Result, estimates: Mapping[str, Estimate],
+              root: Path | None) -> dict[str, Any]:
+    """The decode roofline at the median metrics, or why there is none."""
+    values = {name: estimates[name].value for name in roofline.INPUTS if name in estimates}
+    try:
+        found = roofline.roofline(result.engine, result.fingerprint, values, root=root)
+    except roofline.NoRoofline as exc:
+        return {"none": str(exc)}
+    return {name: _finite(value) for name, value in found.to_dict().items()}
+
+
+def _cost(estimates: Mapping[str, Estimate], usd_per_hour: float | None) -> dict[str, Any]:
+    """$ per 1M tokens at the median throughputs; {} when no price was given."""
+    if usd_per_hour is None:
+        return {}
+    throughputs = {name: _finite(estimates[name].value) for name in
+                   ("output_throughput_tok_s", "total_throughput_tok_s")}
+    return {"usd_per_hour": usd_per_hour,
+            **cost.per_million_tokens(throughputs, usd_per_hour)}
+
+
+def _client(result) -> dict[str, Any]:
+    """The load generator's own effort and self-check verdict, beside what it measured."""
+    check = result.client
+    if check is None:
+        return {}
+    return {
+        "workers": check.workers,
+        "busiest_cpu_share": _finite(check.cpu_share),
+        "loop_lag_p90_s": _finite(check.loop_lag_p90_s),
+        "loop_lag_limit_s": _finite(check.loop_lag_limit_s),
+        "schedule_lag_p90_s": _finite(check.schedule_lag_p90_s),
+        "limited": check.limited,
+        "reasons": check.reasons,
+        **({"error": result.client_error} if result.client_error else {}),
+    }
+
+
+# ---------------------------------------------------------------- pytest-benchmark entries
+
+
+def _benchmarks(result: Result) -> list[dict[str, Any]]:
+    values = _request_values(result.records)
+    out = []
+    for name in LATENCIES:
+        summary = getattr(result.metrics, name)
+        if summary.n == 0:
+            continue
+        raw = values[name] if Summary.of(values[name]) == summary else None
+        extra = {"metric": name, "unit": "s", "rounds": "requests of the representative run"}
+        out.append(_benchmark(result, name, _stats(summary, raw), extra))
+    runs = result.runs or (result.metrics,)
+    inverse = [1 / run.output_throughput_tok_s for run in runs if run.output_throughput_tok_s > 0]
+    if inverse:
+        extra = {
+            "metric": "output_throughput_tok_s",
+            "unit": "s/token",
+            "rounds": "repeats",
+            "note": "1 / output_throughput_tok_s, so lower is better; ops is the throughput",
+        }
+        stats = _stats(Summary.of(inverse), inverse)
+        out.append(_benchmark(result, THROUGHPUT_BENCHMARK, stats, extra))
+    return out
+
+
+def _benchmark(
+    result: Result, name: str, stats: dict[str, Any], extra: dict[str, Any]
+) -> dict[str, Any]:
+    param = re.search(r"\[(.*)\]", result.key)
+    return {
+        "group": result.test_id,
+        "name": f"{result.key}::{name}",
+        "fullname": f"{result.test_id}::{name}",
+        "params": None,
+        "param": param.group(1) if param else None,
+        "extra_info": {**extra, "engine": result.engine_label, "workload": result.workload_label},
+        "options": {},
+        "stats": stats,
+    }
+
+
+def _request_values(records: Iterable[RequestRecord]) -> dict[str, list[float]]:
+    """Per-request values of each latency, for quartiles and outlier counts.
+
+    TPOT and ITL use metrics.py's own per-request functions; the caller only uses these values
+    when they reproduce the run's Summary exactly, so a definition that drifts cannot slip in.
+    """
+    done = [r for r in records if r.ok]
+    return {
+        "ttft_s": [r.chunk_times_s[0] - r.sent_s for r in done],
+        "tpot_s": [metrics_mod.request_tpot(r) for r in done if r.output_tokens > 1],
+        "itl_s": [x for r in done for x in metrics_mod.request_itls(r)],
+        "e2el_s": [r.chunk_times_s[-1] - r.sent_s for r in done],
+    }
+
+
+def _stats(summary: Summary, values: Sequence[float] | None) -> dict[str, Any]:
+    """pytest-benchmark's "stats" from a Summary; `values` (if known) give quartiles exactly.
+
+    stddev is the Summary's population std (what we report everywhere; pytest-benchmark's is
+    the sample std). Quartiles use numpy's linear interpolation like every percentile we report.
+    """
+    mean, n = summary.mean, summary.n
+    if values:
+        data = np.asarray(values, dtype=float)
+        q1, q3 = (float(q) for q in np.percentile(data, [25, 75]))
+    else:
+        # Without per-request values (a Result built by hand): median -/+ 0.6745 std, exact for
+        # normal data, kept within [min, max]; outlier counts are then unknown and shown as 0.
+        data = np.asarray([], dtype=float)
+        q1 = max(summary.min, summary.p50 - _NORMAL_QUARTILE_Z * summary.std)
+        q3 = min(summary.max, summary.p50 + _NORMAL_QUARTILE_Z * summary.std)
+    low, high = q1 - 1.5 * (q3 - q1), q3 + 1.5 * (q3 - q1)
+    inside = data[(data >= low) & (data <= high)]
+    iqr_outliers = int(data.size - inside.size)
+    stddev_outliers = int((np.abs(data - mean) > summary.std).sum())
+    return {
+        "min": summary.min, "max": summary.max, "mean": mean, "stddev": summary.std,
+        "median": summary.p50, "rounds": n, "iterations": 1, "total": mean * n,
+        # ops must be finite: JSON has no Infinity (a zero mean only comes from a broken clock).
+        "ops": 1 / mean if mean > 0 else 0.0,
+        "q1": q1, "q3": q3, "iqr": q3 - q1,
+        # Tukey's fences as pytest-benchmark defines them: lowest/highest datum within 1.5 IQR.
+        "ld15iqr": float(inside.min()) if inside.size else max(summary.min, low),
+        "hd15iqr": float(inside.max()) if inside.size else min(summary.max, high),
+        "iqr_outliers": iqr_outliers,
+        "stddev_outliers": stddev_outliers,
+        "outliers": f"{stddev_outliers};{iqr_outliers}",
+    }  # fmt: skip
+
+
+# ---------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class SavedResult:
+    """One test of a saved run: each metric's median over repeats, spread, n and direction."""
+
+    key: str
+    test_id: str
+    estimates: dict[str, Estimate]
+    directions: dict[str, str]
+    engine: dict[str, Any] = field(default_factory=dict)
+    engine_label: str = ""
+    workload: dict[str, Any] = field(default_factory=dict)
+    workload_label: str = ""
+    verdict: str = ""
+    engine_start_s: float | None = None
+    path: str = ""
+    # The gate settings the test declared (None: it left them to the defaults).
+    tolerance: float | None = None
+    gated: tuple[str, ...] | None = None
+    ab: dict[str, Any] = field(default_factory=dict)  # side B of a paired run: ab.ab_entry
+
+    def entries(
+        self, names: Iterable[str] | None = DEFAULT_GATED, tolerance: float = DEFAULT_TOLERANCE
+    ) -> dict[str, BaselineEntry]:
+        """Baseline entries for `names` (None: every metric) that this run measured.
+
+        A metric saved as NaN/null is left out: there is no value to compare against.
+        """
+        wanted = self.estimates if names is None else [n for n in names if n in self.estimates]
+        entries = {}
+        for name in sorted(wanted):
+            estimate = self.estimates[name]
+            if not math.isfinite(estimate.value):
+                continue
+            spread = estimate.spread if math.isfinite(estimate.spread) else 0.0
+            direction = self.directions[name]
+            entries[name] = BaselineEntry(estimate.value, spread, direction, tolerance, estimate.n)
+        return entries
+
+
+@dataclass(frozen=True)
+class RunFile:
+    """A run file as read back: its fingerprint and one SavedResult per baseline key."""
+
+    path: str
+    fingerprint: dict[str, Any]
+    results: dict[str, SavedResult]
+    commit: str | None = None
+    started: str | None = None
+
+
+def _bad(path: str, where: str, problem: str) -> BaselineError:
+    return BaselineError(f"{path}: {where}: {problem}; write the file again with "
+                         "--llmperf-json PATH or --llmperf-save NAME")
+
+
+def _number(path: str, where: str, value: Any) -> float:
+    if value is None:
+        return math.nan  # written as null: a NaN, see the module docstring
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _bad(path, where, f"expected a number or null, got {value!r}")
+    return float(value)
+
+
+def _metric(path: str, where: str, entry: Any) -> tuple[Estimate, str]:
+    if not isinstance(entry, dict) or not {"value", "spread", "n", "direction"} <= set(entry):
+        raise _bad(path, where, f"expected value, spread, n and direction, got {entry!r}")
+    n, direction = entry["n"], entry["direction"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise _bad(path, f"{where}.n", f"expected an integer >= 0, got {n!r}")
+    if direction not in DIRECTIONS:
+        raise _bad(path, f"{where}.direction", f'expected "lower" or "higher", got {direction!r}')
+    value = _number(path, f"{where}.value", entry["value"])
+    spread = _number(path, f"{where}.spread", entry["spread"])
+    return Estimate(value, spread, n), direction
+
+
+def _gate(path: str, where: str, entry: Any) -> tuple[float | None, tuple[str, ...] | None]:
+    """A result's declared gate settings; files written before they were recorded have none."""
+    if entry is None:
+        return None, None
+    if not isinstance(entry, dict):
+        raise _bad(path, where, f"expected an object, got {entry!r}")
+    tolerance, names = entry.get("tolerance"), entry.get("metrics")
+    if tolerance is not None:
+        tolerance = _number(path, f"{where}.tolerance", tolerance)
+    if names is not None and not (isinstance(names, list)
+                                  and all(isinstance(name, str) for name in names)):
+        raise _bad(path, f"{where}.metrics", f"expected a list of metric names, got {names!r}")
+    return tolerance, None if names is None else tuple(names)
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, dict) else {}  # descriptive only: never fatal
+
+
+def _saved_result(path: str, index: int, item: Any) -> SavedResult:
+    where = f"llmperf.results[{index}]"
+    if not isinstance(item, dict):
+        raise _bad(path, where, f"expected an object, got {item!r}")
+    key, metrics = item.get("key"), item.get("metrics")
+    if not isinstance(key, str) or not key:
+        raise _bad(path, f"{where}.key", f"expected the test's key, got {key!r}")
+    if not isinstance(metrics, dict):
+        raise _bad(path, f"{where}.metrics", f"expected an object, got {metrics!r}")
+    parsed = {name: _metric(path, f"{where}.metrics.{name}", m) for name, m in metrics.items()}
+    tolerance, gated = _gate(path, f"{where}.gate", item.get("gate"))
+    return SavedResult(
+        key=key,
+        test_id=str(item.get("test_id", key)),
+        estimates={name: estimate for name, (estimate, _) in parsed.items()},
+        directions={name: direction for name, (_, direction) in parsed.items()},
+        engine=_object(item.get("engine")),
+        engine_label=str(item.get("engine_label", "")),
+        workload=_object(item.get("workload")),
+        workload_label=str(item.get("workload_label", "")),
+        verdict=str(item.get("verdict", "")),
+        engine_start_s=item.get("engine_start_s"),
+        path=path,
+        tolerance=tolerance,
+        gated=gated,
+        ab=_object(item.get("ab")),
+    )
+
+
+def read_run(path: str | os.PathLike[str]) -> RunFile:
+    """Read a run file; BaselineError (one line: file, problem, fix) when it is not one of ours."""
+    name = os.fspath(path)
+    document = load_run(path)
+    section = document.get("llmperf")
+    if not isinstance(section, dict):
+        raise BaselineError(f'{name}: not a pytest-llmperf run file (no "llmperf" key); '
+                            f"{WRITE_ONE}")
+    if section.get("format") != FORMAT:
+        raise BaselineError(
+            f"{name}: run file format {section.get('format')!r} is not supported (this "
+            f"pytest-llmperf reads format {FORMAT}); {WRITE_ONE}"
+        )
+    items = section.get("results")
+    if not isinstance(items, list):
+        raise _bad(name, "llmperf.results", f"expected a list, got {items!r}")
+    results: dict[str, SavedResult] = {}
+    for index, item in enumerate(items):
+        saved = _saved_result(name, index, item)
+        if saved.key in results:
+            raise _bad(name, f"llmperf.results[{index}].key", f"{saved.key!r} appears twice")
+        results[saved.key] = saved
+    commit_info = document.get("commit_info")
+    commit = commit_info.get("id") if isinstance(commit_info, dict) else None
+    fingerprint = _object(section.get("fingerprint"))
+    return RunFile(name, fingerprint, results, commit, document.get("datetime"))
+
+
+def resolve_saved(name_or_path: str, runs_dir: str | os.PathLike[str]) -> Path:
+    """NAME -> runs_dir/NAME.json; a path ending in .json is used as is. Must exist."""
+    if name_or_path.endswith(".json"):
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise BaselineError(f"{path}: no such run file; write one with --llmperf-json {path}")
+        return path
+    path = Path(runs_dir) / f"{name_or_path}.json"
+    if not path.is_file():
+        saved = sorted(p.stem for p in Path(runs_dir).glob("*.json"))
+        known = f" (saved runs: {', '.join(saved)})" if saved else ""
+        raise BaselineError(
+            f"no saved run {name_or_path!r}: {path} does not exist{known}; save one with "
+            f"--llmperf-save {name_or_path}"
+        )
+    return path
+

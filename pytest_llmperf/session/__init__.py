@@ -1,0 +1,1 @@
+"""What one pytest session holds and does: measure, A/B runs, baseline updates, outputs."""

@@ -1,0 +1,300 @@
+"""One frozen Settings object, resolved once per session: command line > ini > env > default.
+
+Each option is declared once in OPTIONS; the plugin registers the command-line flag and the ini key
+from the same declaration, so help text, ini name, environment variable and default never drift.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Callable
+
+from pytest_llmperf.client.watchdog import DEFAULT_STALL_TIMEOUT_S
+from pytest_llmperf.metrics.cost import CostSetting, parse_cost_per_hour
+from pytest_llmperf.verdict.ab import (
+    DEFAULT_AB_CONFIRM_PAIRS,
+    DEFAULT_AB_PAIRS,
+    DEFAULT_AB_TOLERANCE,
+    parse_overrides,
+)
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str  # Settings field; flag is --llmperf-<name with dashes>, ini key llmperf_<name>
+    help: str
+    default: Any
+    parse: Callable[[str], Any] = str
+    flag_only: bool = False  # an action for this run (update baselines), not a standing setting
+    metavar: str | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--llmperf-" + self.name.replace("_", "-")
+
+    @property
+    def ini(self) -> str:
+        return "llmperf_" + self.name
+
+    @property
+    def env(self) -> str:
+        return "LLMPERF_" + self.name.upper()
+
+
+def parse_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"expected true/false, got {text!r}")
+
+
+def parse_client_workers(text: str) -> str | int:
+    """`auto`, or a whole number of client processes from 1 to the cores this process may use."""
+    value = text.strip().lower()
+    cores = usable_cores()
+    rule = f"auto, or a whole number from 1 to {cores} (the cores this process may use)"
+    if value == "auto":
+        return value
+    try:
+        workers = int(value)
+    except ValueError:
+        raise ValueError(f"expected {rule}") from None
+    if not 1 <= workers <= cores:
+        raise ValueError(f"expected {rule}")
+    return workers
+
+
+CLIENT_CHECK_MODES = ("fail", "warn")
+
+
+def parse_client_check(text: str) -> str:
+    value = text.strip().lower()
+    if value not in CLIENT_CHECK_MODES:
+        raise ValueError("expected fail or warn")
+    return value
+
+
+SUMMARY_MODES = ("short", "full")
+
+
+def parse_summary(text: str) -> str:
+    value = text.strip().lower()
+    if value not in SUMMARY_MODES:
+        raise ValueError("expected short (fits 120 columns) or full (every column and note)")
+    return value
+
+
+def parse_pairs(text: str) -> int:
+    try:
+        pairs = int(text)
+    except ValueError:
+        pairs = 0
+    if pairs < 1:
+        raise ValueError("expected a whole number of ABBA pairs, 1 or more (4 is a good start)")
+    return pairs
+
+
+def parse_ab_tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 10:
+        raise ValueError("expected a fraction above 0, such as 0.1 (B may be 1.1 times worse)")
+    return value
+
+
+def whole_number(minimum: int) -> Callable[[str], int]:
+    """A parser for a whole number >= `minimum` (the range is part of the parse, so the error
+    names the source the value came from: flag, ini key or environment variable)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise ValueError(f"expected a whole number >= {minimum}")
+        return value
+
+    parse.__name__ = "whole_number"
+    return parse
+
+
+def parse_seconds(text: str) -> float:
+    """A positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:  # also refuses NaN
+        raise ValueError("expected a number of seconds above 0")
+    return value
+
+
+def parse_engine_nice(text: str) -> str | int:
+    value = text.strip().lower()
+    if value == "auto":
+        return value
+    try:
+        nice = int(value)
+    except ValueError:
+        nice = None
+    if nice is None or not 0 <= nice <= 19:
+        raise ValueError("expected auto, or a niceness from 0 to 19")
+    return nice
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def _optional_path(text: str) -> Path | None:
+    return Path(text) if text else None
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("log_dir", "directory for engine logs", Path(".llmperf/logs"), Path, metavar="DIR"),
+    Option("startup_timeout", "seconds an engine may take to become healthy", 900.0,
+           parse_seconds, metavar="SECONDS"),
+    Option("stall_timeout", "seconds with requests in flight and no chunk on any of them before "
+           "the measurement stops and the engine counts as stalled (see docs/engine-faults.md "
+           "for the default)", DEFAULT_STALL_TIMEOUT_S, parse_seconds, metavar="SECONDS"),
+    Option("keep_engines", "engines kept running at once (more need more memory)", 1,
+           whole_number(1), metavar="N"),
+    Option("engine_nice", "scheduling niceness of started engines; auto: 19 on CPU hardware "
+           "(vLLM's busy-polling engine core must not starve the load generator), 0 on GPUs",
+           "auto", parse_engine_nice, metavar="auto|N"),
+    Option("hardware", "hardware override, e.g. h100, h200:8, a100-40gb, cpu", None,
+           metavar="CLASS[:N]"),
+    Option("endpoint", "URL of an already running OpenAI-compatible server to test "
+           "instead of starting engines", None, metavar="URL"),
+    Option("client_workers", "processes that send the requests, each with its own event loop; "
+           "auto: the cores the engine does not use (one on a 2-core CPU runner)", "auto",
+           parse_client_workers, metavar="N|auto"),
+    Option("client_check", "a run the client limited (see docs/client.md): fail its test, or "
+           "warn and go on (for smoke runs on small machines); never a baseline either way",
+           "fail", parse_client_check, metavar="fail|warn"),
+    Option("baseline_dir", "directory holding <hardware>/<suite>.toml baselines", Path("baselines"),
+           Path, metavar="DIR"),
+    Option("repeat", "measure each test N times; gate on the median", 1, whole_number(1),
+           metavar="N"),
+    Option("json", "write this run's results to this JSON file", None, _optional_path,
+           metavar="PATH"),
+    Option("require_baseline", "fail tests that have no baseline for this hardware", False,
+           parse_bool, flag_only=True),
+    Option("update_baselines", "write this run's results into the baselines", False, parse_bool,
+           flag_only=True),
+    Option("save", "store this run as .llmperf/runs/NAME.json for a later --llmperf-compare",
+           None, metavar="NAME"),
+    Option("compare", "gate against the saved run NAME (or a JSON path) instead of baselines",
+           None, metavar="NAME"),
+    # Paired A/B (pytest_llmperf/verdict/ab.py, docs/ab.md)
+    Option("ab", "paired A/B: a JSON object of Engine fields that turns each test's engine into "
+           "side B (e.g. '{\"max_num_seqs\": 8}', '{\"python\": \"/opt/vllm-next/bin/python\"}'); "
+           "each test measures A and B alternately and is judged on the B/A ratios",
+           None, parse_overrides, metavar="JSON"),
+    Option("ab_pairs", "ABBA pairs each test measures in an A/B run", DEFAULT_AB_PAIRS,
+           parse_pairs, metavar="N"),
+    Option("ab_tolerance", "how much worse B may be than A, as a factor - 1, in an A/B run",
+           DEFAULT_AB_TOLERANCE, parse_ab_tolerance, metavar="FRACTION"),
+    Option("ab_confirm_pairs", "when B regresses in an A/B run, rerun the test after the "
+           "other tests of its engine, measure N more ABBA pairs there and judge on all of them, "
+           "so a slow stretch of the machine is less likely to fail a test (0: judge on the "
+           "first pairs alone)", DEFAULT_AB_CONFIRM_PAIRS,
+           whole_number(0), metavar="N"),
+    # Reports (pytest_llmperf/session/outputs.py)
+    Option("summary", "the terminal summary: short fits 120 columns (the most telling columns, "
+           "repeated notes folded); full shows every column and note, as -v does", "short",
+           parse_summary, metavar="short|full"),
+    Option("markdown", "write the report as Markdown to this file (also appended to "
+           "$GITHUB_STEP_SUMMARY when that is set)", None, _optional_path, metavar="PATH"),
+    Option("html", "write the report as one self-contained HTML page, plots included (they "
+           "need the plots extra), to this file", None, _optional_path, metavar="PATH"),
+    Option("cost_per_hour", "what the machine costs in US dollars per hour, for $ per 1M tokens; "
+           "one price, or one per hardware class (h100=2.49,cpu=0.10)", None,
+           parse_cost_per_hour, metavar="USD|CLASS=USD,..."),
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    log_dir: Path
+    startup_timeout: float
+    stall_timeout: float
+    keep_engines: int
+    engine_nice: str | int
+    hardware: str | None
+    endpoint: str | None
+    client_workers: str | int
+    client_check: str
+    baseline_dir: Path
+    repeat: int
+    json: Path | None
+    require_baseline: bool
+    update_baselines: bool
+    save: str | None
+    compare: str | None
+    ab: dict[str, Any] | None
+    ab_pairs: int
+    ab_tolerance: float
+    ab_confirm_pairs: int
+    summary: str
+    markdown: Path | None
+    html: Path | None
+    cost_per_hour: CostSetting | None
+    rootdir: Path = Path(".")
+
+    def path(self, value: Path) -> Path:
+        """Relative paths are relative to pytest's rootdir, not to wherever pytest was run."""
+        return value if value.is_absolute() else self.rootdir / value
+
+
+assert [f.name for f in fields(Settings)][:-1] == [o.name for o in OPTIONS], "keep in step"
+
+
+def resolve(get_cli: Callable[[str], Any], get_ini: Callable[[str], Any],
+            environ: dict[str, str] | None = None, rootdir: Path = Path(".")) -> Settings:
+    """Build Settings from the three sources; the first one that has a value wins."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        values[option.name] = _resolve_one(option, get_cli, get_ini, environ)
+    settings = Settings(**values, rootdir=rootdir)
+    _validate(settings)
+    return settings
+
+
+def _resolve_one(option: Option, get_cli, get_ini, environ) -> Any:
+    cli = get_cli(option.name)  # already parsed by argparse (type=option.parse); None if absent
+    if cli is not None:
+        return cli
+    if not option.flag_only:
+        ini = get_ini(option.ini)
+        if ini not in (None, ""):
+            return _parse(option, str(ini), f"ini {option.ini}")
+    if option.env in environ:
+        return _parse(option, environ[option.env], f"${option.env}")
+    return option.default
+
+
+def _parse(option: Option, text: str, where: str) -> Any:
+    try:
+        return option.parse(text)
+    except ValueError as exc:
+        raise ValueError(f"{where}={text!r}: {exc}") from None
+
+
+def _validate(settings: Settings) -> None:
+    """Checks that span options. One option's own range is its parser's to check: the parser's
+    error is prefixed with where the value came from (flag, ini key or environment variable)."""
+    if settings.ab and settings.endpoint:
+        raise ValueError("--llmperf-ab needs engines the plugin starts (side B is the test's "
+                         "engine with the overrides); drop --llmperf-endpoint")
+    if settings.ab and (settings.compare or settings.update_baselines):
+        raise ValueError("--llmperf-ab judges side B against side A; it cannot be combined with "
+                         "--llmperf-compare or --llmperf-update-baselines")

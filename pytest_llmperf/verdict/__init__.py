@@ -1,0 +1,1 @@
+"""A Result against a reference -> a Status: gate rules, judge, baselines, A/B."""

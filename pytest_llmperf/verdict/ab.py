@@ -1,0 +1,304 @@
+"""Paired A/B: two engines measured alternately, judged on the ratios of adjacent runs.
+
+On a shared or thermally drifting machine an engine's numbers move by more between two runs
+minutes apart than a real regression does (the CPU suite's medians moved up to 2x between
+unchanged runs: docs/ab.md). Two runs back to back see nearly the same machine, so the ratio
+B/A of one pair cancels most of that drift. The order is ABBA (AB, BA, AB, ...): a drift that is
+linear in time then favours neither side over two pairs.
+
+A gated metric regresses when the median of its paired B/A ratios is worse than the tolerance
+allows, read as a factor in the metric's own direction (the baseline gate's rule, gate.py):
+B may take up to (1 + tolerance) times A's latency, and keep at least 1 / (1 + tolerance) of A's
+throughput. The median's distribution-free interval (order statistics of the binomial, the sign
+test's interval) is shown with it; a regression also needs that interval to lie wholly on the
+worse side of 1, so a verdict never rests on one odd pair.
+
+A test that regresses over its pairs measures a second set (the confirm pairs) and is judged on
+all of them: on a shared machine one engine can run ~20% slower than its identical twin for
+longer than a pair lasts, so a regression has to hold over a second stretch of the machine
+before it fails a test. The second set is measured after the other tests of the engine
+(confirm_later.py): measured right after the first, on a 2-core VM, it cleared only half of the
+false alarms (docs/ab.md, "Confirm pairs"). Its own median must be worse than the tolerance
+too, since the first set was picked for looking worse. Pure: no pytest, no I/O.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import statistics
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from pytest_llmperf.engines.spec import Engine, is_pairs, thaw_pairs
+from pytest_llmperf.verdict.gate import (
+    IMPROVEMENT,
+    PASS,
+    REGRESSION,
+    GateReport,
+    Verdict,
+    metric_direction,
+)
+
+__all__ = [
+    "DEFAULT_AB_CONFIRM_PAIRS",
+    "DEFAULT_AB_PAIRS",
+    "DEFAULT_AB_TOLERANCE",
+    "PairedRatios",
+    "PairedRun",
+    "ab_entry",
+    "ab_line",
+    "format_ratio",
+    "abba_order",
+    "judge_pairs",
+    "median_interval",
+    "parse_overrides",
+    "side_b",
+]
+
+DEFAULT_AB_PAIRS = 4
+DEFAULT_AB_CONFIRM_PAIRS = 4
+DEFAULT_AB_TOLERANCE = 0.10
+INTERVAL_CONFIDENCE = 0.90
+
+
+def abba_order(pairs: int) -> list[str]:
+    """The sides in measuring order: pair 1 is A then B, pair 2 B then A, and so on."""
+    return [side for n in range(pairs) for side in (("A", "B") if n % 2 == 0 else ("B", "A"))]
+
+
+def median_interval(values: Sequence[float],
+                    confidence: float = INTERVAL_CONFIDENCE) -> tuple[float, float, float]:
+    """(low, high, achieved confidence) of a distribution-free interval for the median: the
+    k-th smallest and k-th largest values, k the largest with P(k-1 < Binomial(n, 1/2) < n-k+1)
+    >= confidence. Too few values for that: the whole range, with the confidence it has."""
+    ordered = sorted(values)
+    n = len(ordered)
+    if n == 0:
+        return math.nan, math.nan, 0.0
+
+    def coverage(k: int) -> float:  # P(X_(k) <= median <= X_(n-k+1))
+        tail = sum(math.comb(n, i) for i in range(k)) / 2**n
+        return 1 - 2 * tail
+
+    k = 1
+    while k + 1 <= (n + 1) // 2 and coverage(k + 1) >= confidence:
+        k += 1
+    return ordered[k - 1], ordered[n - k], coverage(k)
+
+
+@dataclass(frozen=True)
+class PairedRatios:
+    """One metric's B/A ratios, one per pair, in measuring order."""
+
+    name: str
+    ratios: tuple[float, ...]
+    # Pairs measured before the confirm pairs; None: no confirm pairs were asked for.
+    first_round: int | None = None
+
+    @property
+    def median(self) -> float:
+        return _median(self.ratios)
+
+    @property
+    def confirm_median(self) -> float | None:
+        """The median of the confirm pairs alone; None when there are none."""
+        if not self.first_round or len(self.ratios) <= self.first_round:
+            return None
+        return _median(self.ratios[self.first_round:])
+
+    @property
+    def interval(self) -> tuple[float, float, float]:
+        return median_interval([r for r in self.ratios if math.isfinite(r)])
+
+    def judge(self, tolerance: float) -> Verdict:
+        """This metric's verdict under `tolerance` (module docstring). The Verdict's reference
+        is 1 (side A); its value is the median ratio; its band is the allowed factor - 1."""
+        name, direction = self.name, metric_direction(self.name)
+        median = self.median
+        if math.isnan(median):
+            message = (f"{name} has no B/A ratio: one side measured nothing "
+                       f"({len(self.ratios)} pairs)")
+            return Verdict(name, REGRESSION, median, 1.0, math.nan, tolerance, tolerance * 100,
+                           message)
+        low, high, confidence = self.interval
+        limit = 1 + tolerance if direction == "lower" else 1 / (1 + tolerance)
+
+        def beyond(value: float) -> bool:
+            return value > limit if direction == "lower" else value < limit
+
+        worse = beyond(median)
+        better = median < 1 / limit if direction == "lower" else median > 1 / limit
+        surely_worse = low > 1 if direction == "lower" else high < 1
+        # The first pairs were confirmed because they looked worse: they cannot also carry the
+        # verdict. The confirm pairs must show the regression's size by themselves (docs/ab.md,
+        # the rule's item 3); a side that measured nothing there clears nothing.
+        confirm = self.confirm_median
+        confirmed = confirm is None or math.isnan(confirm) or beyond(confirm)
+        if worse and surely_worse and confirmed:
+            status, verb = REGRESSION, "regressed in A/B"
+        elif worse and surely_worse:
+            status, verb = PASS, "not confirmed in A/B"
+        elif better:
+            status, verb = IMPROVEMENT, "improved in A/B"
+        else:
+            status, verb = PASS, "within the A/B band"
+        bound = "<=" if direction == "lower" else ">="
+        confirm_pairs = len(self.ratios) - (self.first_round or 0)
+        alone = ("" if confirm is None else f"; the {confirm_pairs} confirm "
+                 f"pair{'s' if confirm_pairs != 1 else ''} alone {confirm:.3f}")
+        message = (f"{name} {verb}: B/A median {median:.3f} ({confidence:.0%} interval "
+                   f"{low:.3f}-{high:.3f} over {len(self.ratios)} ABBA pairs{alone}), allowed "
+                   f"{bound} {limit:.3f} ({direction} is better; A/B tolerance {tolerance:g})")
+        return Verdict(name, status, median, 1.0, (median - 1) * 100, tolerance,
+                       tolerance * 100, message)
+
+
+def _median(ratios: Sequence[float]) -> float:
+    finite = [r for r in ratios if math.isfinite(r)]
+    return statistics.median(finite) if finite else math.nan
+
+
+def paired_ratios(a_runs: Sequence[Mapping[str, float]], b_runs: Sequence[Mapping[str, float]],
+                  names: Sequence[str], first_round: int | None = None
+                  ) -> dict[str, PairedRatios]:
+    """B/A for each metric of each pair (the n-th A run with the n-th B run). A zero or missing
+    value on either side gives NaN for that pair. `first_round`: the pairs before the confirm
+    pairs."""
+    out = {}
+    for name in names:
+        ratios = []
+        for a, b in zip(a_runs, b_runs, strict=True):
+            va, vb = a.get(name, math.nan), b.get(name, math.nan)
+            ratios.append(vb / va if va and math.isfinite(va) and math.isfinite(vb)
+                          else math.nan)
+        out[name] = PairedRatios(name, tuple(ratios), first_round)
+    return out
+
+
+def judge_pairs(ratios: Mapping[str, PairedRatios], tolerance: float) -> GateReport:
+    """Every gated metric's verdict, in name order: one GateReport, as the baseline gate gives."""
+    return GateReport(tuple(ratios[name].judge(tolerance) for name in sorted(ratios)))
+
+
+def ab_entry(ratios: Mapping[str, PairedRatios], tolerance: float | None,
+             report: GateReport) -> dict[str, Any]:
+    """What a run file keeps of one test's A/B judgement: per gated metric the ratios in
+    measuring order (None for a NaN), their median and interval, and the verdict. Tolerance
+    None: llmperf.ab(), whose test judges the ratios itself (status None)."""
+    verdicts = {verdict.name: verdict for verdict in report.verdicts}
+
+    def number(value: float) -> float | None:
+        return value if math.isfinite(value) else None
+
+    metrics = {}
+    for name, paired in sorted(ratios.items()):
+        low, high, confidence = paired.interval
+        verdict = verdicts.get(name)
+        metrics[name] = {
+            "ratios": [number(r) for r in paired.ratios],
+            "median": number(paired.median),
+            "interval": [number(low), number(high)],
+            "confidence": confidence,
+            "status": verdict.status if verdict else None,
+            "message": verdict.message if verdict else "",
+        }
+    pairs = max((len(paired.ratios) for paired in ratios.values()), default=0)
+    return {"tolerance": tolerance, "pairs": pairs, "metrics": metrics}
+
+
+def ab_line(entry: Mapping[str, Any]) -> str:
+    """One summary line of a paired judgement: each gated metric's median B/A ratio, e.g.
+    "B/A over 4 ABBA pairs (tolerance 0.1): ttft_s.p50 1.021, tpot_s.p50 0.987"."""
+    ratios = ", ".join(f"{name} {format_ratio(metric.get('median'))}"
+                       for name, metric in sorted(entry.get("metrics", {}).items()))
+    tolerance = entry.get("tolerance")
+    judged = "judged by the test" if tolerance is None else f"tolerance {tolerance:g}"
+    return f"B/A over {entry.get('pairs', 0)} ABBA pairs ({judged}): {ratios}"
+
+
+def format_ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+# ------------------------------------------------------------------ --llmperf-ab
+
+
+def parse_overrides(text: str) -> dict[str, Any]:
+    """--llmperf-ab's JSON object of Engine fields that make side B, checked before any engine
+    starts: JSON, field names, values (by building an Engine with them) and a `python`
+    interpreter that exists and has vLLM."""
+    example = """e.g. '{"max_num_seqs": 8}' or '{"python": "/opt/vllm-next/bin/python"}'"""
+    try:
+        overrides = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc}); give a JSON object of Engine fields, "
+                         f"{example}") from None
+    if not isinstance(overrides, dict) or not overrides:
+        raise ValueError(f"give a non-empty JSON object of Engine fields, {example}")
+    known = [f.name for f in fields(Engine)]
+    for name in overrides:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"unknown Engine field {name!r}{hint}; fields: {', '.join(known)}")
+    try:
+        side_b(Engine(model="side-b"), {k: v for k, v in overrides.items() if k != "model"})
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{exc}") from None
+    if "python" in overrides:
+        check_python(overrides["python"])
+    return overrides
+
+
+# Mapping fields an override adds to instead of replacing: '{"env": {"X": "1"}}' must not drop
+# the test's own environment (on the CPU, the core its engine is pinned to). null removes a key.
+MERGED_FIELDS = ("env", "extra_args")
+
+
+def side_b(engine: Engine, overrides: Mapping[str, Any]) -> Engine:
+    """The test's engine with --llmperf-ab's overrides: plain fields replaced, `env` and
+    `extra_args` merged key by key into the engine's own (a null value removes that key)."""
+    changes = dict(overrides)
+    for name in MERGED_FIELDS:
+        if isinstance(changes.get(name), Mapping):
+            own = getattr(engine, name)
+            merged = {**(thaw_pairs(own) if is_pairs(own) else dict(own or {})), **changes[name]}
+            changes[name] = {key: value for key, value in merged.items() if value is not None}
+    return engine.replace(**changes)
+
+
+def check_python(python: object) -> None:
+    """A `python` override must run and import vLLM; found out now, not after an engine's
+    minutes-long start fails."""
+    fix = "name the python of another vLLM install, e.g. /opt/vllm-next/bin/python"
+    if not isinstance(python, str) or not Path(python).is_file():
+        raise ValueError(f"python {python!r} does not exist; {fix}")
+    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('vllm') is None)"
+    try:
+        found = subprocess.run([python, "-c", probe], capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ValueError(f"python {python!r} does not run ({exc}); {fix}") from None
+    if found.returncode != 0:
+        raise ValueError(f"python {python!r} has no vLLM (it cannot import vllm); {fix}")
+
+
+@dataclass(frozen=True)
+class PairedRun:
+    """Both sides of a paired A/B measurement: `llmperf.ab(...)` returns one. Each side's n-th
+    run was measured next to the other side's n-th run."""
+
+    a: Any  # Result (every run in `runs`)
+    b: Any
+
+    def ratios(self, name: str) -> PairedRatios:
+        """The B/A ratio of metric `name` ("tpot_s.p50", "output_throughput_tok_s") per pair."""
+        return paired_ratios([run.flat() for run in self.a.runs],
+                             [run.flat() for run in self.b.runs], [name])[name]
+
+    def median(self, name: str) -> float:
+        return self.ratios(name).median

@@ -1,0 +1,335 @@
+"""The one judging path: a measurement against its hard targets (SLOs) and one reference.
+
+A reference is what a measurement is compared with, and each kind knows how:
+
+- `BaselineTable`: a table of the suite's committed baseline file (the plugin's default);
+- `SavedRun`: one test of a saved run file (`--llmperf-compare NAME`, `llmperf compare A B`);
+- `SideA`: side A of a paired A/B run (`--llmperf-ab`), judged on the paired B/A ratios;
+- `NotJudged`: nothing to compare with, and the one line that says why.
+
+`judge(current, reference, ...)` is the only place a verdict is made: the fixture, the saved-run
+comparison and `llmperf compare` all call it. Pure of pytest: the fixture turns a `Judgement`
+into a test failure, a warning or a note. Every input problem (a malformed baseline, an unknown
+metric, a baseline for another engine) becomes one line in `Judgement.error`; the Result itself
+is already recorded by then, so nothing measured is lost.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from pytest_llmperf.metrics.stats import Estimate, combine_runs
+from pytest_llmperf.verdict import baselines, gate
+from pytest_llmperf.verdict.ab import ab_entry, judge_pairs, paired_ratios
+from pytest_llmperf.verdict.status import Status
+
+
+@dataclass
+class Judgement:
+    report: gate.GateReport = field(default_factory=gate.GateReport)
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+    baseline: baselines.Baseline | None = None
+    # Why a measurement was not gated: NO_BASELINE, OTHER_HARDWARE or NOT_COMPARED.
+    ungated: Status | None = None
+    # Judged against another measurement (a saved run, side A), not a baseline: an improvement
+    # is then just that, not a stale baseline.
+    saved_run: bool = False
+    ab: dict[str, Any] | None = None  # a paired judgement's ratios (ab.ab_entry)
+    # No usable baseline here: this run becomes the machine-local one (BaselineTable.local).
+    record_local: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or self.report.failed
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.report.warnings
+
+    def failure_text(self) -> str:
+        return self.error if self.error else self.report.failure_text()
+
+    @property
+    def status(self) -> Status:
+        """The test's status: an error, then a missed target, a regression, why it was not
+        gated, an improvement, else a pass."""
+        if self.error:
+            return Status.ERROR
+        statuses = {verdict.status for verdict in self.report.verdicts}
+        for worst in (Status.MISSED, Status.REGRESSION):
+            if worst in statuses:
+                return worst
+        if self.ungated:
+            return self.ungated
+        if Status.IMPROVEMENT in statuses:
+            return Status.IMPROVEMENT if self.saved_run else Status.STALE
+        return Status.PASS
+
+    def label(self) -> str:
+        """The verdict column's words."""
+        return self.status.summary
+
+
+def combine(*judgements: Judgement) -> Judgement:
+    out = Judgement()
+    for judgement in judgements:
+        out.report = out.report + judgement.report
+        out.error = out.error or judgement.error
+        out.notes += judgement.notes
+        out.baseline = out.baseline or judgement.baseline
+        out.ungated = out.ungated or judgement.ungated
+        out.saved_run = out.saved_run or judgement.saved_run
+        out.ab = out.ab or judgement.ab
+        out.record_local = out.record_local or judgement.record_local
+    return out
+
+
+# ---------------------------------------------------------------- what is judged
+
+
+def estimates_of(runs) -> dict[str, Estimate]:
+    """Every metric of a result as an Estimate: the median over repeats and its spread."""
+    return combine_runs([run.flat() for run in runs])
+
+
+@dataclass(frozen=True)
+class Current:
+    """The measurement being judged: each metric's estimate over the repeats, and the repeats
+    themselves (a paired comparison needs them one by one)."""
+
+    estimates: Mapping[str, Estimate]
+    runs: tuple[Mapping[str, float], ...] = ()
+
+    @classmethod
+    def of(cls, runs) -> Current:
+        """From a Result's runs (RunMetrics)."""
+        flat = tuple(run.flat() for run in runs)
+        return cls(combine_runs(list(flat)), flat)
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a verdict is about: the test (its pytest item and result id), its baseline key, and
+    the engine and workload it measured, as a baseline's provenance records them."""
+
+    item: Any  # pytest.Item
+    test_id: str
+    key: str
+    engine: dict[str, Any]
+    workload: dict[str, Any]
+
+
+# ---------------------------------------------------------------- references
+
+
+class Reference(Protocol):
+    """What a measurement is compared with. `gated`: the metrics to judge; `tolerance`: the
+    band the test declared (None: the reference's own, else the default)."""
+
+    def compare(self, current: Current, gated: Sequence[str],
+                tolerance: float | None) -> Judgement: ...
+
+
+@dataclass(frozen=True)
+class BaselineRef:
+    """Where a test's baseline lives: the file and the key of its table."""
+
+    path: Path  # absolute
+    key: str
+    nodeid: str
+
+    @property
+    def shown(self) -> Path:
+        """The path relative to the working directory: what messages show and a user can open.
+        Computed at use time, since a test may change the working directory."""
+        return Path(os.path.relpath(self.path))
+
+
+def only_metrics(baseline: baselines.Baseline, names: Sequence[str]) -> baselines.Baseline:
+    return replace(baseline, metrics={n: e for n, e in baseline.metrics.items() if n in names})
+
+
+@dataclass(frozen=True)
+class BaselineTable:
+    """A table of a baseline file. The table decides what is gated and with which tolerance,
+    unless the test names its metrics (`exact`).
+
+    Where the committed file has no table for this hardware (none, or one from another machine),
+    the machine-local baseline `local` (under .llmperf/, one folder per machine) stands in: the
+    first run here records it, the next runs gate against it, saying so. So a new user's first
+    run gates from the second run on, and the committed files change only by
+    --llmperf-update-baselines.
+    """
+
+    ref: BaselineRef
+    engine: Mapping[str, Any]
+    fingerprint: Mapping[str, Any]
+    require: bool = False  # --llmperf-require-baseline: a missing baseline is an error
+    exact: bool = False
+    local: BaselineRef | None = None
+
+    def compare(self, current: Current, gated: Sequence[str],
+                tolerance: float | None = None) -> Judgement:
+        ref = self.ref
+        try:
+            baseline = baselines.load_baseline(ref.shown, ref.key)
+        except baselines.BaselineError as exc:
+            return Judgement(error=str(exc))
+        if baseline is None:
+            note = f"no baseline for this hardware: {ref.shown} has no [\"{ref.key}\"]"
+            if self.require:
+                return Judgement(error=f"{note} (--llmperf-require-baseline); create it with: "
+                                       f'pytest --llmperf-update-baselines "{ref.nodeid}"')
+            return self._machine_local(current, gated, note, Status.NO_BASELINE)
+        other = baselines.hardware_mismatch(baseline, self.fingerprint)
+        if other:  # numbers from another machine say nothing about this one
+            if self.require:
+                return Judgement(error=f"{other} (--llmperf-require-baseline); make one here "
+                                       f'with: pytest --llmperf-update-baselines "{ref.nodeid}"')
+            return self._machine_local(current, gated, other, Status.OTHER_HARDWARE)
+        mismatch = baselines.engine_mismatch(baseline, dict(self.engine))
+        if mismatch:
+            return Judgement(error=mismatch, baseline=baseline)
+        return self._against(current, gated, baseline)
+
+    def _against(self, current: Current, gated: Sequence[str],
+                 baseline: baselines.Baseline) -> Judgement:
+        if self.exact:
+            baseline = only_metrics(baseline, gated)
+        return Judgement(report=gate.check_baseline(current.estimates, baseline, self.ref.nodeid),
+                         baseline=baseline)
+
+    def _machine_local(self, current: Current, gated: Sequence[str], why: str,
+                       ungated: Status) -> Judgement:
+        """No committed baseline for this hardware (`why`): gate against this machine's own,
+        or make this run it (the session writes it once the test passes)."""
+        if self.local is None:
+            return Judgement(notes=[why], ungated=ungated)
+        try:
+            local = baselines.load_baseline(self.local.shown, self.local.key)
+        except baselines.BaselineError:
+            local = None  # a broken local file is recorded anew
+        usable = local is not None and not baselines.hardware_mismatch(local, self.fingerprint) \
+            and not baselines.engine_mismatch(local, dict(self.engine))
+        if not usable:
+            return Judgement(notes=[why], ungated=ungated, record_local=True)
+        judgement = self._against(current, gated, local)
+        judgement.notes.append(
+            f"gated against this machine's first-run baseline {self.local.shown} :: "
+            f'"{self.local.key}" (no committed baseline for this hardware); commit one with: '
+            f'pytest --llmperf-update-baselines "{self.ref.nodeid}"')
+        return judgement
+
+
+@dataclass(frozen=True)
+class SavedRun:
+    """One test of a saved run (None: the run lacks it). No engine check: the engine may differ
+    on purpose, e.g. a vLLM upgrade or a new config. The run keeps values and spreads, not
+    bands: the tolerance is the test's, else the one it declared when saved, else the
+    default."""
+
+    path: Path
+    key: str
+    saved: Any  # runfile.SavedResult | None
+
+    def compare(self, current: Current, gated: Sequence[str],
+                tolerance: float | None = None) -> Judgement:
+        if self.saved is None:
+            return Judgement(notes=[f'not in the saved run {self.path} :: "{self.key}": '
+                                    "nothing to compare"], ungated=Status.NOT_COMPARED)
+        band = next(t for t in (tolerance, self.saved.tolerance, gate.DEFAULT_TOLERANCE)
+                    if t is not None)
+        entries = self.saved.entries(names=gated, tolerance=band)
+        baseline = baselines.Baseline(metrics=entries, path=str(self.path), test_id=self.key)
+        return Judgement(report=gate.check_baseline(current.estimates, baseline),
+                         baseline=baseline, saved_run=True)
+
+
+@dataclass(frozen=True)
+class SideA:
+    """Side A of a paired run: its repeats, paired by position with the current (side B)
+    ones, judged on the B/A ratios under the A/B tolerance (ab.py)."""
+
+    runs: tuple[Mapping[str, float], ...]
+    tolerance: float
+    first_round: int | None = None  # pairs before the confirm pairs (ab.PairedRatios)
+
+    def compare(self, current: Current, gated: Sequence[str],
+                tolerance: float | None = None) -> Judgement:
+        pairs = min(len(self.runs), len(current.runs))
+        ratios = paired_ratios(self.runs[:pairs], current.runs[:pairs], list(gated),
+                               self.first_round)
+        report = judge_pairs(ratios, self.tolerance)
+        return Judgement(report=report, saved_run=True,
+                         ab=ab_entry(ratios, self.tolerance, report))
+
+
+@dataclass(frozen=True)
+class NotJudged:
+    """Nothing to compare with; `why` is the note, `status` what the verdict column says."""
+
+    why: str
+    status: Status = Status.NOT_COMPARED
+
+    def compare(self, current: Current, gated: Sequence[str],
+                tolerance: float | None = None) -> Judgement:
+        return Judgement(notes=[self.why], ungated=self.status)
+
+
+@dataclass(frozen=True)
+class Unusable:
+    """A reference that could not be read (a malformed saved run): one line says why."""
+
+    error: str
+
+    def compare(self, current: Current, gated: Sequence[str],
+                tolerance: float | None = None) -> Judgement:
+        return Judgement(error=self.error)
+
+
+# ---------------------------------------------------------------- the verdict
+
+
+def check_slo(estimates: Mapping[str, Estimate], slo: gate.SLO | None,
+              known: Callable[[str], bool]) -> Judgement:
+    if slo is None:
+        return Judgement()
+    try:
+        return Judgement(report=gate.check_targets(estimates, slo, known=known))
+    except gate.UnknownMetricError as exc:
+        return Judgement(error=f"SLO: {exc}")
+
+
+def judge(current: Current, reference: Reference | None, *,
+          gated: Sequence[str] = gate.DEFAULT_GATED, tolerance: float | None = None,
+          slo: gate.SLO | None = None,
+          known: Callable[[str], bool] | None = None) -> Judgement:
+    """The verdict on a measurement: its hard targets first (an SLO names any metric it
+    knows), then its gated metrics against the reference (None: targets only)."""
+    targets = check_slo(current.estimates, slo, known or current.estimates.__contains__)
+    if reference is None:
+        return targets
+    return combine(targets, reference.compare(current, tuple(gated), tolerance))
+
+
+def updated_entries(estimates: dict[str, Estimate], ref: BaselineRef, tolerance: float | None,
+                    gated: tuple[str, ...] = gate.DEFAULT_GATED, *, exact: bool = False,
+                    ) -> dict[str, baselines.BaselineEntry]:
+    """Entries to write for --llmperf-update-baselines, keeping hand-edited tolerances. With
+    `exact` (the test names its gated metrics) exactly those are written; otherwise a metric
+    added to the file by hand is kept too."""
+    try:
+        previous = baselines.load_baseline(ref.shown, ref.key)
+    except baselines.BaselineError:
+        previous = None  # a broken table is replaced whole
+    if exact and previous is not None:
+        previous = only_metrics(previous, gated)
+    kwargs = {"tolerance": tolerance} if tolerance is not None else {}
+    if tolerance is not None and previous is not None:
+        kwargs["overrides"] = {name: tolerance for name in previous.metrics}
+    return gate.make_entries(estimates, names=gated, previous=previous, **kwargs)

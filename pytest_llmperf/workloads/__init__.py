@@ -1,0 +1,1 @@
+"""Requests and arrival patterns: workloads, prompts, datasets, profiles, scenarios, sweeps."""

@@ -1,0 +1,250 @@
+"""Workloads: which requests to send and how they arrive, as frozen, seeded data.
+
+A Workload is declared at import time in a suite file and built into concrete requests only when
+the test runs, because exact prompt lengths need the engine's tokenizer. Where the prompts come
+from is a *source* (synthetic lengths, a published profile, shared prefixes, a dataset file);
+how they arrive is a load pattern (loadgen.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from pytest_llmperf.client.loadgen import Concurrency, LoadPattern, Ramp, Rate
+from pytest_llmperf.records import Request
+from pytest_llmperf.workloads import datasets, profiles, prompts
+
+PromptFormat = Literal["token_ids", "text"]
+
+
+class PromptSource(Protocol):
+    def requests(self, n: int, tokenizer: prompts.Tokenizer,
+                 rng: np.random.Generator) -> list[Request]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class Synthetic:
+    """Random prompts whose lengths follow `input_tokens` (prompts.Fixed, Uniform, Normal)."""
+
+    input_tokens: Any
+    output_tokens: Any
+    prompt_format: PromptFormat = "token_ids"
+
+    def requests(self, n, tokenizer, rng):
+        inputs = self.input_tokens.sample(rng, n)
+        outputs = self.output_tokens.sample(rng, n)
+        if self.prompt_format == "text":
+            texts = prompts.text_prompts(inputs, tokenizer, rng)
+        else:
+            texts = prompts.token_id_prompts(inputs, tokenizer, rng)
+        return prompts.make_requests(texts, outputs)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfileSource:
+    """An inference-benchmarker profile; its dataset file when found locally, else synthetic
+    prompts with the same length distributions. `scale` shrinks every length (see profiles)."""
+
+    profile: str
+    scale: float = 1.0
+    dataset_path: str | None = None
+
+    def requests(self, n, tokenizer, rng):
+        return profiles.profile_requests(self.profile, n, tokenizer, rng, self.dataset_path,
+                                         scale=self.scale)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SharedPrefix:
+    """`num_prefixes` prefixes of `prefix_tokens`, each reused, then a unique suffix: what
+    prefix caching is for (system prompts, documents asked several questions)."""
+
+    num_prefixes: int
+    prefix_tokens: int
+    suffix_tokens: Any
+    output_tokens: Any
+
+    def requests(self, n, tokenizer, rng):
+        suffixes = self.suffix_tokens.sample(rng, n)
+        texts = prompts.shared_prefix_prompts(self.num_prefixes, self.prefix_tokens, suffixes,
+                                              tokenizer, rng)
+        return prompts.make_requests(texts, self.output_tokens.sample(rng, n))
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatasetSource:
+    """Prompts from a local file (ShareGPT JSON, inference-benchmarker JSON, or JSONL), in file
+    order, cycled when the file has fewer prompts than requested."""
+
+    path: str
+    output_tokens: int | None = None  # for records that do not give their output length
+
+    def requests(self, n, tokenizer, rng):
+        samples = datasets.load_samples(self.path, tokenizer)  # never empty: it says why
+        if self.output_tokens is None and any(s.output_tokens is None for s in samples):
+            raise datasets.DatasetError(
+                f"{self.path}: its records give no output length (inference-benchmarker "
+                "conversations do not); pass one: "
+                f"Workload.dataset({self.path!r}, output_tokens=N, ...)")
+        base = datasets.requests_from_samples(samples, tokenizer, self.output_tokens)
+        return [base[i % len(base)] for i in range(n)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    """What to send (`source`), how it arrives (`pattern`), and how many.
+
+    `warmup_requests` go first and are not measured; `duration_s` stops scheduling new requests
+    after that many seconds (the result then holds only the requests sent).
+    """
+
+    name: str
+    num_requests: int
+    source: Any
+    pattern: LoadPattern
+    seed: int = 0
+    warmup_requests: int = 0
+    duration_s: float | None = None
+    api: Literal["completions", "chat"] = "completions"
+
+    def __post_init__(self) -> None:
+        if self.num_requests < 1:
+            raise ValueError(f"Workload {self.name!r}: num_requests must be >= 1, "
+                             f"got {self.num_requests}")
+        text = getattr(self.source, "prompt_format", "token_ids") == "text" or isinstance(
+            self.source, DatasetSource)
+        if self.api == "chat" and not text:
+            raise ValueError(f"Workload {self.name!r}: api='chat' needs text prompts "
+                             "(prompt_format='text' or a dataset)")
+
+    # ------------------------------------------------------------------ constructors
+
+    @classmethod
+    def fixed(cls, *, input_tokens: int, output_tokens: int, num_requests: int,
+              name: str | None = None, **options: Any) -> "Workload":
+        """Every request `input_tokens` in, `output_tokens` out (the fixed-length profile)."""
+        return cls.synthetic(input_tokens=prompts.Fixed(tokens=input_tokens),
+                             output_tokens=prompts.Fixed(tokens=output_tokens),
+                             num_requests=num_requests,
+                             name=name or f"fixed-{input_tokens}in-{output_tokens}out", **options)
+
+    @classmethod
+    def random(cls, *, input_tokens: int, output_tokens: int, range_ratio: float,
+               num_requests: int, name: str | None = None, **options: Any) -> "Workload":
+        """Uniform lengths in [mean*(1-r), mean*(1+r)], like vLLM bench's random dataset."""
+        return cls.synthetic(
+            input_tokens=prompts.Uniform(mean=input_tokens, range_ratio=range_ratio),
+            output_tokens=prompts.Uniform(mean=output_tokens, range_ratio=range_ratio),
+            num_requests=num_requests,
+            name=name or f"random-{input_tokens}in-{output_tokens}out-r{range_ratio:g}", **options)
+
+    @classmethod
+    def synthetic(cls, *, input_tokens: Any, output_tokens: Any, num_requests: int,
+                  name: str = "synthetic", prompt_format: PromptFormat = "token_ids",
+                  **options: Any) -> "Workload":
+        source = Synthetic(input_tokens=input_tokens, output_tokens=output_tokens,
+                           prompt_format=prompt_format)
+        return cls._make(name, num_requests, source, **options)
+
+    @classmethod
+    def profile(cls, profile: str, *, num_requests: int, scale: float = 1.0,
+                dataset_path: str | None = None, **options: Any) -> "Workload":
+        """chat, classification, code-generation or fixed-length (inference-benchmarker)."""
+        profiles.get_profile(profile)  # an unknown name fails where the workload is written
+        source = ProfileSource(profile=profile, scale=scale, dataset_path=dataset_path)
+        suffix = f"-x{scale:g}" if scale != 1.0 else ""
+        return cls._make(f"{profile}{suffix}", num_requests, source, **options)
+
+    @classmethod
+    def shared_prefix(cls, *, num_prefixes: int, prefix_tokens: int, suffix_tokens: int,
+                      output_tokens: int, num_requests: int, **options: Any) -> "Workload":
+        source = SharedPrefix(num_prefixes=num_prefixes, prefix_tokens=prefix_tokens,
+                              suffix_tokens=prompts.Fixed(tokens=suffix_tokens),
+                              output_tokens=prompts.Fixed(tokens=output_tokens))
+        name = f"prefix-{num_prefixes}x{prefix_tokens}+{suffix_tokens}in-{output_tokens}out"
+        return cls._make(options.pop("name", name), num_requests, source, **options)
+
+    @classmethod
+    def dataset(cls, path: str | Path, *, num_requests: int, output_tokens: int | None = None,
+                **options: Any) -> "Workload":
+        source = DatasetSource(path=str(path), output_tokens=output_tokens)
+        return cls._make(options.pop("name", Path(path).stem), num_requests, source, **options)
+
+    @classmethod
+    def _make(cls, name: str, num_requests: int, source: Any, *, concurrency: int | None = None,
+              rate: float | None = None, burstiness: float = 1.0,
+              ramp: tuple[float, float, str] | None = None, **options: Any) -> "Workload":
+        pattern = load_pattern(concurrency=concurrency, rate=rate, burstiness=burstiness,
+                               ramp=ramp)
+        return cls(name=name, num_requests=num_requests, source=source, pattern=pattern,
+                   **options)
+
+    # ------------------------------------------------------------------ use
+
+    def with_pattern(self, pattern: LoadPattern, name: str | None = None) -> "Workload":
+        return replace(self, pattern=pattern, name=name or self.name)
+
+    def build(self, tokenizer: prompts.Tokenizer) -> tuple[list[Request], list[Request]]:
+        """(measured requests, warm-up requests), reproducible from `seed`."""
+        rng = np.random.default_rng(self.seed)
+        requests = self.source.requests(self.num_requests + self.warmup_requests, tokenizer, rng)
+        return requests[self.warmup_requests:], requests[: self.warmup_requests]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"name": self.name, "num_requests": self.num_requests,
+               "source": _describe(self.source), "pattern": _describe(self.pattern),
+               "seed": self.seed, "warmup_requests": self.warmup_requests, "api": self.api}
+        if self.duration_s is not None:
+            out["duration_s"] = self.duration_s
+        return out
+
+    def label(self) -> str:
+        return f"{self.name} x{self.num_requests} @ {pattern_label(self.pattern)}"
+
+
+def load_pattern(*, concurrency: int | None = None, rate: float | None = None,
+                 burstiness: float = 1.0,
+                 ramp: tuple[float, float, str] | None = None) -> LoadPattern:
+    """concurrency=N (closed loop), rate=R (Poisson, gamma with burstiness; with concurrency a
+    capped open loop), or ramp=(start_rps, end_rps, "linear"|"exponential")."""
+    if ramp is not None and rate is not None:
+        raise ValueError("give rate=R or ramp=(start, end, strategy), not both")
+    if burstiness != 1.0 and rate is None:
+        raise ValueError("burstiness applies to rate=R arrivals; give a rate too")
+    if ramp is not None:
+        start, end, strategy = ramp
+        return Ramp(start_rps=start, end_rps=end, strategy=strategy, max_concurrency=concurrency)
+    if rate is None and concurrency is None:
+        raise ValueError("give concurrency=N (closed loop), rate=R requests/s (open loop) or "
+                         "ramp=(start, end, 'linear'|'exponential')")
+    if rate is None:
+        return Concurrency(max_concurrency=concurrency)
+    return Rate(requests_per_s=rate, burstiness=burstiness, max_concurrency=concurrency)
+
+
+def _describe(value: Any) -> Any:
+    """A dataclass as a TOML/JSON-friendly dict tagged with its type."""
+    if hasattr(value, "__dataclass_fields__"):
+        fields = {k: _describe(getattr(value, k)) for k in value.__dataclass_fields__}
+        return {"type": type(value).__name__, **{k: v for k, v in fields.items() if v is not None}}
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    return value
+
+
+def pattern_label(pattern: LoadPattern) -> str:
+    cap = f" cap {pattern.max_concurrency}" if getattr(pattern, "max_concurrency", None) else ""
+    if isinstance(pattern, Concurrency):
+        return f"concurrency {pattern.max_concurrency}"
+    if isinstance(pattern, Rate):
+        rate = "inf" if math.isinf(pattern.requests_per_s) else f"{pattern.requests_per_s:g}"
+        burst = f" burst {pattern.burstiness:g}" if pattern.burstiness != 1.0 else ""
+        return f"{rate} req/s{burst}{cap}"
+    if isinstance(pattern, Ramp):
+        return f"ramp {pattern.start_rps:g}->{pattern.end_rps:g} req/s {pattern.strategy}{cap}"
+    return type(pattern).__name__
