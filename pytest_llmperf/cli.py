@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.hardware import current_fingerprint, detect_hardware
+from pytest_llmperf.ids import without_side
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.reports import plotcommand
 from pytest_llmperf.reports.runfile import RunFile, SavedResult, read_run
 from pytest_llmperf.session.settings import whole_number
-from pytest_llmperf.verdict import gate
-from pytest_llmperf.verdict import judge as checks
+from pytest_llmperf.verdict import gate, judge
 from pytest_llmperf.verdict.ab import format_ratio
 from pytest_llmperf.verdict.baselines import TOLERANCE_RULE, BaselineError, is_tolerance
 from pytest_llmperf.verdict.status import Status
@@ -112,7 +112,7 @@ def compare_runs(
     a: RunFile, b: RunFile, names: Sequence[str] | None = None, tolerance: float | None = None
 ) -> tuple[list[list[str]], list[gate.Verdict]]:
     """Table rows (tests in A's order, then B's extras) and every verdict, each test judged by
-    the plugin's own path (checks.judge against A's saved test). `names` and `tolerance`
+    the plugin's own path (judge.judge against A's saved test). `names` and `tolerance`
     override every test's own: by default each is judged on the metrics and tolerance it
     declared when A was measured (as `--llmperf-compare` judges it), else the defaults."""
     rows: list[list[str]] = []
@@ -123,8 +123,8 @@ def compare_runs(
             continue
         saved_a, saved_b = a.results[key], b.results[key]
         gated = names or saved_a.gated or gate.DEFAULT_GATED
-        reference = checks.SavedRun(Path(a.path), key, saved_a)
-        judged = checks.judge(checks.Current(saved_b.estimates), reference, gated=gated,
+        reference = judge.SavedRun(Path(a.path), key, saved_a)
+        judged = judge.judge(judge.Current(saved_b.estimates), reference, gated=gated,
                               tolerance=tolerance).report.verdicts
         by_name = {verdict.name: verdict for verdict in judged}
         for name in gated:
@@ -150,7 +150,7 @@ def ab_rows(run: RunFile) -> tuple[list[list[str]], list[gate.Verdict]]:
         tolerance = saved.ab.get("tolerance")
         for name, entry in sorted(saved.ab.get("metrics", {}).items()):
             low, high = entry.get("interval") or (None, None)
-            cells = [saved.key.removesuffix(" (B)"), name, format_ratio(entry.get("median")),
+            cells = [without_side(saved.key), name, format_ratio(entry.get("median")),
                      f"{format_ratio(low)}-{format_ratio(high)}", str(saved.ab.get("pairs", ""))]
             if tolerance is None:
                 rows.append([*cells, "-", "judged by the test"])

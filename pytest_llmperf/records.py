@@ -66,7 +66,7 @@ class RequestRecord:
 @dataclass(slots=True)
 class ClientStats:
     """How hard the load generator itself worked during one measurement: the evidence for its
-    self-check (selfcheck.py). One per client process; `merge` folds several into one."""
+    self-check (client/selfcheck.py). One per client process; `merge` folds several into one."""
 
     workers: int = 1
     wall_s: float = 0.0  # the measured window: start instant -> last record

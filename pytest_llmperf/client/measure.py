@@ -1,64 +1,22 @@
 """One measurement: a workload's requests through the load generator into a streaming client,
 with the server's own /metrics sampled alongside.
 
-This is the only place the load generator meets HTTP. Warm-up requests go first, on their own,
-and are not measured: they take the first-request costs (connection setup, lazy kernels) out of
-the numbers. The server metrics cover the measured requests only. With `workers` > 1 the requests
-go out from that many client processes (clientworkers.py); with one, from this process.
-
-The stall watchdog (watchdog.py) watches warm-up and measurement alike; after a stall the
-Measurement holds what was measured until then and says why it stopped (`stall`).
+This is the only place the load generator meets HTTP. With `workers` > 1 the requests go out
+from that many client processes (workers.py); with one, from this process (local.py). What both
+share is in measurement.py.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
-from pytest_llmperf.client import progress, progressline
-from pytest_llmperf.client.loadgen import Concurrency, LoadPattern, run_load
-from pytest_llmperf.client.openai import ClientOptions, OpenAIStreamClient
-from pytest_llmperf.client.server_metrics import ServerMetricsSampler
-from pytest_llmperf.client.watchdog import DEFAULT_STALL_TIMEOUT_S, Watchdog, abort_reason
-from pytest_llmperf.records import ClientStats, Request, RequestRecord
+from pytest_llmperf.client.local import measure_locally
+from pytest_llmperf.client.measurement import Endpoint, Measurement, run_async
+from pytest_llmperf.client.watchdog import DEFAULT_STALL_TIMEOUT_S
+from pytest_llmperf.client.workers import measure_in_workers
+from pytest_llmperf.records import Request
 
-WARMUP_CONCURRENCY = 4
-# The event-loop probe sleeps this long and records how late it woke: a loop busy with reads wakes
-# it late. uvloop's timers have 1 ms resolution, so only lags well above 1 ms mean anything.
-LAG_PROBE_S = 0.005
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where requests go: the server's base URL and the model name it serves."""
-
-    base_url: str
-    model: str
-    options: ClientOptions = ClientOptions()
-
-
-@dataclass
-class Measurement:
-    records: list[RequestRecord]
-    server_metrics: dict[str, float] = field(default_factory=dict)
-    warning: str | None = None  # why server metrics are missing or partial
-    client: ClientStats = field(default_factory=ClientStats)
-    client_error: str | None = None  # a client worker died; `records` holds the others'
-    stall: str | None = None  # the watchdog stopped it (watchdog.Stall); `records` holds the rest
-
-
-def run_async(coro):
-    """Run a coroutine on uvloop (libuv's loop: several times less CPU per socket read than
-    asyncio's selector loop), or asyncio's own loop where uvloop is not available."""
-    try:
-        import uvloop
-    except ImportError:  # e.g. Windows: correct, only slower
-        return asyncio.run(coro)
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(coro)
+__all__ = ["Endpoint", "Measurement", "measure"]
 
 
 def measure(endpoint: Endpoint, requests: list[Request], pattern, *, seed: int,
@@ -67,85 +25,8 @@ def measure(endpoint: Endpoint, requests: list[Request], pattern, *, seed: int,
             stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S) -> Measurement:
     """Run the requests against the endpoint; one record per request that was sent."""
     if workers > 1:
-        from pytest_llmperf.client.workers import measure_in_workers
-
         return measure_in_workers(endpoint, requests, pattern, seed=seed, warmup=list(warmup),
                                   duration_s=duration_s, workers=workers,
                                   stall_timeout_s=stall_timeout_s)
-    return run_async(_measure(endpoint, requests, pattern, seed, list(warmup), duration_s,
-                              stall_timeout_s))
-
-
-async def _measure(endpoint: Endpoint, requests, pattern, seed, warmup, duration_s,
-                   stall_timeout_s):
-    async with OpenAIStreamClient(endpoint.base_url, endpoint.model, endpoint.options) as client:
-        watchdog = Watchdog(lambda: progress.of_client(client), stall_timeout_s,
-                            lambda stall: client.stop(abort_reason(stall_timeout_s)))
-        async with watchdog.running():
-            await warm_up(client, warmup, WARMUP_CONCURRENCY, stopped=watchdog.stopped)
-            if watchdog.stopped():  # in the warm-up: nothing was measured
-                return Measurement([], stall=str(watchdog.stall))
-            with _progress_line(watchdog, len(requests)):
-                async with ServerMetricsSampler(endpoint.base_url) as sampler:
-                    records, stats = await run_measured(client, requests, pattern, seed=seed,
-                                                        duration_s=duration_s,
-                                                        stopped=watchdog.stopped)
-    return Measurement(records, sampler.summary(), sampler.warning, stats,
-                       stall=watchdog.stall and str(watchdog.stall))
-
-
-@contextmanager
-def _progress_line(watchdog: Watchdog, total: int) -> Iterator[None]:
-    """The test's live progress line, fed by the watchdog's snapshots, while the block runs."""
-    line = progressline.for_measurement(total)
-    if line is None:
-        yield
-        return
-    watchdog.on_tick = line.update
-    try:
-        yield
-    finally:
-        watchdog.on_tick = None
-        line.close()
-
-
-async def warm_up(client: OpenAIStreamClient, warmup: Sequence[Request], concurrency: int,
-                  stopped: Callable[[], bool] = lambda: False) -> None:
-    if warmup:
-        await run_load(warmup, client.send, Concurrency(max_concurrency=concurrency),
-                       stopped=stopped)
-
-
-async def run_measured(client: OpenAIStreamClient, requests: Sequence[Request],
-                       pattern: LoadPattern, *, seed: int, duration_s: float | None,
-                       start_s: float | None = None, only: Sequence[int] | None = None,
-                       take_next: Callable[[], int] | None = None,
-                       stopped: Callable[[], bool] = lambda: False,
-                       ) -> tuple[list[RequestRecord], ClientStats]:
-    """The measured part of a run in this process, with the client's own effort beside it."""
-    client.finished = client.finished_tokens = 0  # progress counts the measured requests only
-    start_s = time.perf_counter() if start_s is None else start_s
-    lags: list[float] = []
-    probe = asyncio.ensure_future(_probe_loop_lag(lags))
-    cpu0, coalesced0 = time.process_time(), client.coalesced_chunks
-    try:
-        records = await run_load(requests, client.send, pattern, seed=seed,
-                                 duration_s=duration_s, start_s=start_s, only=only,
-                                 take_next=take_next, stopped=stopped)
-    finally:
-        probe.cancel()
-    wall_s = max(time.perf_counter() - start_s, 1e-9)
-    cpu_s = time.process_time() - cpu0
-    stats = ClientStats(
-        workers=1, wall_s=wall_s, cpu_s=cpu_s, busiest_cpu_share=cpu_s / wall_s,
-        chunks=sum(len(r.chunk_times_s) for r in records),
-        coalesced_chunks=client.coalesced_chunks - coalesced0, loop_lag_s=lags)
-    return records, stats
-
-
-async def _probe_loop_lag(lags: list[float]) -> None:
-    clock = time.perf_counter
-    while True:
-        before = clock()
-        await asyncio.sleep(LAG_PROBE_S)
-        lags.append(clock() - before - LAG_PROBE_S)
+    return run_async(measure_locally(endpoint, requests, pattern, seed, list(warmup),
+                                     duration_s, stall_timeout_s))

@@ -1,86 +1,20 @@
-"""The client's self-check: was this a measurement of the engine, or of the load generator?
-
-Every timestamp the client takes waits for its event loop to get to the socket. A loop that is
-late stamps late, and a late stamp inflates TTFT and the chunk gaps by exactly that much. So the
-check looks at how late the loop was, sustained over the run, not at one spike:
-
-- CPU: the busiest client process used >= 85% of a core over the measured window. With no
-  headroom left, every read waits for the one before it.
-- Loop lag: a probe that sleeps 5 ms woke more than max(2 ms, 10% of the measured TTFT p50) late
-  at p90. 2 ms is twice the 1 ms resolution of uvloop's timers; 10% of TTFT keeps the client's
-  own delay a small share of what it measures.
-- Schedule lag: an open loop without a concurrency cap sent its requests more than 10 ms after
-  their arrival time at p90 (the engine then saw less load than the workload describes). Closed
-  loops and capped open loops wait for a slot on purpose, so their queue time is not the client's.
-
-How the thresholds were chosen (the rows are in docs/client.md): with `llmperf bench-client`
-(a mock server with known timing), runs with the client alone on its core up to 512 streams had
-loop-lag p90 0.4-1.0 ms and CPU <= 0.60; with another process sharing that core, lag p90 was
-2.5-27 ms and TTFT p50 8-48 ms off the truth, while CPU could not pass 0.5 (hence the lag rule);
-the 19 CPU-suite tests on real vLLM stayed at lag p90 <= 1.1 ms and CPU <= 0.09. p90s and a
-whole-run CPU share do not move on one stall, so a single spike in a capacity probe cannot fail
-it.
-"""
+"""The client's self-check from a run's records and the client's own effort: the numbers
+metrics/client_check.py holds to its limits (that module says how they were chosen)."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
 from pytest_llmperf.client.loadgen import Concurrency, LoadPattern, counts_slot_waits
+from pytest_llmperf.metrics.client_check import (
+    LOOP_LAG_FLOOR_S,
+    LOOP_LAG_SHARE_OF_TTFT,
+    ClientCheck,
+)
 from pytest_llmperf.metrics.compute import RunMetrics
 from pytest_llmperf.records import ClientStats
 
-__all__ = ["CPU_LIMIT", "ClientCheck", "check_client"]
-
-CPU_LIMIT = 0.85
-LOOP_LAG_FLOOR_S = 0.002
-LOOP_LAG_SHARE_OF_TTFT = 0.10
-SCHEDULE_LAG_LIMIT_S = 0.010
-
-
-@dataclass(frozen=True)
-class ClientCheck:
-    cpu_share: float
-    loop_lag_p90_s: float
-    loop_lag_limit_s: float
-    schedule_lag_p90_s: float | None  # None where queue time is not the client's
-    workers: int
-    coalesced_share: float
-
-    @property
-    def reasons(self) -> list[str]:
-        found = []
-        if self.cpu_share >= CPU_LIMIT:
-            found.append(f"busiest client process at {self.cpu_share:.0%} of a core "
-                         f"(limit {CPU_LIMIT:.0%})")
-        if self.loop_lag_p90_s > self.loop_lag_limit_s:
-            found.append(f"event-loop lag p90 {self.loop_lag_p90_s * 1e3:.1f} ms "
-                         f"(limit {self.loop_lag_limit_s * 1e3:.1f} ms)")
-        lag = self.schedule_lag_p90_s
-        if lag is not None and lag > SCHEDULE_LAG_LIMIT_S:
-            found.append(f"requests sent {lag * 1e3:.1f} ms behind schedule at p90 "
-                         f"(limit {SCHEDULE_LAG_LIMIT_S * 1e3:g} ms)")
-        return found
-
-    @property
-    def limited(self) -> bool:
-        return bool(self.reasons)
-
-    def summary(self) -> str:
-        """The benchmark's column: the verdict and the numbers it rests on."""
-        verdict = "LIMITED" if self.limited else "ok"
-        return (f"{verdict} (cpu {self.cpu_share:.0%}, lag p90 {self.loop_lag_p90_s * 1e3:.1f}"
-                f"/{self.loop_lag_limit_s * 1e3:.1f} ms)")
-
-    def failure(self, cores: int) -> str:
-        """One line for a failed test: the numbers and the fix."""
-        return (f"client-limited measurement: the load generator, not the engine, set these "
-                f"numbers ({'; '.join(self.reasons)}; {self.workers} client process(es)); "
-                f"offer less load, or give the client more processes "
-                f"(--llmperf-client-workers N, up to {cores} here) or cores the engine does not "
-                "use; nothing from this run was written as a baseline")
+__all__ = ["check_client"]
 
 
 def check_client(metrics: RunMetrics, stats: ClientStats, pattern: LoadPattern) -> ClientCheck:

@@ -29,12 +29,14 @@ from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from pytest_llmperf.client import progress, progressline
+from pytest_llmperf.client import progress
 from pytest_llmperf.client.loadgen import Concurrency, LoadPattern
-from pytest_llmperf.client.measure import (
+from pytest_llmperf.client.measurement import (
     WARMUP_CONCURRENCY,
     Endpoint,
     Measurement,
+    finished,
+    progress_line,
     run_async,
     run_measured,
     warm_up,
@@ -191,7 +193,8 @@ def measure_in_workers(endpoint: Endpoint, requests: list[Request], pattern: Loa
                        seed: int, warmup: list[Request], duration_s: float | None,
                        workers: int, on_started=None,
                        stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S) -> Measurement:
-    """`runner.measure` over `workers` processes. `on_started(pids)` lets a benchmark watch them."""
+    """`measure.measure` over `workers` processes; `on_started(pids)` lets a benchmark watch
+    them."""
     plans = plan_workers(pattern, len(requests), len(warmup), workers)
     counter = _CONTEXT.Value("q", 0)
     board = progress.Board(_CONTEXT, len(plans))
@@ -223,18 +226,12 @@ async def _measure(endpoint: Endpoint, pending, watchdog: Watchdog, total: int) 
         _, failed = await asyncio.to_thread(_collect, pending, READY_TIMEOUT_S, "ready")
         for k in failed:
             pending.pop(k)
-        line = progressline.for_measurement(total)
-        watchdog.on_tick = line and line.update
-        try:
+        with progress_line(watchdog, total):
             async with ServerMetricsSampler(endpoint.base_url) as sampler:
                 start_s = time.perf_counter() + START_MARGIN_S
                 for _, conn in pending.values():
                     conn.send(start_s)
                 done, more_failed = await asyncio.to_thread(_collect, pending, None, "done")
-        finally:
-            watchdog.on_tick = None
-            if line is not None:
-                line.close()
     failed = {**failed, **more_failed}
     records = sorted((r for _, rs, _ in done.values() for r in rs), key=lambda r: r.index)
     stats = ClientStats.merge([s for _, _, s in done.values()])
@@ -242,5 +239,4 @@ async def _measure(endpoint: Endpoint, pending, watchdog: Watchdog, total: int) 
     if error:
         error += (f"; the records of the other {len(done)} worker(s) are kept" if done
                   else "; no records")
-    return Measurement(records, sampler.summary(), sampler.warning, stats, error,
-                       stall=watchdog.stall and str(watchdog.stall))
+    return finished(records, sampler, stats, watchdog, error)

@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import queue
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,6 +46,23 @@ PROMPT_TOKENS = 32
 STEADY = (0.1, 0.9)  # the share of the server's chunks that bounds the steady window
 SAMPLE_S = 0.05
 VLLM_TIMEOUT_S = 600
+# How long a mock server process may take to answer "truth" or "reset" (all of them together),
+# and to report its port once started. Each answers at once when healthy: a process that takes
+# longer is stuck or gone, and the run ends with a line that names it, not a hang.
+CONTROL_TIMEOUT_S = 30
+READY_TIMEOUT_S = 60
+
+
+class BenchError(RuntimeError):
+    """A load that could not be measured: `line(at)` says what failed, at which load, and why,
+    in one line."""
+
+    def __init__(self, what: str, why: str) -> None:
+        super().__init__(f"{what}: {why}")
+        self.what, self.why = what, why
+
+    def line(self, at: str) -> str:
+        return f"{self.what} at {at}: {self.why}"
 
 
 @dataclass(frozen=True)
@@ -87,35 +106,67 @@ class Row:
 class MockProcess:
     """The mock server in `procs` processes of its own, sharing one port (SO_REUSEPORT: the
     kernel spreads the connections over them), each pinned to its core of `cpus` if given. Each
-    process counts the chunks it wrote in a shared value; their truths are merged."""
+    process counts the chunks it wrote in a shared value; their truths are merged.
 
-    def __init__(self, interval_s: float, cpus: list[int] | None = None, procs: int = 1) -> None:
-        import multiprocessing
+    Each process answers "truth" and "reset" on a pipe of its own (mockserver._answer), within
+    `control_timeout_s` or a BenchError names it. `entry` is the processes' target
+    (mockserver.serve; a test gives one that misbehaves)."""
 
+    def __init__(self, interval_s: float, cpus: list[int] | None = None, procs: int = 1, *,
+                 entry=None, control_timeout_s: float = CONTROL_TIMEOUT_S) -> None:
         from pytest_llmperf.clientbench import mockserver
 
         if cpus is not None and len(cpus) != procs:
             raise ValueError(f"{procs} mock server processes need {procs} cores, got {cpus}")
-        ctx = multiprocessing.get_context("spawn")
         self.interval_s = interval_s
+        self.control_timeout_s = control_timeout_s
         self.counters, self.controls, self.processes = [], [], []
+        # The truths come through files here (why: mockserver._answer); gone with stop().
+        self._truth_dir = tempfile.mkdtemp(prefix="llmperf-mock-truth-")
+        try:
+            self.url = self._start(entry or mockserver.serve, cpus, procs)
+        except BaseException:
+            self.stop()  # the processes already started go too
+            raise
+
+    def _start(self, entry, cpus: list[int] | None, procs: int) -> str:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
         port = 0  # the first process picks it, the others share it
         for i in range(procs):
             counter = ctx.Value("q", 0, lock=False)
             control, theirs = ctx.Pipe()
+            # An answer is one short write (mockserver._answer), whole once poll sees any of it;
+            # non-blocking, a read that finds only part of one (a broken server) fails at once
+            # instead of waiting for the rest for ever.
+            os.set_blocking(control.fileno(), False)
             ready = ctx.Queue()
             process = ctx.Process(
-                target=mockserver.serve, args=(interval_s,),
+                target=entry, args=(self.interval_s,),
                 kwargs={"port": port, "chunk_counter": counter, "ready": ready.put,
                         "cpu": cpus[i] if cpus else None, "control": theirs,
                         "reuse_port": procs > 1},
                 daemon=True)
             process.start()
+            theirs.close()  # the child has its own copy: when it dies, our end reads the close
             self.counters.append(counter)
             self.controls.append(control)
             self.processes.append(process)
-            port = ready.get(timeout=60)
-        self.url = f"http://127.0.0.1:{port}"
+            port = self._port_of(i, ready)
+        return f"http://127.0.0.1:{port}"
+
+    def _port_of(self, i: int, ready) -> int:
+        """The port process `i` listens on, once it says so; a BenchError if it dies first or
+        says nothing within READY_TIMEOUT_S."""
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                return ready.get(timeout=0.2)
+            except queue.Empty:
+                if not self.processes[i].is_alive():
+                    break
+        raise self._failure(i, "ready", READY_TIMEOUT_S, self._why_silent(i))
 
     @property
     def pids(self) -> list[int]:
@@ -125,10 +176,54 @@ class MockProcess:
         """The chunks written so far, by all the processes."""
         return sum(counter.value for counter in self.counters)
 
-    def _ask(self, request: str) -> list:
-        for control in self.controls:
-            control.send(request)
-        return [control.recv() for control in self.controls]
+    def _truth_path(self, i: int) -> str:
+        return os.path.join(self._truth_dir, f"truth-{i + 1}.pickle")
+
+    def _ask(self, request: str) -> None:
+        """Send `request` to every process, then wait for each answer: control_timeout_s for
+        all of them together."""
+        for i, control in enumerate(self.controls):
+            try:
+                control.send((request, self._truth_path(i)))
+            except OSError as exc:  # its end is closed: it is gone
+                why = self._why_silent(i, f"{type(exc).__name__}: {exc}", wait_s=1.0)
+                raise self._failure(i, request, self.control_timeout_s, why) from exc
+        deadline = time.monotonic() + self.control_timeout_s
+        for i in range(len(self.controls)):
+            self._await_answer(i, request, deadline)
+
+    def _await_answer(self, i: int, request: str, deadline: float) -> None:
+        control = self.controls[i]
+        if not control.poll(max(0.0, deadline - time.monotonic())):
+            raise self._failure(i, request, self.control_timeout_s, self._why_silent(i))
+        try:
+            status, detail = control.recv()
+        except BlockingIOError as exc:
+            raise self._failure(i, request, self.control_timeout_s,
+                                self._why_silent(i, "only part of its answer came")) from exc
+        except (EOFError, OSError) as exc:  # the pipe closed: the process is gone or going
+            raise self._failure(i, request, self.control_timeout_s,
+                                self._why_silent(i, wait_s=1.0)) from exc
+        if status != "ok":
+            raise self._failure(i, request, self.control_timeout_s, f"it failed: {detail}")
+
+    def _failure(self, i: int, request: str, within_s: float, why: str) -> BenchError:
+        return BenchError(f"mock server process {i + 1} (pid {self.processes[i].pid}) did not "
+                          f"answer {request!r} within {within_s:g} s", why)
+
+    def _why_silent(self, i: int, seen: str = "", wait_s: float = 0.0) -> str:
+        """Why process `i` did not answer: how it ended, or that it runs but says nothing;
+        after `seen`, what the pipe showed, if anything. `wait_s`: for one that is exiting."""
+        process = self.processes[i]
+        process.join(wait_s)
+        code = process.exitcode
+        if code is None:
+            state = "it is still running but silent"
+        elif code < 0:
+            state = f"it was killed by signal {-code}"
+        else:
+            state = f"it exited with code {code}"
+        return f"{seen}; {state}" if seen else state
 
     def reset(self) -> None:
         self._ask("reset")
@@ -143,13 +238,20 @@ class MockProcess:
     def truth(self) -> dict:
         from pytest_llmperf.clientbench import mockserver
 
-        return mockserver.merged_truth(self._ask("truth"), self.interval_s)
+        self._ask("truth")
+        truths = [mockserver.read_truth(self._truth_path(i)) for i in range(len(self.processes))]
+        return mockserver.merged_truth(truths, self.interval_s)
 
     def stop(self) -> None:
+        """Kill every process and wait for it (5 s each at most); close the pipes; remove the
+        truths' folder."""
         for process in self.processes:
             process.kill()
         for process in self.processes:
             process.join(5)
+        for control in self.controls:
+            control.close()
+        shutil.rmtree(self._truth_dir, ignore_errors=True)
 
 
 def _cpu_s(pids: list[int]) -> float:
@@ -280,10 +382,10 @@ def run_vllm(server: MockProcess, load: Load, output_tokens: int, tokenizer: str
             proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True, preexec_fn=_pin(cpus))
             watch.pids.append(proc.pid)
-            out, _ = proc.communicate(timeout=VLLM_TIMEOUT_S)
+            out = _finish(proc)
         if proc.returncode != 0:
             tail = " | ".join(out.strip().splitlines()[-3:])
-            raise RuntimeError(f"vllm bench serve exited {proc.returncode}: {tail}")
+            raise BenchError(f"vllm bench serve exited {proc.returncode}", tail)
         result = json.loads(Path(tmp, "r.json").read_text())
     truth = server.truth()
     return Row(
@@ -297,6 +399,17 @@ def run_vllm(server: MockProcess, load: Load, output_tokens: int, tokenizer: str
         true_ttft_p50_ms=truth["ttft_s_p50"] * 1e3, true_tpot_p50_ms=truth["tpot_s_p50"] * 1e3,
         server_cpu_pct=watch.server_cpu_pct(), verdict="-",
     )
+
+
+def _finish(proc: subprocess.Popen) -> str:
+    """Its output once it ended; a BenchError, with it killed, if it runs past VLLM_TIMEOUT_S."""
+    try:
+        return proc.communicate(timeout=VLLM_TIMEOUT_S)[0]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise BenchError("vllm bench serve",
+                         f"still running after {VLLM_TIMEOUT_S} s; killed it") from None
 
 
 def _pin(cpus: set[int] | None):
@@ -368,26 +481,50 @@ def main_bench(config: BenchConfig, out=sys.stdout) -> int:
           f"our socket reader: {reader_kind()}"
           + ("" if with_vllm else "; no vllm bench rows (vLLM not installed, or turned off)"),
           file=out)
-    server = MockProcess(config.interval_ms / 1e3, server_cpus, config.server_procs)
     table, rows = [list(COLUMNS)], []
     try:
+        failure = _measure_all(config, loads, with_vllm, server_cpus, client_cpus, table, rows)
+    finally:  # whatever stopped the run, the rows measured before it are kept
+        print(render(table), file=out, flush=True)
+        if config.json_path:
+            config.json_path.write_text(json.dumps(rows, indent=1))
+    if failure:
+        print(f"llmperf bench-client: {failure}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+def _measure_all(config: BenchConfig, loads: list[Load], with_vllm: bool,
+                 server_cpus: list[int] | None, client_cpus: set[int] | None,
+                 table: list[list[str]], rows: list[dict]) -> str | None:
+    """Measure the loads in turn, adding to `table` and `rows` as each client's row comes; what
+    stopped it early, in one line (a BenchError's), or None. The server is gone on return."""
+    try:
+        server = MockProcess(config.interval_ms / 1e3, server_cpus, config.server_procs)
+    except BenchError as exc:
+        return exc.line("start-up")
+    try:
         for load in loads:
-            ours = run_ours(server, load, config.output_tokens, config.workers, config.api)
-            table.append(format_row(load.label, ours))
-            rows.append({"load": load.label, **ours.__dict__})
-            if with_vllm and config.api == "completions":
-                theirs = run_vllm(server, load, config.output_tokens, config.tokenizer,
-                                  client_cpus)
-                table.append(format_row("", theirs))
-                ratio = ours.out_tok_s / theirs.out_tok_s
-                cpu = theirs.cpu_us_per_chunk / ours.cpu_us_per_chunk
-                table.append(["", "ratio", f"{ratio:.2f}x", "", "", "", f"{cpu:.2f}x less", "",
-                              "", "", ""])
-                rows.append({"load": load.label, **theirs.__dict__})
+            try:
+                _measure_load(server, load, config, with_vllm, client_cpus, table, rows)
+            except BenchError as exc:
+                return exc.line(load.label)
             print(f"measured {load.label}", file=sys.stderr, flush=True)
     finally:
         server.stop()
-    print(render(table), file=out, flush=True)
-    if config.json_path:
-        config.json_path.write_text(json.dumps(rows, indent=1))
-    return 0
+    return None
+
+
+def _measure_load(server: MockProcess, load: Load, config: BenchConfig, with_vllm: bool,
+                  client_cpus: set[int] | None, table: list[list[str]], rows: list[dict]) -> None:
+    ours = run_ours(server, load, config.output_tokens, config.workers, config.api)
+    table.append(format_row(load.label, ours))
+    rows.append({"load": load.label, **ours.__dict__})
+    if with_vllm and config.api == "completions":
+        theirs = run_vllm(server, load, config.output_tokens, config.tokenizer, client_cpus)
+        table.append(format_row("", theirs))
+        ratio = ours.out_tok_s / theirs.out_tok_s
+        cpu = theirs.cpu_us_per_chunk / ours.cpu_us_per_chunk
+        table.append(["", "ratio", f"{ratio:.2f}x", "", "", "", f"{cpu:.2f}x less", "",
+                      "", "", ""])
+        rows.append({"load": load.label, **theirs.__dict__})

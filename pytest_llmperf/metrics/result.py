@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_llmperf.client.selfcheck import ClientCheck
 from pytest_llmperf.failures import count_kinds, describe_counts
+from pytest_llmperf.metrics.client_check import ClientCheck
 from pytest_llmperf.metrics.compute import RunMetrics, Summary
 from pytest_llmperf.metrics.stats import combine_repeats
 from pytest_llmperf.records import RequestRecord
@@ -21,7 +21,7 @@ class Result:
     them, and `value(name)` gives the median of a metric over the runs (what the gate uses).
     """
 
-    test_id: str  # the pytest node id (+ "#n" for the n-th run inside one test)
+    test_id: str  # the measurement id (ids.py): the suite file and `key`
     key: str  # the test's table in its baseline file
     engine: dict[str, Any]
     engine_label: str
@@ -68,8 +68,3 @@ class Result:
 def _base_names(metrics: RunMetrics) -> set[str]:
     return {name.split(".")[0] for name in metrics.flat()}
 
-
-def result_id(nodeid: str, key: str) -> str:
-    """How a measurement is named in the summary and the JSON: the suite file plus its key
-    ("suites/test_cpu.py::test_x#2", "suites/test_cpu.py::test_x@fixed-rate4")."""
-    return nodeid.split("::", 1)[0] + "::" + key

@@ -20,14 +20,11 @@ from __future__ import annotations
 import pytest
 from _pytest.runner import runtestprotocol
 
+from pytest_llmperf.session.ab_run import ConfirmLater
+
 __all__ = ["ConfirmLater", "ConfirmLaterPlugin"]
 
 PLUGIN_NAME = "llmperf-confirm-later"
-
-
-class ConfirmLater(BaseException):
-    """Raised out of a test whose first A/B pairs regressed, to be rerun later. A BaseException,
-    as pytest's own outcomes are, so a test's `except Exception` cannot swallow it."""
 
 
 class ConfirmLaterPlugin:

@@ -6,7 +6,6 @@ it can be built and tested on its own.
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,11 +13,13 @@ from typing import Any, Protocol
 
 import pytest
 
+from pytest_llmperf import ids
 from pytest_llmperf.engines.errors import EngineError
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.errors import InputError
+from pytest_llmperf.ids import MeasurementId, result_id
 from pytest_llmperf.metrics import goodput
-from pytest_llmperf.metrics.result import Result, result_id
+from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.plugin import confirm_later
 from pytest_llmperf.session.settings import Settings, usable_cores
@@ -88,23 +89,9 @@ def options_of(item: pytest.Item) -> TestOptions:
         raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.llmperf: {exc}") from None
 
 
-# Tests sharing an engine carry @pytest.mark.xdist_group("llmperf-<digest>"); under
-# `--dist loadgroup` pytest-xdist appends "@<group>" to their node ids, which must not leak into
-# baseline keys or the update command shown to users.
-XDIST_GROUP_PREFIX = "llmperf-"
-_XDIST_SUFFIX = re.compile(r"@" + XDIST_GROUP_PREFIX + r"[0-9a-f]+$")
-
-
 def user_nodeid(item: pytest.Item) -> str:
-    """The node id a user would type (without pytest-xdist's group suffix)."""
-    return _XDIST_SUFFIX.sub("", item.nodeid)
-
-
-def baseline_key(item: pytest.Item, run_number: int) -> str:
-    """The test's table in its suite's baseline file: the node id after the file name
-    ("test_x[64]", "TestA::test_x"); a second run in the same test gets "#2", and so on."""
-    key = user_nodeid(item).split("::", 1)[-1]
-    return key if run_number == 1 else f"{key}#{run_number}"
+    """The node id a user would type (ids.user_nodeid)."""
+    return ids.user_nodeid(item.nodeid)
 
 
 class Measurer(Protocol):
@@ -274,14 +261,15 @@ class Llmperf:
 
     def _next_key(self) -> str:
         self._measurements += 1
-        return baseline_key(self._item, self._measurements)
+        return MeasurementId(user_nodeid(self._item), run=self._measurements).key
 
     def _measure(self, workload: Workload, engine: Engine | None, repeat: int,
                  point: bool = False) -> Result:
         engine = self._engine(engine)
         # Sweep and search points are named after their load and take no run number, so the
         # keys of the gated measurements after them do not depend on how many points there were.
-        key = f"{baseline_key(self._item, 1)}@{workload.name}" if point else self._next_key()
+        key = (MeasurementId(user_nodeid(self._item), point=workload.name).key if point
+               else self._next_key())
         result = _engine_or_fail(self._session.run, user_nodeid(self._item), key, engine,
                                  workload, repeat)
         self.results.append(result)

@@ -21,8 +21,9 @@ from pytest_llmperf.engines.leases import GpuLeases, visible_gpus
 from pytest_llmperf.engines.pool import EnginePool, vllm_factory
 from pytest_llmperf.engines.server import CPU_ENGINE_NICE
 from pytest_llmperf.engines.spec import Engine
+from pytest_llmperf.ids import xdist_group
 from pytest_llmperf.plugin import confirm_later, hookspecs, markers
-from pytest_llmperf.plugin.fixture import XDIST_GROUP_PREFIX, Llmperf, engine_of, user_nodeid
+from pytest_llmperf.plugin.fixture import Llmperf, engine_of, user_nodeid
 from pytest_llmperf.plugin.reporthooks import NAME as REPORTS_PLUGIN
 from pytest_llmperf.plugin.reporthooks import ReportHooks
 from pytest_llmperf.session import outputs
@@ -188,7 +189,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         config.workeroutput["llmperf"] = mine
         return
     llmperf.payloads.append(mine)
-    llmperf.payloads[-1]["notes"] += outputs.write_documents(llmperf, llmperf.payloads)
+    outputs.add_notes(llmperf.payloads, outputs.write_documents(llmperf, llmperf.payloads))
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -237,7 +238,7 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     ours, so by then the tag must already be there."""
     engine = engine_of(item)
     if engine is not None:
-        item.add_marker(pytest.mark.xdist_group(XDIST_GROUP_PREFIX + engine.digest()))
+        item.add_marker(pytest.mark.xdist_group(xdist_group(engine.digest())))
 
 
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -297,7 +298,7 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     report = yield
     if report.when == "call":
         session = item.config.stash.get(SESSION_KEY, None)
-        if session is not None and item.nodeid in session.pending:
+        if session is not None and item.nodeid in session.updates.pending:
             errors = session.apply_updates(item.nodeid, passed=report.passed)
             if errors:  # the test's own failure, not an INTERNALERROR that ends the session
                 report.outcome, report.longrepr = "failed", "\n".join(errors)

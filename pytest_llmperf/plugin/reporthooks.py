@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llmperf.plugin.fixture import XDIST_GROUP_PREFIX, user_nodeid
-from pytest_llmperf.reports import html as htmlreport
+from pytest_llmperf import ids
+from pytest_llmperf.plugin.fixture import user_nodeid
 from pytest_llmperf.reports import junit
+from pytest_llmperf.reports.files import check_writable
 from pytest_llmperf.session import outputs
+from pytest_llmperf.session.provenance import git_commit
 
 NAME = "llmperf-reports"
-
-
-def _without_xdist_group(nodeid: str) -> str:
-    return nodeid.split("@" + XDIST_GROUP_PREFIX, 1)[0]
 
 
 class ReportHooks:
@@ -37,10 +35,10 @@ class ReportHooks:
         settings = self.session.settings
         try:
             if settings.markdown:
-                outputs.check_writable("--llmperf-markdown", settings.markdown,
+                check_writable("--llmperf-markdown", settings.markdown,
                                        settings.path(settings.markdown))
             if settings.html:
-                outputs.check_writable("--llmperf-html", settings.html,
+                check_writable("--llmperf-html", settings.html,
                                        settings.path(settings.html))
         except ValueError as exc:
             raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
@@ -51,22 +49,22 @@ class ReportHooks:
         pytest's junitxml reads them from, carries them."""
         report = yield
         if report.when == "call":
-            item.user_properties += junit.properties(user_nodeid(item), self.session,
-                                                     outputs.usd_per_hour(self.session))
+            llmperf = self.session
+            item.user_properties += junit.properties(
+                user_nodeid(item), llmperf.results, llmperf.verdicts, llmperf.extras,
+                outputs.usd_per_hour(llmperf), root=llmperf.settings.rootdir)
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Failures from every pytest-xdist worker arrive here on the controller too."""
         if report.failed and not hasattr(self.config, "workerinput"):
-            self.failures.append((_without_xdist_group(report.nodeid), report.longreprtext))
+            self.failures.append((ids.user_nodeid(report.nodeid), report.longreprtext))
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """After plugin.py's own (tryfirst) one has gathered every worker's payload."""
         llmperf = self.session
         if hasattr(self.config, "workerinput") or not llmperf.payloads:
             return
-        from pytest_llmperf.session.session import git_commit
-
         started = self.config.stash[self.started_key]
         provenance = {
             "started": started.isoformat(timespec="seconds"),
@@ -75,6 +73,6 @@ class ReportHooks:
         }
         data = outputs.markdown_report(llmperf.payloads, failures=self.failures,
                                        fingerprint=llmperf.fingerprint, provenance=provenance)
-        llmperf.payloads[-1]["notes"] += outputs.write_markdown(llmperf, data)
+        outputs.add_notes(llmperf.payloads, outputs.write_markdown(llmperf, data))
         if llmperf.settings.html:
-            llmperf.payloads[-1]["notes"].append(htmlreport.write(llmperf, data))
+            outputs.add_notes(llmperf.payloads, [outputs.write_html(llmperf, data)])

@@ -12,16 +12,22 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from html import escape
+from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.reports.files import write_text
 from pytest_llmperf.reports.markdown import Report
 from pytest_llmperf.reports.model import (
-    PROBLEMS,
+    Row,
     by_severity,
+    counted,
     engine_keys,
     legend,
+    problem,
     shown_columns,
+    status_of,
     verdict_counts,
+    verdict_text,
 )
 from pytest_llmperf.reports.plots import Picture
 
@@ -49,15 +55,14 @@ def _cell(text: str, css: str = "") -> str:
     return f'<td class="{css}">{escape(text)}</td>' if css else f"<td>{escape(text)}</td>"
 
 
-def _verdict(verdict: str) -> str:
-    css = "problem" if verdict in PROBLEMS else ""
-    return _cell(verdict, css)
+def _verdict(row: Row) -> str:
+    return _cell(verdict_text(row), "problem" if problem(status_of(row)) else "")
 
 
 def headline(report: Report) -> str:
     """The verdict counts, after the number of failed tests (as markdown.headline)."""
-    parts = [f'<span class="problem">{n} {escape(v)}</span>' if v in PROBLEMS
-             else f"{n} {escape(v)}" for v, n in verdict_counts(report.rows)]
+    parts = [f'<span class="problem">{n} {escape(counted(v))}</span>' if problem(v)
+             else f"{n} {escape(counted(v))}" for v, n in verdict_counts(report.rows)]
     text = ", ".join(parts) if parts else "nothing measured"
     failed = len(report.failures)
     prefix = f'<span class="problem">{failed} failed</span>; ' if failed else ""
@@ -75,7 +80,7 @@ def results_table(report: Report) -> list[str]:
     for row in by_severity(rows):
         cells = [_cell(row["test_id"]), _cell(keys[row["engine"]]), _cell(row["workload"])]
         cells += [_cell(column.cell(row["values"]), "num") for column in columns]
-        lines.append("<tr>" + "".join(cells) + _verdict(row["verdict"]) + "</tr>")
+        lines.append("<tr>" + "".join(cells) + _verdict(row) + "</tr>")
     lines += ["</table>", "</div>", f'<p class="legend">{escape(legend(columns))}</p>']
     return lines
 
@@ -156,12 +161,8 @@ def pictures_of(document: Mapping[str, Any] | None) -> tuple[list[Picture], str 
     return plots.pictures(plotdata.gather([document])), None
 
 
-def write(session, report: Report) -> str:
-    """--llmperf-html: the page, with the plots of the session's merged run file; returns the
+def write(report: Report, document: dict[str, Any] | None, path: Path) -> str:
+    """--llmperf-html: the page, with the plots of the run file `document`; returns the
     summary's line saying where it went (or why not)."""
-    from pytest_llmperf.session import outputs
-    document = outputs.merge_documents([p["document"] for p in session.payloads])
     pictures, missing = pictures_of(document)
-    return outputs.write_text("HTML report", "--llmperf-html",
-                              session.settings.path(session.settings.html),
-                              page(report, pictures, missing))
+    return write_text("HTML report", "--llmperf-html", path, page(report, pictures, missing))

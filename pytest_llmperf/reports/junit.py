@@ -11,36 +11,39 @@ its later measurements with the suffix of their id (`ttft_s.p50#2`, `verdict@cha
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
-from pytest_llmperf.reports.model import summary_rows
+from pytest_llmperf.ids import belongs_to
+from pytest_llmperf.metrics.result import Result
+from pytest_llmperf.reports.model import Extra, summary_rows, verdict_text
+from pytest_llmperf.verdict.status import Status
 
 SIGNIFICANT = "{:.6g}"  # enough for any gate, short enough to read in a CI page
-
-
-def belongs_to(test_id: str, nodeid: str) -> bool:
-    """A measurement's id is its test's node id, or that plus "#n" or "@point"."""
-    return test_id == nodeid or test_id.startswith((nodeid + "#", nodeid + "@"))
 
 
 def _number(value: float) -> str:
     return SIGNIFICANT.format(value)  # "20", not "20.0", for a count
 
 
-def properties(nodeid: str, session, usd_per_hour: float | None) -> list[tuple[str, str]]:
+def properties(nodeid: str, results: Sequence[Result], verdicts: Mapping[str, Status],
+               extras: Sequence[Extra], usd_per_hour: float | None, *,
+               root: Path | None = None) -> list[tuple[str, str]]:
     """The properties of the test `nodeid` (as the user types it): every measurement it made, in
     order."""
-    results = [r for r in session.results if belongs_to(r.test_id, nodeid)]
+    mine = [r for r in results if belongs_to(r.test_id, nodeid)]
     out: list[tuple[str, str]] = []
-    for row in summary_rows(results, session.verdicts, usd_per_hour,
-                            root=session.settings.rootdir):
+    for row in summary_rows(mine, verdicts, usd_per_hour, root=root):
         suffix = row["test_id"][len(nodeid):]
-        out += [(f"{name}{suffix}", row[name]) for name in ("verdict", "engine", "workload")]
+        out.append((f"verdict{suffix}", verdict_text(row)))
+        out += [(f"{name}{suffix}", row[name]) for name in ("engine", "workload")]
         out += [(f"{key}{suffix}", _number(value)) for key, value in row["values"].items()
                 if value is not None]
-    for test_id, estimates, _ in session.extras:  # SLO capacities, offline throughputs
+    for test_id, estimates, _ in extras:  # SLO capacities, offline throughputs
         if belongs_to(test_id, nodeid):
             suffix = test_id[len(nodeid):]
             out += [(f"{name}{suffix}", _number(est.value)) for name, est in estimates.items()
                     if math.isfinite(est.value)]
-            out.append((f"verdict{suffix}", session.verdicts.get(test_id, "")))
+            status = verdicts.get(test_id)
+            out.append((f"verdict{suffix}", status.summary if status else ""))
     return out

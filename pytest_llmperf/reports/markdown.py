@@ -15,13 +15,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_llmperf.reports.model import (
-    PROBLEMS,
     Row,
     by_severity,
+    counted,
     engine_keys,
     legend,
+    problem,
     shown_columns,
+    status_of,
     verdict_counts,
+    verdict_text,
 )
 
 TITLE = "pytest-llmperf"
@@ -68,8 +71,8 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int])
 def headline(rows: Sequence[Row], failed: int = 0) -> str:
     """The verdict counts of the rows, after the number of failed tests: a test can fail on a
     measurement that is not a row (an SLO capacity) or for a reason of its own (an assert)."""
-    counts = [f"**{n} {verdict}**" if verdict in PROBLEMS else f"{n} {verdict}"
-              for verdict, n in verdict_counts(rows)]
+    counts = [f"**{n} {counted(status)}**" if problem(status) else f"{n} {counted(status)}"
+              for status, n in verdict_counts(rows)]
     text = ", ".join(counts) if counts else "nothing measured"
     return f"## {TITLE}: " + (f"**{failed} failed**; " if failed else "") + text
 
@@ -99,7 +102,8 @@ def results_table(rows: Sequence[Row]) -> list[str]:
     header = ["test", "engine", "workload", *(c.header for c in columns), "verdict"]
     body = []
     for row in by_severity(rows):
-        verdict = f"**{row['verdict']}**" if row["verdict"] in PROBLEMS else row["verdict"]
+        verdict = (f"**{verdict_text(row)}**" if problem(status_of(row))
+                   else verdict_text(row))
         body.append([code(row["test_id"]), keys[row["engine"]], row["workload"],
                      *(column.cell(row["values"]) for column in columns), verdict])
     numbers = set(range(3, 3 + len(columns)))

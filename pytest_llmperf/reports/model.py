@@ -18,9 +18,12 @@ from typing import Any
 
 from pytest_llmperf.metrics import cost, roofline
 from pytest_llmperf.metrics.result import Result
+from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.verdict.status import Status
 
-Row = dict[str, Any]  # {"test_id", "engine", "workload", "verdict", "values": {key: float|None}}
+# {"test_id", "engine", "workload", "status": a Status' value or "", "values": {key: float|None}}
+Row = dict[str, Any]
+Extra = tuple[str, dict[str, Estimate], str]  # test id, its metrics, what they are
 
 
 @dataclass(frozen=True)
@@ -65,10 +68,24 @@ COLUMNS: tuple[Column, ...] = (
 # Measured values a row keeps although no column shows them (cost.py derives from them).
 EXTRA_VALUES = ("total_throughput_tok_s",)
 
-# Worst first: the reports put these rows on top so a reader sees them without scrolling.
-SEVERITY = {status.summary: status.severity for status in Status if status.severity is not None}
-PROBLEMS = frozenset(SEVERITY)
 NOT_JUDGED = "not judged"
+_LAST = len(Status)  # the rank of a row that is no problem: after every problem
+
+
+def status_of(row: Row) -> Status | None:
+    return Status(row["status"]) if row["status"] else None
+
+
+def verdict_text(row: Row) -> str:
+    """The verdict column's words for a row ("" for a point that was never judged)."""
+    status = status_of(row)
+    return status.summary if status else ""
+
+
+def rank(status: Status | None) -> int:
+    """Worst first: the reports put these rows on top so a reader sees them without
+    scrolling."""
+    return _LAST if status is None or status.severity is None else status.severity
 
 
 def _finite(value: float | None) -> float | None:
@@ -93,9 +110,9 @@ def roofline_of(result: Result, root: Path | None = None) -> roofline.Roofline |
         return str(exc)
 
 
-def summary_rows(results: Sequence[Result], verdicts: Mapping[str, str],
+def summary_rows(results: Sequence[Result], verdicts: Mapping[str, Status],
                  usd_per_hour: float | None = None, root: Path | None = None) -> list[Row]:
-    """A row per result; `verdicts` maps a test id to its gate verdict ("pass", "REGRESSION"),
+    """A row per result; `verdicts` maps a test id to its verdict,
     `usd_per_hour` (what the machine costs) adds the cost columns; `root` (pytest's rootdir)
     is where a relative model path is, for the roofline."""
     rows = []
@@ -107,14 +124,14 @@ def summary_rows(results: Sequence[Result], verdicts: Mapping[str, str],
         values[roofline.FRACTION] = None if isinstance(found, str) else _finite(found.fraction)
         rows.append({"test_id": result.test_id, "engine": result.engine_label,
                      "workload": result.workload_label,
-                     "verdict": verdicts.get(result.test_id, ""), "values": values})
+                     "status": str(verdicts.get(result.test_id, "")), "values": values})
     return rows
 
 
 def by_severity(rows: Iterable[Row]) -> list[Row]:
     """Errors, regressions, missed targets and client-limited runs first; otherwise in the order
     they were measured (a stable sort)."""
-    return sorted(rows, key=lambda row: SEVERITY.get(row["verdict"], len(SEVERITY)))
+    return sorted(rows, key=lambda row: rank(status_of(row)))
 
 
 def shown_columns(rows: Sequence[Row]) -> list[Column]:
@@ -133,12 +150,21 @@ def legend(columns: Iterable[Column]) -> str:
                       *others])
 
 
-def verdict_counts(rows: Iterable[Row]) -> list[tuple[str, int]]:
-    """How many rows got each verdict, worst first, then by count."""
+def verdict_counts(rows: Iterable[Row]) -> list[tuple[Status | None, int]]:
+    """How many rows got each verdict (None: never judged), worst first, then by count."""
     # Rows without a verdict are sweep and capacity-search points: measured, never judged.
-    counts = Counter(row["verdict"] or NOT_JUDGED for row in rows)
-    return sorted(counts.items(),
-                  key=lambda item: (SEVERITY.get(item[0], len(SEVERITY)), -item[1], item[0]))
+    counts = Counter(status_of(row) for row in rows)
+    return sorted(counts.items(), key=lambda item: (rank(item[0]), -item[1], counted(item[0])))
+
+
+def counted(status: Status | None) -> str:
+    """A verdict's words in the counts of a report's headline."""
+    return status.summary if status else NOT_JUDGED
+
+
+def problem(status: Status | None) -> bool:
+    """Whether the reports mark this verdict (and list its rows first)."""
+    return status is not None and status.severity is not None
 
 
 def engine_keys(labels: Iterable[str]) -> dict[str, str]:
@@ -187,11 +213,12 @@ def engine_lines(rows: Sequence[Row], starts: Iterable[tuple[str, float]] = (),
     return lines
 
 
-def extra_lines(extras, verdicts: Mapping[str, str]) -> list[str]:
+def extra_lines(extras: Iterable[Extra], verdicts: Mapping[str, Status]) -> list[str]:
     """Gated metrics that are not a run's (SLO capacity, offline throughput): one line each."""
     lines = []
     for test_id, estimates, detail in extras:
         values = ", ".join(f"{name} = {est.value:,.2f}" for name, est in estimates.items())
-        verdict = verdicts.get(test_id, "")
+        status = verdicts.get(test_id)
+        verdict = status.summary if status else ""
         lines.append(f"{test_id}: {values} ({detail})" + (f"  {verdict}" if verdict else ""))
     return lines

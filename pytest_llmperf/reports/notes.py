@@ -1,9 +1,10 @@
 """Fold the notes under the summary: a note that says the same thing of many tests becomes one
 line that counts them, so "baseline is from other hardware" for 19 tests is one line, not 19.
 
-Notes are plain lines, most of them "<test id>: <what happened>", where what happened may name
-the test's baseline file and its key. Two notes say the same thing when their words are equal
-once every word naming the test (its key) or a file (a path) is set aside. A folded line keeps
+A note is data until this module renders it: the test it is about (or none, for the session) and
+what happened, which may name the test's baseline file and its key. Two notes say the same thing
+when their words are equal once every word naming the test (its key) or a file (a path) is set
+aside. A folded line keeps
 the words all its notes share, shows differing paths as one pattern (dir/test_*.toml), drops a
 differing location (the key in ["test_a"]:), and shows any other differing word as "...".
 """
@@ -11,13 +12,39 @@ differing location (the key in ["test_a"]:), and shows any other differing word 
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
-# "<file>.py::<rest>: <text>"; the id ends at the first ": " after its "::".
-_ABOUT_A_TEST = re.compile(r"^(?P<id>\S+\.py::.+?): (?P<text>.+)$")
+from pytest_llmperf.ids import key_of
+
+__all__ = ["Note", "fold"]
+
 DIFFERS = "..."
 SEE_ALL = "(-v lists each)"
+
+
+@dataclass(frozen=True)
+class Note:
+    """One line under the summary: about the measurement `test_id` (an id, ids.py), or about
+    the session when it is None."""
+
+    test_id: str | None
+    text: str
+
+    def render(self) -> str:
+        return f"{self.test_id}: {self.text}" if self.test_id else self.text
+
+    def to_plain(self) -> list[str | None]:
+        """As a pytest-xdist worker sends it to the controller (plain data only)."""
+        return [self.test_id, self.text]
+
+    @classmethod
+    def from_plain(cls, plain: Sequence[str | None]) -> Note:
+        return cls(plain[0], str(plain[1]))
+
+    @classmethod
+    def about_session(cls, lines: Iterable[str]) -> list[Note]:
+        return [cls(None, line) for line in lines]
 
 
 def _is_variable(word: str, key: str) -> bool:
@@ -54,25 +81,17 @@ def _folded(texts: list[str]) -> str:
     return " ".join(words)
 
 
-def fold(notes: Sequence[str]) -> list[str]:
+def fold(notes: Sequence[Note]) -> list[str]:
     """Each distinct note once; notes that say the same of several tests as one line, at the
     place of the first of them."""
-    groups: dict[object, list[str]] = {}
-    texts: dict[object, list[str]] = {}
+    groups: dict[object, list[Note]] = {}
     for note in dict.fromkeys(notes):  # exact repeats (a warning per run) count once
-        match = _ABOUT_A_TEST.match(note)
-        if match is None:
-            group: object = note
-            text = note
-        else:
-            text = match["text"]
-            group = _template(text, match["id"].split("::", 1)[1])
+        group = note.text if note.test_id is None else _template(note.text, key_of(note.test_id))
         groups.setdefault(group, []).append(note)
-        texts.setdefault(group, []).append(text)
     lines = []
-    for group, members in groups.items():
+    for members in groups.values():
         if len(members) == 1:
-            lines.append(members[0])
+            lines.append(members[0].render())
         else:
-            lines.append(f"{len(members)} tests: {_folded(texts[group])} {SEE_ALL}")
+            lines.append(f"{len(members)} tests: {_folded([m.text for m in members])} {SEE_ALL}")
     return lines

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.ids import point_of, side_of
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.verdict import gate
 from pytest_llmperf.verdict.baselines import BaselineError, load_baseline
@@ -24,7 +25,6 @@ Document = Mapping[str, Any]  # a run file as json.load gives it
 
 LATENCIES = ("ttft_s", "tpot_s", "itl_s", "e2el_s")
 LATENCY_NAMES = {"ttft_s": "TTFT", "tpot_s": "TPOT", "itl_s": "ITL", "e2el_s": "E2EL"}
-AB_SIDES = (" (A)", " (B)")  # the keys of an A/B test's two sides
 
 
 def _results(document: Document) -> list[Mapping[str, Any]]:
@@ -36,12 +36,6 @@ def metric(result: Mapping[str, Any], name: str) -> float:
     entry = result.get("metrics", {}).get(name) or {}
     value = entry.get("value")
     return math.nan if value is None else float(value)
-
-
-def point_of(test_id: str) -> tuple[str, str] | None:
-    """("suites/x.py::test_sweep", "fixed-rate4") for a sweep or search point's id, else None."""
-    base, at, point = test_id.partition("@")
-    return (base, point) if at else None
 
 
 def load_of(workload: Mapping[str, Any]) -> tuple[float, str] | None:
@@ -293,7 +287,7 @@ def history(documents: Sequence[Document], baseline_dir: Path | None = None) -> 
         commit = str((document.get("commit_info") or {}).get("id", ""))
         for result in _results(document):
             test, key = str(result.get("test_id", "")), str(result.get("key", ""))
-            if point_of(test) or key.endswith(AB_SIDES):
+            if point_of(test) or side_of(key) is not None:
                 continue  # sweep and search points and A/B sides have no baseline
             for name in _gated(result):
                 spread = result["metrics"][name].get("spread") or 0.0

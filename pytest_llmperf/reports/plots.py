@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_llmperf.ids import without_side
 from pytest_llmperf.reports import plotdata
 from pytest_llmperf.reports.plotdata import LATENCY_NAMES, PlotData
 
@@ -205,7 +206,7 @@ def ab_picture(found: Sequence[plotdata.AbMetric]) -> Picture:
         if math.isfinite(item.worst_allowed):
             ax.plot(item.worst_allowed, row, "|", color=FAIL_COLOR, markersize=22, mew=2)
     ax.axvline(1.0, color="grey", linewidth=1)
-    ax.set_yticks(range(len(found)), [f"{_short(item.test).removesuffix(' (B)')}: "
+    ax.set_yticks(range(len(found)), [f"{without_side(_short(item.test))}: "
                                       f"{item.metric}" for item in found], fontsize=8)
     ax.invert_yaxis()
     ax.margins(y=0.15)

@@ -66,6 +66,7 @@ from pytest_llmperf.verdict.baselines import (
     save_run,
 )
 from pytest_llmperf.verdict.gate import DEFAULT_GATED, DEFAULT_TOLERANCE
+from pytest_llmperf.verdict.status import Status
 
 __all__ = [
     "FORMAT",
@@ -91,7 +92,7 @@ _NORMAL_QUARTILE_Z = 0.6745
 def run_document(
     results: Sequence[Result],
     *,
-    verdicts: Mapping[str, str],
+    verdicts: Mapping[str, Status],
     fingerprint: Mapping[str, Any],
     commit: str | None,
     started: datetime,
@@ -158,7 +159,12 @@ def _finite(value: float | None) -> float | None:
     return float(value) if value is not None and math.isfinite(value) else None
 
 
-def _result_entry(result: Result, verdicts: Mapping[str, str],
+def _verdict_words(status: Status | None) -> str:
+    """The run file keeps the verdict column's words (`Status.from_summary` reads them)."""
+    return status.summary if status else ""
+
+
+def _result_entry(result: Result, verdicts: Mapping[str, Status],
                   gates: Mapping[str, Mapping[str, Any]],
                   usd_per_hour: float | None = None, root: Path | None = None) -> dict[str, Any]:
     runs = result.runs or (result.metrics,)
@@ -181,7 +187,7 @@ def _result_entry(result: Result, verdicts: Mapping[str, str],
         },
         # Scraped once per representative run, not per repeat: plain values, no spread.
         "server_metrics": {n: _finite(v) for n, v in sorted(result.server_metrics.items())},
-        "verdict": verdicts.get(result.test_id, verdicts.get(result.key, "")),
+        "verdict": _verdict_words(verdicts.get(result.test_id, verdicts.get(result.key))),
         "engine_start_s": _finite(result.engine_start_s),
         "gate": dict(gates.get(result.test_id, {})),
         # Failed requests per kind (failures.py) of the representative run; {} when none failed.

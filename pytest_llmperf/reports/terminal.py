@@ -15,14 +15,17 @@ from collections.abc import Sequence
 from pytest_llmperf.reports import notes as notes_mod
 from pytest_llmperf.reports.model import (
     COLUMNS,
-    SEVERITY,
     Column,
     Row,
     by_severity,
     engine_keys,
     legend,
+    rank,
     shown_columns,
+    status_of,
+    verdict_text,
 )
+from pytest_llmperf.reports.notes import Note
 
 WIDTH = 120
 GAP = "  "
@@ -72,7 +75,7 @@ def full_table(rows: Sequence[Row]) -> list[str]:
     """Every column that has a value, whole test ids, one line per row, worst first."""
     rows = by_severity(rows)
     columns = [*_text_columns(rows), *_cells(shown_columns(rows), rows),
-               ("verdict", [row["verdict"] for row in rows])]
+               ("verdict", [verdict_text(row) for row in rows])]
     header = ["test", *(name for name, _ in columns)]
     lines = [[row["test_id"], *(cells[i] for _, cells in columns)] for i, row in enumerate(rows)]
     return _layout(header, lines) + [legend(shown_columns(rows))]
@@ -84,7 +87,7 @@ def _sections(rows: Sequence[Row]) -> list[tuple[str, list[Row]]]:
     files: dict[str, list[Row]] = {}
     for row in by_severity(rows):
         files.setdefault(row["test_id"].split("::", 1)[0], []).append(row)
-    worst = {name: min(SEVERITY.get(r["verdict"], len(SEVERITY)) for r in members)
+    worst = {name: min(rank(status_of(r)) for r in members)
              for name, members in files.items()}
     order = list(files)
     return sorted(files.items(), key=lambda item: (worst[item[0]], order.index(item[0])))
@@ -108,7 +111,7 @@ def short_table(rows: Sequence[Row], width: int = WIDTH) -> list[str]:
     if len(set(available["engine"])) == 1:
         del available["engine"]  # the engine legend under the table names it
     available = {name: cells for name, cells in available.items() if set(cells) != {"-"}}
-    verdicts = [row["verdict"] for row in ordered]
+    verdicts = [verdict_text(row) for row in ordered]
     labels = [INDENT + row["test_id"].split("::", 1)[1] for row in ordered]
 
     def used(names) -> int:
@@ -146,11 +149,11 @@ def wrap(lines: Sequence[str], width: int = WIDTH) -> list[str]:
 
 
 def section(rows: Sequence[Row], engines: Sequence[str], others: Sequence[str],
-            notes: Sequence[str], *, full: bool, width: int = WIDTH) -> list[str]:
+            notes: Sequence[Note], *, full: bool, width: int = WIDTH) -> list[str]:
     """The whole section: the table, the engine legend, the other lines (capacities, offline
     throughputs), then the notes, folded unless `full`."""
     if full:
         table = full_table(rows) if rows else []
-        return table + list(engines) + list(others) + list(dict.fromkeys(notes))
+        return table + list(engines) + list(others) + [n.render() for n in dict.fromkeys(notes)]
     table = short_table(rows, width) if rows else []
     return table + wrap([*engines, *others, *notes_mod.fold(notes)], width)

@@ -14,9 +14,10 @@ from typing import Any
 
 from pytest_llmperf.engines.pool import MAX_DEATHS
 from pytest_llmperf.metrics import cost
-from pytest_llmperf.reports import markdown, runfile, terminal
-from pytest_llmperf.reports import model as report
-from pytest_llmperf.reports.notes import fold
+from pytest_llmperf.reports import html, markdown, model, runfile, terminal
+from pytest_llmperf.reports.files import merge_documents, write_text
+from pytest_llmperf.reports.notes import Note, fold
+from pytest_llmperf.session.provenance import git_commit
 
 # GitHub Actions shows at most 1 MiB of a step's summary (docs/reports.md).
 STEP_SUMMARY_LIMIT = 1024 * 1024
@@ -32,42 +33,27 @@ def payload(session, started) -> dict[str, Any]:
     wants_document = session.settings.json or session.settings.save or session.settings.html
     document = None
     if wants_document and session.results:
-        from pytest_llmperf.session.session import git_commit
-
         document = runfile.run_document(
             session.results, verdicts=session.verdicts, fingerprint=session.fingerprint,
             commit=git_commit(session.settings.rootdir), started=started, gates=session.gates,
             usd_per_hour=usd_per_hour(session), annotations=session.annotations,
             root=session.settings.rootdir)
     return {
-        "rows": report.summary_rows(session.results, session.verdicts, usd_per_hour(session),
+        "rows": model.summary_rows(session.results, session.verdicts, usd_per_hour(session),
                                     root=session.settings.rootdir),
-        "extras": report.extra_lines(session.extras, session.verdicts),
+        "extras": model.extra_lines(session.extras, session.verdicts),
         "starts": [[engine.label(), seconds] for engine, seconds in session.pool.starts],
         # [label, restarts, given up?]: the MAX_DEATHS-th death is not restarted
         "deaths": [[engine.label(), min(n, MAX_DEATHS - 1), n >= MAX_DEATHS]
                    for engine, n in session.pool.deaths.items() if n],
-        "notes": list(session.notes) + _cost_notes(session),
+        "notes": [note.to_plain() for note in [*session.notes, *_cost_notes(session)]],
         "document": document,
     }
 
 
-def _cost_notes(session) -> list[str]:
+def _cost_notes(session) -> list[Note]:
     note = cost.missing_note(session.settings.cost_per_hour, session.hardware_class)
-    return [note] if note and session.results else []
-
-
-def merge_documents(documents: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """One run file from the workers' ones: the first one's header, everyone's results."""
-    documents = [d for d in documents if d]
-    if not documents:
-        return None
-    merged = {**documents[0], "benchmarks": [], "llmperf": {**documents[0]["llmperf"],
-                                                            "results": []}}
-    for document in documents:
-        merged["benchmarks"] += document["benchmarks"]
-        merged["llmperf"]["results"] += document["llmperf"]["results"]
-    return merged
+    return [Note(None, note)] if note and session.results else []
 
 
 def write_documents(session, payloads: list[dict[str, Any]]) -> list[str]:
@@ -86,14 +72,29 @@ def write_documents(session, payloads: list[dict[str, Any]]) -> list[str]:
     return [f"results written to {path}" for path in targets]
 
 
+def write_html(session, report_data: markdown.Report) -> str:
+    """--llmperf-html: the page, with the plots of the session's merged run file."""
+    document = merge_documents([p["document"] for p in session.payloads])
+    return html.write(report_data, document, session.settings.path(session.settings.html))
+
+
 def merged(payloads: list[dict[str, Any]], key: str) -> list[Any]:
     return [item for p in payloads for item in p[key]]
+
+
+def notes_of(payloads: list[dict[str, Any]]) -> list[Note]:
+    return [Note.from_plain(plain) for plain in merged(payloads, "notes")]
+
+
+def add_notes(payloads: list[dict[str, Any]], lines: list[str]) -> None:
+    """Lines about the session (where a report went, or why not) under the summary."""
+    payloads[-1]["notes"] += [note.to_plain() for note in Note.about_session(lines)]
 
 
 def engine_legend(payloads: list[dict[str, Any]], rows: list[Any]) -> list[str]:
     """The engine lines under the table, with every worker's start times and restarts (JSON
     turned their tuples into lists on the way from the workers)."""
-    return report.engine_lines(rows, [tuple(start) for start in merged(payloads, "starts")],
+    return model.engine_lines(rows, [tuple(start) for start in merged(payloads, "starts")],
                                [tuple(death) for death in merged(payloads, "deaths")])
 
 
@@ -102,7 +103,7 @@ def summary(payloads: list[dict[str, Any]], *, full: bool = False) -> list[str]:
     capacities/offline throughputs and notes; `full` for every column and note."""
     rows = merged(payloads, "rows")
     return terminal.section(rows, engine_legend(payloads, rows), merged(payloads, "extras"),
-                            merged(payloads, "notes"), full=full)
+                            notes_of(payloads), full=full)
 
 
 def markdown_report(payloads: list[dict[str, Any]], *, failures: list[tuple[str, str]],
@@ -111,34 +112,8 @@ def markdown_report(payloads: list[dict[str, Any]], *, failures: list[tuple[str,
     rows = merged(payloads, "rows")
     return markdown.Report(rows=rows, engines=engine_legend(payloads, rows),
                            others=merged(payloads, "extras"),
-                           notes=fold(merged(payloads, "notes")), failures=failures,
+                           notes=fold(notes_of(payloads)), failures=failures,
                            fingerprint=fingerprint, provenance=provenance)
-
-
-def check_writable(option: str, given: Path, path: Path) -> None:
-    """Refuse, before any measuring, a report path that cannot be written: one line naming the
-    option as the user gave it and the fix (ValueError), rather than losing the report after
-    hours of benchmarks. `path` is `given` resolved against the rootdir."""
-    if path.is_dir():
-        raise ValueError(f"{option} {given}: is a directory; give a file path")
-    parent = next((p for p in path.absolute().parents if p.exists()), None)
-    if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"{option} {given}: cannot create a file under {parent}; choose a "
-                         "writable path")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise ValueError(f"{option} {given}: the file is not writable; choose a writable path")
-
-
-def write_text(what: str, option: str, path: Path, text: str, *, append: bool = False) -> str:
-    """Write one report; returns the line the summary shows: where it went, or why not."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a" if append else "w", encoding="utf-8") as out:
-            out.write(text)
-    except OSError as exc:
-        return f"{option} {path}: {what} not written ({exc.strerror or exc}); choose a " \
-               "writable path"
-    return f"{what} {'appended to' if append else 'written to'} {path}"
 
 
 def write_markdown(session, report_data: markdown.Report,

@@ -7,8 +7,8 @@ Owned by the plugin (one per pytest session, kept in `config.stash`), never a mo
 from __future__ import annotations
 
 import os
-import subprocess
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,51 +16,33 @@ from typing import Any
 from pytest_llmperf.client.measure import Endpoint, Measurement, measure
 from pytest_llmperf.client.openai import ClientOptions
 from pytest_llmperf.client.selfcheck import check_client
-from pytest_llmperf.engines.errors import EngineDied, EngineError, EngineStalled
+from pytest_llmperf.engines.errors import EngineDied, EngineStalled
 from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.failures import describe_counts
+from pytest_llmperf.ids import result_id, user_nodeid
 from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
-from pytest_llmperf.metrics.result import Result, result_id
+from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
-from pytest_llmperf.plugin.confirm_later import ConfirmLater
-from pytest_llmperf.plugin.fixture import user_nodeid
 from pytest_llmperf.reports import runfile
+from pytest_llmperf.reports.notes import Note
+from pytest_llmperf.session import ab_run
+from pytest_llmperf.session.ab_run import PausedAb
+from pytest_llmperf.session.provenance import engine_identity, git_commit
 from pytest_llmperf.session.settings import Settings, usable_cores
-from pytest_llmperf.verdict import baselines, gate
-from pytest_llmperf.verdict import judge as checks
-from pytest_llmperf.verdict.ab import ab_line, abba_order
+from pytest_llmperf.session.updates import BaselineUpdates, PendingUpdate
+from pytest_llmperf.verdict import baselines, gate, judge
+from pytest_llmperf.verdict.ab import ab_line
 from pytest_llmperf.verdict.status import Status
 from pytest_llmperf.workloads.workload import Workload
 
-GIT_TIMEOUT_S = 5
 # More client processes than this only add start-up and merge time: 8 of them measured
 # (estimated from ~100,000 chunks/s per process on a free core) far above any one server.
 MAX_AUTO_WORKERS = 8
-CLIENT_LIMITED = Status.CLIENT_LIMITED.summary  # a run the self-check refused
-ENGINE_DIED = Status.ENGINE_DIED.summary  # a run its engine died in
 RUNS_DIR = Path(".llmperf/runs")
-# Machine-local first-run baselines (checks.BaselineTable.local): never committed.
+# Machine-local first-run baselines (judge.BaselineTable.local): never committed.
 LOCAL_BASELINES_DIR = Path(".llmperf/baselines")
-
-
-@dataclass(frozen=True)
-class PendingUpdate:
-    ref: checks.BaselineRef
-    entries: dict[str, baselines.BaselineEntry]
-    provenance: dict[str, Any]
-    local: bool = False  # this machine's first-run baseline (not a committed file)
-
-
-@dataclass
-class PausedAb:
-    """An A/B measurement whose confirm pairs wait for the test's rerun (confirm_later.py):
-    what it measured so far, and what it needs to go on in ABBA order."""
-    sides: dict[str, Engine]
-    workload: Workload
-    runs: dict[str, list[tuple[RunMetrics, Measurement]]]
-    starts: dict[str, float | None]
 
 
 @dataclass
@@ -70,15 +52,15 @@ class LlmperfSession:
     hardware_class: str = "cpu"
     fingerprint: dict[str, Any] = field(default_factory=dict)
     results: list[Result] = field(default_factory=list)
-    verdicts: dict[str, str] = field(default_factory=dict)
+    verdicts: dict[str, Status] = field(default_factory=dict)
     # test id -> the gate settings its test declared, for the run file (see runfile.run_document)
     gates: dict[str, dict[str, Any]] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
     # test id -> what the run file adds to that result: "ab" (side B's paired judgement,
     # ab.ab_entry) and "capacity" (a capacity probe's SLO and outcome), for `llmperf compare`
     # and the plots
     annotations: dict[str, dict[str, Any]] = field(default_factory=lambda: defaultdict(dict))
-    pending: dict[str, list[PendingUpdate]] = field(default_factory=lambda: defaultdict(list))
+    updates: BaselineUpdates = field(default_factory=BaselineUpdates)
     # test id -> an A/B measurement whose confirm pairs were deferred (run_ab, defer=True)
     paused_ab: dict[str, PausedAb] = field(default_factory=dict)
     extras: list[tuple[str, dict[str, Estimate], str]] = field(default_factory=list)
@@ -128,128 +110,31 @@ class LlmperfSession:
         runs: list[tuple[RunMetrics, Measurement]] = []
         died = None
         for attempt in range(repeat):
-            run, died = self._measure_once(engine, endpoint, requests, workload,
+            run, died = self.measure_once(engine, endpoint, requests, workload,
                                            warmup if attempt == 0 else ())
             runs.append(run)
             if run[1].client_error or died:
                 break  # a client worker or the engine died: what was measured is kept
-        result = self._record(nodeid, key, engine, workload, runs, start_s)
+        result = self.record(nodeid, key, engine, workload, runs, start_s)
         if died:
-            self.verdicts[result.test_id] = _death_status(died).summary
+            self.mark_died([result], died)
             raise died
         return result
 
+    def mark_died(self, results: Sequence[Result], died: EngineDied) -> None:
+        """The verdict of measurements their engine died (or stalled) in."""
+        status = Status.ENGINE_STALLED if isinstance(died, EngineStalled) else Status.ENGINE_DIED
+        for result in results:
+            self.verdicts[result.test_id] = status
+
     def run_ab(self, nodeid: str, key: str, a: Engine, b: Engine, workload: Workload,
                pairs: int, confirm_pairs: int = 0, gated: tuple[str, ...] = (),
-               defer: bool = False) -> tuple[Result, Result]:
-        """Engines `a` and `b` measured alternately in ABBA order, one run each per pair, on the
-        same requests. When B regressed on a `gated` metric over those pairs, `confirm_pairs` more
-        are measured (ab.py says why). With `defer`, they are not measured now: the first pairs
-        are kept and `ConfirmLater` is raised, and the test's next call for the same `key` (its
-        rerun after the other tests of its engine, confirm_later.py) measures them. Returns
-        both sides' results (every run kept, paired by position)."""
-        test_id = result_id(nodeid, key)
-        sides = {"A": a, "B": b}
-        built = {side: spec.tokenizer or spec.model for side, spec in sides.items()}
-        workloads = {side: workload.build(self.tokenizer_for(spec))
-                     for side, spec in sides.items() if built[side] != built["A"] or side == "A"}
-        paused = self.paused_ab.pop(test_id, None)
-        if paused is not None and (paused.sides, paused.workload) != (sides, workload):
-            paused = None  # the rerun measures something else: start afresh
-        runs: dict[str, list[tuple[RunMetrics, Measurement]]] = \
-            paused.runs if paused else {"A": [], "B": []}
-        starts: dict[str, float | None] = paused.starts if paused else {}
-        fit = self._sides_fit(sides)
-        # On GPUs with room for both, each side has its own cards: halfway through a round
-        # they trade them, so a difference between the cards themselves cancels too (each
-        # round for itself: other tests of the engines may have moved them in between).
-        trade = fit and self.gpu_count > 0
+               defer: bool = False) -> tuple[Result, ...]:
+        """A paired A/B measurement of engines `a` and `b` (ab_run.run_ab)."""
+        return ab_run.run_ab(self, nodeid, key, a, b, workload, pairs, confirm_pairs, gated,
+                             defer)
 
-        def measure_round(first_pair: int, count: int) -> EngineDied | None:
-            order = abba_order(first_pair + count)[2 * first_pair:]
-            swap_at = count // 2 * 2 if trade and count >= 2 else None
-            for index, side in enumerate(order):
-                if index == swap_at:
-                    self._swap_gpus(nodeid, key, sides)
-                spec = sides[side]
-                try:
-                    endpoint, start_s = self.endpoint_for(spec, workload)
-                except EngineError as exc:
-                    raise type(exc)(f"A/B side {side} ({spec.label()}): {exc}") from None
-                starts.setdefault(side, start_s)
-                requests, warmup = workloads.get(side, workloads["A"])
-                run, died = self._measure_once(spec, endpoint, requests, workload,
-                                               () if runs[side] else warmup)
-                runs[side].append(run)
-                if run[1].client_error or died:
-                    return died
-            return None
-
-        with self.pool.room_for(2 if fit else 1):
-            died, confirm = None, paused is not None  # a deferred test's rerun: confirm only
-            if not confirm:
-                died = measure_round(0, pairs)
-                complete = len(runs["A"]) == len(runs["B"]) == pairs
-                confirm = bool(confirm_pairs and complete and not died
-                               and self._side_b_regressed(runs, gated))
-                if confirm and defer:
-                    self.paused_ab[test_id] = PausedAb(sides, workload, runs, starts)
-                    raise ConfirmLater(test_id)
-            if confirm:
-                later = " after the other tests of its engine," if paused else ""
-                self.notes.append(f"{test_id}: B regressed over {pairs} ABBA pairs; "
-                                  f"{confirm_pairs} more measured{later} to confirm")
-                died = measure_round(pairs, confirm_pairs)
-        pairs = min(len(runs["A"]), len(runs["B"]))
-        results = tuple(
-            self._record(nodeid, f"{key} ({side})", sides[side], workload,
-                         runs[side][:max(pairs, 1)], starts.get(side))
-            for side in ("A", "B") if runs[side])
-        for result in results:  # judge_ab may give side B its verdict; llmperf.ab does not
-            side = Status.SIDE_A if result.key.endswith("(A)") else Status.SIDE_B
-            self.verdicts.setdefault(result.test_id, side.summary)
-        if died:
-            for result in results:
-                self.verdicts[result.test_id] = _death_status(died).summary
-            raise died
-        return results
-
-    def _side_b_regressed(self, runs: dict[str, list[tuple[RunMetrics, Measurement]]],
-                          gated: tuple[str, ...]) -> bool:
-        """Whether B regressed over the pairs measured so far, judged as judge_ab will judge
-        them all (checks.SideA): the question that decides whether confirm pairs follow."""
-        side_a = checks.SideA(tuple(run.flat() for run, _ in runs["A"]),
-                              self.settings.ab_tolerance)
-        current = checks.Current.of([run for run, _ in runs["B"]])
-        return side_a.compare(current, gated).report.failed
-
-    def _swap_gpus(self, nodeid: str, key: str, sides: dict[str, Engine]) -> None:
-        """Stop both sides and start first the one on the back cards: leases hand out the
-        first free GPUs, which the other side held. The note says which cards each side
-        measured on."""
-        before = {side: self.pool.gpus_of(spec) for side, spec in sides.items()}
-        behind = self.pool.behind_on_gpus([sides["A"], sides["B"]])
-        first = "A" if behind == sides["A"] else "B"
-        for spec in sides.values():
-            self.pool.stop(spec)
-        for side in (first, "A" if first == "B" else "B"):
-            try:
-                self.pool.get(sides[side])
-            except EngineError as exc:
-                raise type(exc)(f"A/B side {side} ({sides[side].label()}): {exc}") from None
-        after = {side: self.pool.gpus_of(spec) for side, spec in sides.items()}
-        shown = "; ".join(f"{side} on GPUs {','.join(before[side])} then "
-                          f"{','.join(after[side])}" for side in ("A", "B"))
-        self.notes.append(f"{result_id(nodeid, key)}: A/B sides traded GPUs halfway: {shown}")
-
-    def _sides_fit(self, sides: dict[str, Engine]) -> bool:
-        """Both A/B engines can run at once: always on the CPU (both pinned to the engine's
-        cores), on GPUs when there are enough for both."""
-        if self.hardware_class == "cpu":
-            return True
-        return self.gpu_count >= sum(spec.gpus_needed for spec in sides.values())
-
-    def _measure_once(self, engine: Engine, endpoint: Endpoint, requests, workload: Workload,
+    def measure_once(self, engine: Engine, endpoint: Endpoint, requests, workload: Workload,
                       warmup) -> tuple[tuple[RunMetrics, Measurement], EngineDied | None]:
         measured = measure(endpoint, requests, workload.pattern, seed=workload.seed,
                            warmup=warmup, duration_s=workload.duration_s,
@@ -258,14 +143,15 @@ class LlmperfSession:
         return (compute_metrics(measured.records), measured), \
             self.engine_death(engine, measured.records, measured.stall)
 
-    def _record(self, nodeid: str, key: str, engine: Engine, workload: Workload,
+    def record(self, nodeid: str, key: str, engine: Engine, workload: Workload,
                 runs: list[tuple[RunMetrics, Measurement]], start_s: float | None) -> Result:
         """The Result of one engine's runs, added to the session. Its representative run (the
         records and summaries shown) is the median by output throughput."""
         metrics, measured = sorted(runs, key=lambda run: run[0].output_throughput_tok_s)[
             len(runs) // 2]
-        if measured.warning and measured.warning not in self.notes:
-            self.notes.append(measured.warning)
+        warning = Note(None, measured.warning) if measured.warning else None
+        if warning and warning not in self.notes:
+            self.notes.append(warning)
         result = Result(
             test_id=result_id(nodeid, key), key=key,
             engine=self.engine_identity(engine), engine_label=engine.label(),
@@ -278,11 +164,11 @@ class LlmperfSession:
         )
         self.results.append(result)
         if result.client_error or result.client.limited:
-            self.verdicts[result.test_id] = CLIENT_LIMITED
+            self.verdicts[result.test_id] = Status.CLIENT_LIMITED
         if result.failed:  # what went wrong, by kind, whether or not the error rate is allowed
-            self.notes.append(f"{result.test_id}: {result.failed} of "
-                              f"{result.failed + result.completed} requests failed: "
-                              f"{describe_counts(result.failure_kinds())}")
+            self.notes.append(Note(result.test_id, f"{result.failed} of "
+                                   f"{result.failed + result.completed} requests failed: "
+                                   f"{describe_counts(result.failure_kinds())}"))
         return result
 
     def engine_death(self, engine: Engine, records, stall: str | None = None
@@ -300,7 +186,7 @@ class LlmperfSession:
     def _note_death(self, engine: Engine, line: str, restarted: bool) -> None:
         then = (f"restarted for the next test ({self.pool.deaths[engine]} of {MAX_DEATHS} "
                 "deaths)" if restarted else "not started again")
-        self.notes.append(f"{line}; {then}")
+        self.notes.append(Note(None, f"{line}; {then}"))
 
     def client_workers(self) -> int:
         """--llmperf-client-workers as a number. auto: every core but the engine's, where the
@@ -314,17 +200,8 @@ class LlmperfSession:
         return max(1, min(MAX_AUTO_WORKERS, usable_cores() - reserved))
 
     def engine_identity(self, engine: Engine) -> dict[str, Any]:
-        """The spec as baselines record it: paths inside the project relative to its root, so a
-        baseline made in one checkout matches the same spec in another (CI clones elsewhere)."""
-        identity = engine.to_dict()
-        for name in ("model", "tokenizer", "chat_template"):
-            value = identity.get(name)
-            if isinstance(value, str) and value.startswith("/"):
-                try:
-                    identity[name] = str(Path(value).relative_to(self.settings.rootdir))
-                except ValueError:
-                    pass
-        return identity
+        """The spec as baselines record it (provenance.engine_identity)."""
+        return engine_identity(engine, self.settings.rootdir)
 
     def run_offline(self, engine: Engine, workload: Workload):
         """Offline mode needs the accelerator to itself: running server engines stop first. It
@@ -348,11 +225,11 @@ class LlmperfSession:
 
     # ------------------------------------------------------------------ judging
 
-    def baseline_ref(self, suite_path: Path, nodeid: str, key: str) -> checks.BaselineRef:
+    def baseline_ref(self, suite_path: Path, nodeid: str, key: str) -> judge.BaselineRef:
         directory = self.settings.path(self.settings.baseline_dir) / self.hardware_class
-        return checks.BaselineRef(directory / f"{Path(suite_path).stem}.toml", key, nodeid)
+        return judge.BaselineRef(directory / f"{Path(suite_path).stem}.toml", key, nodeid)
 
-    def judge(self, item, result: Result, options, slo) -> checks.Judgement:
+    def judge(self, item, result: Result, options, slo) -> judge.Judgement:
         """A measured run: its SLOs over every metric, its reference over the gated ones (the
         test's `gate=` list, else the baseline's own, else gate.DEFAULT_GATED)."""
         known = _known_metric(result.metrics)
@@ -362,129 +239,102 @@ class LlmperfSession:
             try:
                 gate.check_names(list(options.gate), known)
             except gate.UnknownMetricError as exc:
-                judgement = checks.Judgement(error=f"@pytest.mark.llmperf(gate=...): {exc}")
-                self.verdicts[result.test_id] = judgement.label()
+                judgement = judge.Judgement(error=f"@pytest.mark.llmperf(gate=...): {exc}")
+                self.verdicts[result.test_id] = judgement.status
                 return judgement
-        subject = checks.Subject(item, result.test_id, result.key, result.engine, result.workload)
-        return self.judge_estimates(subject, checks.Current.of(result.runs), options, slo=slo,
+        subject = judge.Subject(item, result.test_id, result.key, result.engine, result.workload)
+        return self.judge_estimates(subject, judge.Current.of(result.runs), options, slo=slo,
                                     known=known, gated=tuple(options.gate or gate.DEFAULT_GATED),
                                     exact=bool(options.gate))
 
-    def judge_ab(self, result_a: Result, result_b: Result, options, slo) -> checks.Judgement:
+    def judge_ab(self, result_a: Result, result_b: Result, options, slo) -> judge.Judgement:
         """--llmperf-ab: side B's SLOs, then side B against side A on the paired B/A ratios of
         the gated metrics (the test's `gate=` list, else gate.DEFAULT_GATED) under
         --llmperf-ab-tolerance."""
-        side_a = checks.SideA(tuple(run.flat() for run in result_a.runs),
+        side_a = judge.SideA(tuple(run.flat() for run in result_a.runs),
                               self.settings.ab_tolerance, self.settings.ab_pairs)
-        judgement = checks.judge(checks.Current.of(result_b.runs), side_a,
+        judgement = judge.judge(judge.Current.of(result_b.runs), side_a,
                                  gated=options.gate or gate.DEFAULT_GATED, slo=slo,
                                  known=_known_metric(result_b.metrics))
         self.annotate(result_b.test_id, ab=judgement.ab)
-        if self.verdicts.get(result_b.test_id) != CLIENT_LIMITED:
-            self.verdicts[result_b.test_id] = judgement.label()
-        self.notes.append(f"{result_b.test_id}: {ab_line(judgement.ab)}")
-        self.notes += [f"{result_b.test_id}: {verdict.message}"
+        if self.verdicts.get(result_b.test_id) != Status.CLIENT_LIMITED:
+            self.verdicts[result_b.test_id] = judgement.status
+        self.notes.append(Note(result_b.test_id, ab_line(judgement.ab)))
+        self.notes += [Note(result_b.test_id, verdict.message)
                        for verdict in judgement.report.verdicts if verdict.status != Status.PASS]
         return judgement
 
-    def judge_estimates(self, subject: checks.Subject, current: checks.Current, options, *, slo,
-                        known, gated: tuple[str, ...], exact: bool = True) -> checks.Judgement:
+    def judge_estimates(self, subject: judge.Subject, current: judge.Current, options, *, slo,
+                        known, gated: tuple[str, ...], exact: bool = True) -> judge.Judgement:
         """Any named metrics (a run's, an SLO capacity, an offline throughput) through the SLO
         check and then this session's reference (reference_for), or into a pending baseline
         update. `exact`: gate exactly `gated`, whatever else an existing baseline holds."""
-        ref = self.baseline_ref(subject.item.path, user_nodeid(subject.item), subject.key)
+        ref = self.baseline_ref(subject.item.path, user_nodeid(subject.item.nodeid), subject.key)
         reference = None if self.settings.update_baselines else self.reference_for(
             subject, ref, exact)
-        judgement = checks.judge(current, reference, gated=gated, tolerance=options.tolerance,
+        judgement = judge.judge(current, reference, gated=gated, tolerance=options.tolerance,
                                  slo=slo, known=known)
-        limited = self.verdicts.get(subject.test_id) == CLIENT_LIMITED
-        if self.settings.update_baselines:
-            if limited:
-                self.notes.append(f"{subject.test_id}: baseline not updated (client-limited run)")
-            elif not judgement.failed:
-                self.pending[subject.item.nodeid].append(PendingUpdate(
-                    ref, checks.updated_entries(dict(current.estimates), ref, options.tolerance,
-                                                gated, exact=exact),
-                    baselines.make_provenance(self.fingerprint, subject.engine, subject.workload,
-                                              commit=git_commit(self.settings.rootdir))))
+        limited = self.verdicts.get(subject.test_id) == Status.CLIENT_LIMITED
+        if self.settings.update_baselines and limited:
+            self.notes.append(Note(subject.test_id, "baseline not updated (client-limited run)"))
+        elif self.settings.update_baselines and not judgement.failed:
+            self._owe_update(subject, ref, current, options, gated, exact)
         elif judgement.record_local and not limited and not judgement.failed:
-            local = self.local_ref(ref)
-            self.pending[subject.item.nodeid].append(PendingUpdate(
-                local, checks.updated_entries(dict(current.estimates), local, options.tolerance,
-                                              gated, exact=exact),
-                baselines.make_provenance(self.fingerprint, subject.engine, subject.workload,
-                                          commit=git_commit(self.settings.rootdir)),
-                local=True))
-        self.verdicts[subject.test_id] = CLIENT_LIMITED if limited else judgement.label()
-        self.notes += [f"{subject.test_id}: {note}" for note in judgement.notes]
+            self._owe_update(subject, self.local_ref(ref), current, options, gated, exact,
+                             local=True)
+        self.verdicts[subject.test_id] = Status.CLIENT_LIMITED if limited else judgement.status
+        self.notes += [Note(subject.test_id, note) for note in judgement.notes]
         return judgement
 
-    def reference_for(self, subject: checks.Subject, ref: checks.BaselineRef,
-                      exact: bool) -> checks.Reference:
+    def _owe_update(self, subject: judge.Subject, ref: judge.BaselineRef, current: judge.Current,
+                    options, gated: tuple[str, ...], exact: bool, local: bool = False) -> None:
+        """A baseline update for `ref` from this measurement, written once the test passed."""
+        entries = judge.updated_entries(dict(current.estimates), ref, options.tolerance, gated,
+                                        exact=exact)
+        provenance = baselines.make_provenance(self.fingerprint, subject.engine,
+                                               subject.workload,
+                                               commit=git_commit(self.settings.rootdir))
+        self.updates.add(subject.item.nodeid, PendingUpdate(ref, entries, provenance, local))
+
+    def reference_for(self, subject: judge.Subject, ref: judge.BaselineRef,
+                      exact: bool) -> judge.Reference:
         """What this session judges a measurement against: --llmperf-compare's saved run, else
         the suite's baseline table. In an A/B session only llmperf.run is paired; a sweep,
         capacity or offline run measured side A only."""
         if self.settings.ab:
-            return checks.NotJudged("measured on side A only; --llmperf-ab judges llmperf.run")
+            return judge.NotJudged("measured on side A only; --llmperf-ab judges llmperf.run")
         if self.settings.compare:
             return self._saved_reference(subject.key)
-        return checks.BaselineTable(ref, subject.engine, self.fingerprint,
+        return judge.BaselineTable(ref, subject.engine, self.fingerprint,
                                     require=self.settings.require_baseline, exact=exact,
                                     local=self.local_ref(ref))
 
-    def local_ref(self, ref: checks.BaselineRef) -> checks.BaselineRef:
+    def local_ref(self, ref: judge.BaselineRef) -> judge.BaselineRef:
         """The machine-local stand-in for a committed baseline table: the same file name and
         key under .llmperf/baselines/<machine>/<hardware class>/."""
         directory = (self.settings.path(LOCAL_BASELINES_DIR)
                      / baselines.machine_id(self.fingerprint) / self.hardware_class)
-        return checks.BaselineRef(directory / ref.path.name, ref.key, ref.nodeid)
+        return judge.BaselineRef(directory / ref.path.name, ref.key, ref.nodeid)
 
-    def _saved_reference(self, key: str) -> checks.Reference:
+    def _saved_reference(self, key: str) -> judge.Reference:
         """The --llmperf-compare run's test `key`; read once per session."""
         try:
             if self._saved_run is None:
                 path = runfile.resolve_saved(self.settings.compare, self.runs_dir())
                 self._saved_run = (path, runfile.read_run(path))
         except baselines.BaselineError as exc:
-            return checks.Unusable(str(exc))
+            return judge.Unusable(str(exc))
         path, saved = self._saved_run
-        return checks.SavedRun(Path(os.path.relpath(path)), key, saved.results.get(key))
+        return judge.SavedRun(Path(os.path.relpath(path)), key, saved.results.get(key))
 
     def apply_updates(self, nodeid: str, passed: bool) -> list[str]:
-        """Write a test's pending baseline updates once the test as a whole has passed. Returns
-        the updates that could not be written (one line each: file, key, fix); the measurements
-        stay in the summary and the run file either way."""
-        errors = []
-        for update in self.pending.pop(nodeid, []):
-            nodeid = update.ref.nodeid  # as the user types it
-            if not passed:
-                self.notes.append(f"{nodeid}: baseline not updated (the test failed)")
-                continue
-            update.ref.path.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                baselines.update_baseline(update.ref.path, update.ref.key, update.entries,
-                                          update.provenance)
-            except baselines.BaselineError as exc:
-                errors.append(f"baseline not updated: {exc}")
-                self.verdicts[result_id(nodeid, update.ref.key)] = Status.ERROR.summary
-                continue
-            where = f'{update.ref.shown} :: "{update.ref.key}"'
-            if update.local:  # the verdict stays: nothing was gated yet
-                self.notes.append(f"{nodeid}: this machine's first-run baseline recorded: "
-                                  f"{where}; the next run here gates against it")
-                continue
-            self.notes.append(f"{nodeid}: baseline updated: {where}")
-            self.verdicts[result_id(nodeid, update.ref.key)] = Status.UPDATED.summary
-        return errors
+        """Write a test's pending baseline updates if it passed (updates.BaselineUpdates)."""
+        return self.updates.apply(nodeid, passed, self.notes, self.verdicts)
 
     # ------------------------------------------------------------------ output
 
     def runs_dir(self) -> Path:
         return self.settings.path(RUNS_DIR)
-
-
-def _death_status(died: EngineDied) -> Status:
-    return Status.ENGINE_STALLED if isinstance(died, EngineStalled) else Status.ENGINE_DIED
 
 
 def _known_metric(metrics: RunMetrics):
@@ -496,18 +346,3 @@ def _known_metric(metrics: RunMetrics):
         return True
 
     return known
-
-
-def git_commit(directory: Path) -> str | None:
-    """The checkout's commit (with "-dirty" when it has changes), for provenance."""
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True,
-                             text=True, timeout=GIT_TIMEOUT_S)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=directory, capture_output=True, text=True,
-                               timeout=GIT_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if sha.returncode != 0:
-        return None
-    return sha.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")

@@ -14,8 +14,7 @@ from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports import runfile
-from pytest_llmperf.verdict import baselines, gate
-from pytest_llmperf.verdict import judge as checks
+from pytest_llmperf.verdict import baselines, gate, judge
 from pytest_llmperf.verdict.baselines import BaselineEntry
 from pytest_llmperf.verdict.status import Status
 
@@ -43,12 +42,12 @@ ON_BASELINE = {"ttft_s.p50": est(0.1), "output_throughput_tok_s": est(1000.0)}
 
 
 @pytest.fixture
-def ref(tmp_path, monkeypatch) -> checks.BaselineRef:
+def ref(tmp_path, monkeypatch) -> judge.BaselineRef:
     monkeypatch.chdir(tmp_path)
-    return checks.BaselineRef(tmp_path / FILE, KEY, NODEID)
+    return judge.BaselineRef(tmp_path / FILE, KEY, NODEID)
 
 
-def write(ref: checks.BaselineRef, engine=ENGINE, fingerprint=HERE,
+def write(ref: judge.BaselineRef, engine=ENGINE, fingerprint=HERE,
           **entries: BaselineEntry) -> None:
     metrics = entries or {"ttft_s.p50": TTFT, "output_throughput_tok_s": TPUT}
     provenance = baselines.make_provenance(fingerprint, engine, {"num_prompts": 64})
@@ -57,8 +56,8 @@ def write(ref: checks.BaselineRef, engine=ENGINE, fingerprint=HERE,
 
 def against(estimates, ref, engine=ENGINE, *, require: bool, fingerprint=HERE):
     """The one judging path, against the baseline table (gating what the table gates)."""
-    table = checks.BaselineTable(ref, engine, fingerprint, require=require)
-    return checks.judge(checks.Current(estimates), table)
+    table = judge.BaselineTable(ref, engine, fingerprint, require=require)
+    return judge.judge(judge.Current(estimates), table)
 
 
 def saved_result(entries) -> runfile.SavedResult:
@@ -71,15 +70,15 @@ def saved_result(entries) -> runfile.SavedResult:
 def against_saved(estimates, entries):
     """The one judging path, against a saved run's test (None: the run lacks the test)."""
     saved = None if entries is None else saved_result(entries)
-    return checks.judge(checks.Current(estimates), checks.SavedRun(SAVED, KEY, saved))
+    return judge.judge(judge.Current(estimates), judge.SavedRun(SAVED, KEY, saved))
 
 
 def verdict(status: str) -> gate.Verdict:
     return gate.Verdict("ttft_s.p50", Status(status), 0.1, 0.1, 0.0, 0.01, 10.0, f"ttft_s.p50 {status}")
 
 
-def judged(*statuses: str, **kwargs) -> checks.Judgement:
-    return checks.Judgement(report=gate.GateReport(tuple(verdict(s) for s in statuses)), **kwargs)
+def judged(*statuses: str, **kwargs) -> judge.Judgement:
+    return judge.Judgement(report=gate.GateReport(tuple(verdict(s) for s in statuses)), **kwargs)
 
 
 # ------------------------------------------------------------------ Judgement.label
@@ -116,7 +115,7 @@ def test_label_stale_baseline():
 
 def test_label_pass():
     assert judged("pass", "pass").label() == "pass"
-    assert checks.Judgement().label() == "pass"  # nothing to check is not a failure
+    assert judge.Judgement().label() == "pass"  # nothing to check is not a failure
 
 
 def test_failed_warnings_and_failure_text():
@@ -124,7 +123,7 @@ def test_failed_warnings_and_failure_text():
     assert judgement.failed
     assert judgement.warnings == ["ttft_s.p50 improvement"]
     assert judgement.failure_text() == "ttft_s.p50 regression"
-    broken = checks.Judgement(error="bad file")
+    broken = judge.Judgement(error="bad file")
     assert broken.failed and broken.failure_text() == "bad file"
     assert not judged("pass", "improvement").failed
 
@@ -132,8 +131,8 @@ def test_failed_warnings_and_failure_text():
 def test_combine_keeps_the_first_error_all_notes_and_every_verdict():
     first = judged("pass", notes=["a"])
     second = judged("regression", error="e1", notes=["b"])
-    third = checks.Judgement(error="e2")
-    combined = checks.combine(first, second, third)
+    third = judge.Judgement(error="e2")
+    combined = judge.combine(first, second, third)
     assert combined.error == "e1"
     assert combined.notes == ["a", "b"]
     assert [v.status for v in combined.report.verdicts] == ["pass", "regression"]
@@ -150,28 +149,28 @@ def test_estimates_of_takes_the_median_over_repeats():
                                chunk_tokens=[1, 1], usage_output_tokens=2)
         return compute_metrics([record])
 
-    estimates = checks.estimates_of([run(0.25), run(1.0), run(0.5)])
+    estimates = judge.estimates_of([run(0.25), run(1.0), run(0.5)])
     assert estimates["ttft_s.p50"].value == 0.5
     assert estimates["ttft_s.p50"].n == 3
     assert estimates["completed"] == Estimate(1.0, 0.0, 3)
 
 
 def test_check_slo_without_slo_is_an_empty_pass():
-    judgement = checks.check_slo(ON_BASELINE, None, known=ON_BASELINE.__contains__)
+    judgement = judge.check_slo(ON_BASELINE, None, known=ON_BASELINE.__contains__)
     assert judgement.report.verdicts == ()
     assert judgement.label() == "pass"
 
 
 def test_check_slo_met_and_missed():
     slo = gate.SLO(max={"ttft_s.p50": 0.05}, min={"output_throughput_tok_s": 500})
-    judgement = checks.check_slo(ON_BASELINE, slo, known=ON_BASELINE.__contains__)
+    judgement = judge.check_slo(ON_BASELINE, slo, known=ON_BASELINE.__contains__)
     assert judgement.label() == "MISSED TARGET"
     assert judgement.failure_text() == "ttft_s.p50 missed its target: 100.0 ms, target <= 50.0 ms"
 
 
 def test_check_slo_unknown_metric_is_one_error_line():
     slo = gate.SLO(max={"ttft_s.p5": 0.1})
-    judgement = checks.check_slo(ON_BASELINE, slo, known=ON_BASELINE.__contains__)
+    judgement = judge.check_slo(ON_BASELINE, slo, known=ON_BASELINE.__contains__)
     assert judgement.error == (
         "SLO: SLO names unknown metric 'ttft_s.p5'; use the metric names of the report, "
         "e.g. 'ttft_s.p50' or 'output_throughput_tok_s'"
@@ -391,7 +390,7 @@ def test_label_of_an_improvement_over_a_saved_run_does_not_say_stale():
 
 
 def test_updated_entries_for_a_new_baseline(ref):
-    entries = checks.updated_entries(ON_BASELINE, ref, None)
+    entries = judge.updated_entries(ON_BASELINE, ref, None)
     # Only the gated metrics the run measured; default tolerance and each metric's direction.
     assert entries == {
         "output_throughput_tok_s": BaselineEntry(1000.0, 0.0, "higher", 0.1, 1),
@@ -402,7 +401,7 @@ def test_updated_entries_for_a_new_baseline(ref):
 def test_updated_entries_keep_a_hand_edited_tolerance(ref):
     edited = BaselineEntry(value=0.1, spread=0.0, direction="lower", tolerance=0.25, n=1)
     write(ref, **{"ttft_s.p50": edited, "output_throughput_tok_s": TPUT})
-    entries = checks.updated_entries({**ON_BASELINE, "ttft_s.p50": est(0.12)}, ref, None)
+    entries = judge.updated_entries({**ON_BASELINE, "ttft_s.p50": est(0.12)}, ref, None)
     assert entries["ttft_s.p50"] == BaselineEntry(0.12, 0.0, "lower", 0.25, 1)
     assert entries["output_throughput_tok_s"].tolerance == 0.1
 
@@ -411,7 +410,7 @@ def test_updated_entries_keep_a_metric_added_by_hand(ref):
     p99 = BaselineEntry(value=0.3, spread=0.0, direction="lower", tolerance=0.5, n=1)
     write(ref, **{"ttft_s.p99": p99})
     current = {**ON_BASELINE, "ttft_s.p99": est(0.4)}
-    entries = checks.updated_entries(current, ref, None)
+    entries = judge.updated_entries(current, ref, None)
     assert entries["ttft_s.p99"] == BaselineEntry(0.4, 0.0, "lower", 0.5, 1)
     assert sorted(entries) == ["output_throughput_tok_s", "ttft_s.p50", "ttft_s.p99"]
 
@@ -419,7 +418,7 @@ def test_updated_entries_keep_a_metric_added_by_hand(ref):
 def test_updated_entries_marker_tolerance_overrides_every_entry(ref):
     edited = BaselineEntry(value=0.1, spread=0.0, direction="lower", tolerance=0.25, n=1)
     write(ref, **{"ttft_s.p50": edited})
-    entries = checks.updated_entries(ON_BASELINE, ref, 0.05)
+    entries = judge.updated_entries(ON_BASELINE, ref, 0.05)
     assert {name: e.tolerance for name, e in entries.items()} == {
         "output_throughput_tok_s": 0.05, "ttft_s.p50": 0.05,
     }
@@ -428,20 +427,20 @@ def test_updated_entries_marker_tolerance_overrides_every_entry(ref):
 def test_updated_entries_replace_a_broken_table_whole(ref):
     ref.path.parent.mkdir(parents=True)
     ref.path.write_text(f'["{KEY}".metrics."ttft_s.p50"]\nvalue = "fast"\n')
-    entries = checks.updated_entries(ON_BASELINE, ref, None)
+    entries = judge.updated_entries(ON_BASELINE, ref, None)
     assert entries["ttft_s.p50"] == BaselineEntry(0.1, 0.0, "lower", 0.1, 1)
 
 
 def test_updated_entries_with_explicit_gated_names(ref):
     # Capacity and offline tests gate whatever they measured, not the run defaults.
     capacity = {"slo_capacity_req_s": Estimate(12.5, 0.5, 3)}
-    entries = checks.updated_entries(capacity, ref, None, gated=("slo_capacity_req_s",))
+    entries = judge.updated_entries(capacity, ref, None, gated=("slo_capacity_req_s",))
     assert entries == {"slo_capacity_req_s": BaselineEntry(12.5, 0.5, "higher", 0.1, 3)}
 
 
 def test_updated_entries_round_trip_through_the_file(ref):
     # What is written must load back and pass against the run it came from.
-    baselines.update_baseline(ref.path, ref.key, checks.updated_entries(ON_BASELINE, ref, None),
+    baselines.update_baseline(ref.path, ref.key, judge.updated_entries(ON_BASELINE, ref, None),
                               baselines.make_provenance(HERE, ENGINE, {}))
     judgement = against(ON_BASELINE, ref, require=True)
     assert judgement.label() == "pass"
@@ -452,31 +451,31 @@ def test_updated_entries_round_trip_through_the_file(ref):
 
 
 def test_side_a_judges_the_paired_ratios_and_keeps_them_for_the_run_file():
-    side_a = checks.SideA(({"ttft_s.p50": 0.1},) * 4, tolerance=0.1)
-    current = checks.Current({"ttft_s.p50": est(0.13)}, ({"ttft_s.p50": 0.13},) * 4)
-    judgement = checks.judge(current, side_a, gated=("ttft_s.p50",))
+    side_a = judge.SideA(({"ttft_s.p50": 0.1},) * 4, tolerance=0.1)
+    current = judge.Current({"ttft_s.p50": est(0.13)}, ({"ttft_s.p50": 0.13},) * 4)
+    judgement = judge.judge(current, side_a, gated=("ttft_s.p50",))
     assert judgement.status == Status.REGRESSION and judgement.label() == "REGRESSION"
     assert judgement.failure_text() == (
         "ttft_s.p50 regressed in A/B: B/A median 1.300 (88% interval 1.300-1.300 over 4 ABBA "
         "pairs), allowed <= 1.100 (lower is better; A/B tolerance 0.1)")
     assert judgement.ab["metrics"]["ttft_s.p50"]["ratios"] == pytest.approx([1.3] * 4)
     # Better than A beyond the band: reported as improved, never as a stale baseline.
-    faster = checks.Current({}, ({"ttft_s.p50": 0.07},) * 4)
-    assert checks.judge(faster, side_a, gated=("ttft_s.p50",)).label() == "pass (improved)"
+    faster = judge.Current({}, ({"ttft_s.p50": 0.07},) * 4)
+    assert judge.judge(faster, side_a, gated=("ttft_s.p50",)).label() == "pass (improved)"
 
 
 def test_targets_are_judged_before_any_reference_and_without_one():
     slo = gate.SLO(max={"ttft_s.p50": 0.05})
-    alone = checks.judge(checks.Current(ON_BASELINE), None, slo=slo)
+    alone = judge.judge(judge.Current(ON_BASELINE), None, slo=slo)
     assert alone.label() == "MISSED TARGET"
-    why = checks.NotJudged("measured on side A only")
-    judgement = checks.judge(checks.Current(ON_BASELINE), why, slo=slo)
+    why = judge.NotJudged("measured on side A only")
+    judgement = judge.judge(judge.Current(ON_BASELINE), why, slo=slo)
     assert judgement.label() == "MISSED TARGET" and judgement.notes == ["measured on side A only"]
-    assert checks.judge(checks.Current(ON_BASELINE), why).label() == "not compared"
+    assert judge.judge(judge.Current(ON_BASELINE), why).label() == "not compared"
 
 
 def test_an_unusable_reference_is_its_one_line():
-    judgement = checks.judge(checks.Current(ON_BASELINE), checks.Unusable("x.json: broken"))
+    judgement = judge.judge(judge.Current(ON_BASELINE), judge.Unusable("x.json: broken"))
     assert judgement.failed and judgement.failure_text() == "x.json: broken"
     assert judgement.status == Status.ERROR
 
@@ -490,17 +489,17 @@ def test_every_status_has_its_words_and_only_verdicts_of_the_gate_fail():
 
 def test_a_committed_baseline_from_other_hardware_gives_way_to_this_machines_own(ref, tmp_path):
     write(ref, fingerprint={**HERE, "cpu_cores": 16})
-    local = checks.BaselineRef(tmp_path / ".llmperf/baselines/here/cpu/test_cpu.toml", KEY,
+    local = judge.BaselineRef(tmp_path / ".llmperf/baselines/here/cpu/test_cpu.toml", KEY,
                                NODEID)
-    table = checks.BaselineTable(ref, ENGINE, HERE, local=local)
-    first = checks.judge(checks.Current(ON_BASELINE), table)
+    table = judge.BaselineTable(ref, ENGINE, HERE, local=local)
+    first = judge.judge(judge.Current(ON_BASELINE), table)
     assert first.label() == "other hardware" and first.record_local  # the session records it
     write(local, **{"ttft_s.p50": TTFT})
-    second = checks.judge(checks.Current({"ttft_s.p50": est(0.2)}), table)
+    second = judge.judge(judge.Current({"ttft_s.p50": est(0.2)}), table)
     assert second.label() == "REGRESSION" and not second.record_local
     assert second.failure_text().endswith(
         '[.llmperf/baselines/here/cpu/test_cpu.toml :: "test_fixed[64]"]; if this change is '
         f"intended, update with: {UPDATE}")
     # Its own spec changed: the machine-local table no longer describes it; recorded anew.
-    other_engine = checks.BaselineTable(ref, {**ENGINE, "max_num_seqs": 16}, HERE, local=local)
-    assert checks.judge(checks.Current(ON_BASELINE), other_engine).record_local
+    other_engine = judge.BaselineTable(ref, {**ENGINE, "max_num_seqs": 16}, HERE, local=local)
+    assert judge.judge(judge.Current(ON_BASELINE), other_engine).record_local

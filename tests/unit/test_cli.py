@@ -283,18 +283,18 @@ def test_console_script_help_imports_nothing_heavy():
 
 def ab_run(tmp_path, b_ttft: float) -> str:
     """A run file of an --llmperf-ab session: side A at 200 ms TTFT over 4 pairs, side B at
-    `b_ttft`, B judged against A by the plugin's own path (checks.SideA)."""
+    `b_ttft`, B judged against A by the plugin's own path (judge.SideA)."""
     from dataclasses import replace
 
-    from pytest_llmperf.verdict import judge as checks
+    from pytest_llmperf.verdict import judge
 
     a = make_result(TEST, (0.2,) * 4, scales=(1.0,) * 4)
     b = make_result(TEST, (b_ttft,) * 4, scales=(1.0, 1.01, 0.99, 1.0))
     a = replace(a, key="test_fixed[64] (A)", test_id=f"{TEST} (A)")
     b = replace(b, key="test_fixed[64] (B)", test_id=f"{TEST} (B)")
-    side_a = checks.SideA(tuple(run.flat() for run in a.runs), 0.1)
-    judged = checks.judge(checks.Current.of(b.runs), side_a, gated=("ttft_s.p50",))
-    doc = run_document([a, b], verdicts={b.test_id: judged.label()}, fingerprint=FINGERPRINT,
+    side_a = judge.SideA(tuple(run.flat() for run in a.runs), 0.1)
+    judged = judge.judge(judge.Current.of(b.runs), side_a, gated=("ttft_s.p50",))
+    doc = run_document([a, b], verdicts={b.test_id: judged.status}, fingerprint=FINGERPRINT,
                        commit="3f2c1e0", started=STARTED,
                        annotations={b.test_id: {"ab": judged.ab}})
     return save_document(tmp_path / "ab.json", doc)

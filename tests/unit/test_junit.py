@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
+from pytest_llmperf.ids import belongs_to
 from pytest_llmperf.metrics.stats import Estimate
-from pytest_llmperf.reports.junit import belongs_to, properties
+from pytest_llmperf.reports.junit import properties
+from pytest_llmperf.verdict.status import Status
 from tests.unit.test_report import ENGINE, WORKLOAD, result, streamed
 
 NODE = "suites/t.py::test_x[1]"
 
 
-def session(*results, extras=(), verdicts=None):
-    return SimpleNamespace(results=list(results), extras=list(extras), verdicts=verdicts or {},
-                           settings=SimpleNamespace(rootdir=Path(".")))
+def props_of(*results, extras=(), verdicts=None, usd_per_hour=None):
+    return properties(NODE, list(results), verdicts or {}, list(extras), usd_per_hour,
+                      root=Path("."))
 
 
 def test_one_measurement_gives_its_verdict_labels_and_every_value():
     one = result(NODE, [streamed()])
-    assert properties(NODE, session(one, verdicts={NODE: "REGRESSION"}), None) == [
+    assert props_of(one, verdicts={NODE: Status.REGRESSION}) == [
         ("verdict", "REGRESSION"), ("engine", ENGINE), ("workload", WORKLOAD),
         ("completed", "1"), ("failed", "0"), ("output_throughput_tok_s", "4"),
         ("request_throughput_req_s", "1"), ("ttft_s.p50", "0.25"), ("ttft_s.p99", "0.25"),
@@ -34,8 +35,8 @@ def test_later_measurements_and_extras_carry_their_suffix_and_the_cost_when_pric
     other = result("suites/t.py::test_x[10]", [streamed()])  # another test: not included
     extras = [(NODE + "#3", {"slo_capacity_req_s": Estimate(4.5, 0.0, 1),
                              "offline_x": Estimate(float("nan"), 0.0, 1)}, "detail")]
-    props = dict(properties(NODE, session(second, point, other, extras=extras,
-                                          verdicts={NODE + "#3": "pass"}), 0.36))
+    props = dict(props_of(second, point, other, extras=extras,
+                          verdicts={NODE + "#3": Status.PASS}, usd_per_hour=0.36))
     assert props["verdict#2"] == "" and props["verdict@rate4"] == ""
     assert props["usd_per_1m_output_tok#2"] == "25" and props["usd_per_1m_total_tok@rate4"] == "5"
     assert props["slo_capacity_req_s#3"] == "4.5" and props["verdict#3"] == "pass"

@@ -6,13 +6,19 @@ from __future__ import annotations
 import pytest
 
 from pytest_llmperf.reports.markdown import Report, code, document, escape, plain, table
+from pytest_llmperf.verdict.status import Status
+
+
+def status_value(verdict: str) -> str:
+    """A row's status from the verdict column's words ("" for none)."""
+    return Status.from_summary(verdict).value if verdict else ""
 
 
 def row(test_id, verdict, **values):
     base = {"completed": 4.0, "failed": 0.0, "output_throughput_tok_s": 40.0,
             "ttft_s.p50": 0.125, "usd_per_1m_output_tok": None}
     return {"test_id": test_id, "engine": "tiny eager=True", "workload": "w x4 | c1",
-            "verdict": verdict, "values": {**base, **values}}
+            "status": status_value(verdict), "values": {**base, **values}}
 
 
 REPORT = Report(

@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
-from pytest_llmperf.reports.notes import fold
+import re
+
+from pytest_llmperf.reports.notes import Note
+from pytest_llmperf.reports.notes import fold as fold_notes
+
+# "<file>.py::<rest>: <text>" as the summary shows a note about a test.
+ABOUT_A_TEST = re.compile(r"^(?P<id>\S+\.py::.+?): (?P<text>.+)$")
+
+
+def fold(lines: list[str]) -> list[str]:
+    """The notes these summary lines show, folded."""
+    notes = []
+    for line in lines:
+        match = ABOUT_A_TEST.match(line)
+        notes.append(Note(match["id"], match["text"]) if match else Note(None, line))
+    return fold_notes(notes)
 
 
 def other_hardware(test_id: str, toml: str) -> str:

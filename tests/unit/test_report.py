@@ -17,6 +17,7 @@ from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports.model import (
     COLUMNS,
     by_severity,
+    counted,
     engine_keys,
     engine_lines,
     extra_lines,
@@ -25,7 +26,8 @@ from pytest_llmperf.reports.model import (
     summary_rows,
     verdict_counts,
 )
-from pytest_llmperf.verdict import judge as checks
+from pytest_llmperf.verdict import judge
+from pytest_llmperf.verdict.status import Status
 
 OK_ID = "suites/test_cpu.py::test_ok"
 FAIL_ID = "suites/test_cpu.py::test_fail"
@@ -74,9 +76,9 @@ def cell(row, header: str) -> str:
 def test_a_row_holds_each_column_in_its_metric_unit():
     # 4 tokens in 1 s (first send to last token); TTFT 250 ms; 3 gaps of 250 ms after the first.
     [row] = summary_rows([ok_result(kv_cache_usage_max=0.4375, prefix_cache_hit_rate=0.75)],
-                         {OK_ID: "REGRESSION"})
+                         {OK_ID: Status.REGRESSION})
     assert row == {
-        "test_id": OK_ID, "engine": ENGINE, "workload": WORKLOAD, "verdict": "REGRESSION",
+        "test_id": OK_ID, "engine": ENGINE, "workload": WORKLOAD, "status": "regression",
         "values": {"completed": 1.0, "failed": 0.0, "output_throughput_tok_s": 4.0,
                    "request_throughput_req_s": 1.0, "goodput_req_s": None,
                    "goodput_share": None, "ttft_s.p50": 0.25, "ttft_s.p99": 0.25,
@@ -136,18 +138,18 @@ def test_a_repeat_with_no_ttft_shows_a_dash_as_the_gate_sees_nan():
     # Repeat 3 failed every request. The gate (stats.combine_repeats) makes the whole estimate
     # NaN so a partly missing run cannot pass; the table must not show a TTFT for it either.
     res = result(OK_ID, [streamed(ttft=0.25)], [streamed(ttft=0.5)], [failed()])
-    assert math.isnan(checks.estimates_of(res.runs)["ttft_s.p50"].value)
+    assert math.isnan(judge.estimates_of(res.runs)["ttft_s.p50"].value)
     [row] = summary_rows([res], {})
     assert row["values"]["ttft_s.p50"] is None and cells(row)[4] == "-"
 
 
 def test_rows_without_a_verdict_have_an_empty_one():
-    assert [row["verdict"] for row in summary_rows([ok_result()], {})] == [""]
+    assert [row["status"] for row in summary_rows([ok_result()], {})] == [""]
 
 
 def row(test_id: str, verdict: str) -> dict:
-    return {"test_id": test_id, "engine": ENGINE, "workload": WORKLOAD, "verdict": verdict,
-            "values": {}}
+    return {"test_id": test_id, "engine": ENGINE, "workload": WORKLOAD,
+            "status": Status.from_summary(verdict).value if verdict else "", "values": {}}
 
 
 def test_problems_come_first_the_rest_in_the_order_measured():
@@ -161,7 +163,7 @@ def test_problems_come_first_the_rest_in_the_order_measured():
 def test_verdict_counts_worst_first_then_by_count():
     rows = [row("t::a", "pass"), row("t::b", "no baseline"), row("t::c", "pass"),
             row("t::d", "REGRESSION"), row("t::e", "")]
-    assert verdict_counts(rows) == [("REGRESSION", 1), ("pass", 2), ("no baseline", 1),
+    assert [(counted(status), n) for status, n in verdict_counts(rows)] == [("REGRESSION", 1), ("pass", 2), ("no baseline", 1),
                                     ("not judged", 1)]
 
 
@@ -227,7 +229,7 @@ def test_extra_lines_one_per_measurement():
          {"output_throughput_tok_s": Estimate(2048.0, 0.0, 1),
           "total_throughput_tok_s": Estimate(4096.25, 0.0, 1)}, "offline LLM.generate"),
     ]
-    assert extra_lines(extras, {"suites/test_cpu.py::test_capacity": "pass"}) == [
+    assert extra_lines(extras, {"suites/test_cpu.py::test_capacity": Status.PASS}) == [
         "suites/test_cpu.py::test_capacity: slo_capacity_req_s = 1,234.57 "
         "(largest rate meeting the SLO)  pass",
         "suites/test_cpu.py::test_offline: output_throughput_tok_s = 2,048.00, "
@@ -242,6 +244,6 @@ def test_extra_lines_with_nothing():
 def test_extra_lines_nan_value():
     # A capacity search where no rate met the SLO yields NaN; the line still says so.
     line = extra_lines([("t::x", {"slo_capacity_req_s": Estimate(math.nan, math.nan, 1)}, "d")],
-                       {"t::x": "MISSED TARGET"})
+                       {"t::x": Status.MISSED})
     assert line == ["t::x: slo_capacity_req_s = nan (d)  MISSED TARGET"]
 

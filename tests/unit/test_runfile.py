@@ -20,6 +20,7 @@ from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports.runfile import read_run, resolve_saved, run_document, write_run
 from pytest_llmperf.verdict.baselines import BaselineEntry, BaselineError
 from pytest_llmperf.verdict.gate import DEFAULT_GATED
+from pytest_llmperf.verdict.status import Status
 
 FINGERPRINT = {"hardware_class": "cpu", "cpu_model": "Fake CPU 9000", "cpu_cores": 4,
                "vllm": "0.31.0", "python": "3.11.7"}
@@ -82,7 +83,7 @@ def benchmark(doc: dict, name: str) -> dict:
 
 
 def test_document_has_pytest_benchmark_layout_and_our_section():
-    doc = document(make_result(), verdicts={"suites/test_cpu.py::test_fixed[64]": "pass"})
+    doc = document(make_result(), verdicts={"suites/test_cpu.py::test_fixed[64]": Status.PASS})
     assert set(doc) == {"machine_info", "commit_info", "benchmarks", "datetime", "version",
                         "llmperf"}
     assert doc["commit_info"] == {"id": "3f2c1e0"}
@@ -211,7 +212,7 @@ def test_round_trip(tmp_path):
     result = make_result(scales=(1.0, 1.2, 0.9))
     other = make_result("suites/test_cpu.py::TestX::test_y", (0.3, 0.3))
     path = tmp_path / "runs" / "before.json"
-    write_run(path, document(result, other, verdicts={result.test_id: "REGRESSION"}))
+    write_run(path, document(result, other, verdicts={result.test_id: Status.REGRESSION}))
     run = read_run(path)
     assert run.path == os.fspath(path) and run.fingerprint == FINGERPRINT
     assert run.commit == "3f2c1e0" and run.started == "2026-11-22T10:04:31+00:00"

@@ -11,13 +11,13 @@ import math
 import pytest
 
 from pytest_llmperf.client.loadgen import Concurrency, Ramp, Rate
-from pytest_llmperf.client.selfcheck import (
+from pytest_llmperf.client.selfcheck import check_client
+from pytest_llmperf.metrics.client_check import (
     CPU_LIMIT,
     LOOP_LAG_FLOOR_S,
     LOOP_LAG_SHARE_OF_TTFT,
     SCHEDULE_LAG_LIMIT_S,
     ClientCheck,
-    check_client,
 )
 from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
 from pytest_llmperf.records import ClientStats, RequestRecord

@@ -20,6 +20,7 @@ from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.session import session as session_mod
 from pytest_llmperf.session.session import LlmperfSession
 from pytest_llmperf.session.settings import resolve
+from pytest_llmperf.verdict.status import Status
 
 TINY_LLAMA = Path(__file__).resolve().parents[2] / "suites" / "models" / "tiny-llama"
 ENGINE = Engine(model=str(TINY_LLAMA), load_format="dummy")
@@ -32,6 +33,11 @@ class RunningServer:
 class OnePool:
     def get(self, engine):
         return RunningServer()
+
+
+def lines(session) -> list[str]:
+    """The session's notes as the summary shows them."""
+    return [note.render() for note in session.notes]
 
 
 def session_sending_late(monkeypatch, lag_s: float) -> LlmperfSession:
@@ -58,7 +64,7 @@ def test_an_open_loop_sent_behind_schedule_is_client_limited(monkeypatch):
     assert result.client.limited
     assert result.client.reasons == [
         "requests sent 50.0 ms behind schedule at p90 (limit 10 ms)"]
-    assert session.verdicts == {"suite.py::test_x": "CLIENT LIMITED"}
+    assert session.verdicts == {"suite.py::test_x": Status.CLIENT_LIMITED}
 
 
 def test_a_punctual_client_is_not_limited(monkeypatch):
@@ -117,7 +123,7 @@ def test_ab_sides_on_gpus_of_their_own_trade_them_halfway(monkeypatch, tmp_path)
         ("start", a.model, "0,1"), ("start", b.model, "2,3"),  # pair 1
         ("start", b.model, "0,1"), ("start", a.model, "2,3"),  # before pair 3
     ]
-    assert session.notes == ["suite.py::test_x: A/B sides traded GPUs halfway: A on GPUs 0,1 "
+    assert lines(session) == ["suite.py::test_x: A/B sides traded GPUs halfway: A on GPUs 0,1 "
                              "then 2,3; B on GPUs 2,3 then 0,1"]
 
 
@@ -168,7 +174,7 @@ def test_a_regressed_b_measures_its_confirm_pairs_in_abba_order(monkeypatch):
     result_a, result_b = run_ab(session, confirm_pairs=4)
     assert measured == ["A", "B", "B", "A"] * 4  # the confirm round goes on in ABBA order
     assert (len(result_a.runs), len(result_b.runs)) == (8, 8)
-    assert session.notes == ["suite.py::test_x: B regressed over 4 ABBA pairs; 4 more measured "
+    assert lines(session) == ["suite.py::test_x: B regressed over 4 ABBA pairs; 4 more measured "
                              "to confirm"]
     judgement = session.judge_ab(result_a, result_b, TestOptions(gate=("tpot_s.p50",)), None)
     assert judgement.failed
@@ -182,7 +188,7 @@ def test_no_confirm_pairs_unless_asked_and_regressed(monkeypatch, b_tpot, confir
     result_a, result_b = run_ab(session, confirm_pairs)
     assert len(measured) == 8
     assert (len(result_a.runs), len(result_b.runs)) == (4, 4)
-    assert not any("confirm" in note for note in session.notes)
+    assert not any("confirm" in note for note in lines(session))
 
 
 def test_a_deferred_confirm_keeps_the_first_pairs_and_the_rerun_goes_on_from_them(monkeypatch):
@@ -198,7 +204,7 @@ def test_a_deferred_confirm_keeps_the_first_pairs_and_the_rerun_goes_on_from_the
     result_a, result_b = run_ab(session, confirm_pairs=4)  # the rerun, minutes later
     assert measured == ["A", "B", "B", "A"] * 4
     assert (len(result_a.runs), len(result_b.runs)) == (8, 8)
-    assert session.notes == ["suite.py::test_x: B regressed over 4 ABBA pairs; 4 more measured "
+    assert lines(session) == ["suite.py::test_x: B regressed over 4 ABBA pairs; 4 more measured "
                              "after the other tests of its engine, to confirm"]
     judgement = session.judge_ab(result_a, result_b, TestOptions(gate=("tpot_s.p50",)), None)
     assert not judgement.failed
@@ -263,7 +269,7 @@ def test_ab_sides_on_gpus_trade_them_again_halfway_through_the_confirm_pairs(mon
     for side in "AB":
         cards = [gpus for measured_side, gpus in on_cards if measured_side == side]
         assert sorted(cards) == ["0,1"] * 4 + ["2,3"] * 4, (side, cards)
-    assert [note for note in session.notes if "traded" in note] == [
+    assert [note for note in lines(session) if "traded" in note] == [
         "suite.py::test_x: A/B sides traded GPUs halfway: A on GPUs 0,1 then 2,3; B on GPUs 2,3 "
         "then 0,1",
         "suite.py::test_x: A/B sides traded GPUs halfway: A on GPUs 2,3 then 0,1; B on GPUs 0,1 "

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from pytest_llmperf.reports.notes import Note
 from pytest_llmperf.reports.terminal import full_table, section, short_table, wrap
+from pytest_llmperf.verdict.status import Status
 
 ENGINE = "tiny eager=True"
+
+
+def status_value(verdict: str) -> str:
+    """A row's status from the verdict column's words ("" for none)."""
+    return Status.from_summary(verdict).value if verdict else ""
 
 
 def row(test_id, verdict="pass", engine=ENGINE, workload="w x4 @ concurrency 1", **values):
@@ -13,7 +20,7 @@ def row(test_id, verdict="pass", engine=ENGINE, workload="w x4 @ concurrency 1",
             "tpot_s.p50": 0.0625, "itl_s.p50": 0.0625, "e2el_s.p50": 0.5, "queue_s.p99": 0.0,
             "server:kv_cache_usage_max": None, "server:prefix_cache_hit_rate": None,
             "usd_per_1m_output_tok": None, "usd_per_1m_total_tok": None}
-    return {"test_id": test_id, "engine": engine, "workload": workload, "verdict": verdict,
+    return {"test_id": test_id, "engine": engine, "workload": workload, "status": status_value(verdict),
             "values": {**base, **values}}
 
 
@@ -59,7 +66,7 @@ def test_every_short_line_fits_the_width():
     rows = [row(f"suites/test_file_{i}.py::test_{'x' * (10 * i)}", engine=f"model-{i % 2} a=b",
                 workload="fixed-128in-64out x64 @ concurrency 8") for i in range(8)]
     for width in (80, 100, 120):
-        lines = section(rows, [f"engine model-0 = model-0 {'a=b ' * 40}"], [], ["n " * 100],
+        lines = section(rows, [f"engine model-0 = model-0 {'a=b ' * 40}"], [], [Note(None, "n " * 100)],
                         full=False, width=width)
         assert max(len(line) for line in lines) <= width
 
@@ -88,13 +95,15 @@ def test_full_table_shows_whole_ids_and_every_column_with_a_value():
 
 
 def test_section_folds_notes_unless_full():
-    notes = ["t.py::a: baseline is stale", "t.py::b: baseline is stale", "results written to x"]
+    notes = [Note("t.py::a", "baseline is stale"), Note("t.py::b", "baseline is stale"),
+             Note(None, "results written to x")]
     short = section([], ["engine e = e"], ["t.py::c: slo_capacity_req_s = 4.00 (d)"], notes,
                     full=False)
     assert short == ["engine e = e", "t.py::c: slo_capacity_req_s = 4.00 (d)",
                      "2 tests: baseline is stale (-v lists each)", "results written to x"]
     full = section([], ["engine e = e"], [], notes + notes, full=True)
-    assert full == ["engine e = e", *notes]
+    assert full == ["engine e = e", "t.py::a: baseline is stale", "t.py::b: baseline is stale",
+                    "results written to x"]
 
 
 def test_wrap_leaves_short_lines_alone_and_indents_continuations():

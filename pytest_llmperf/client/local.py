@@ -1,0 +1,39 @@
+"""One measurement from this process: one event loop sends every request."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pytest_llmperf.client import progress
+from pytest_llmperf.client.loadgen import LoadPattern
+from pytest_llmperf.client.measurement import (
+    WARMUP_CONCURRENCY,
+    Endpoint,
+    Measurement,
+    finished,
+    progress_line,
+    run_measured,
+    warm_up,
+)
+from pytest_llmperf.client.openai import OpenAIStreamClient
+from pytest_llmperf.client.server_metrics import ServerMetricsSampler
+from pytest_llmperf.client.watchdog import Watchdog, abort_reason
+from pytest_llmperf.records import Request
+
+
+async def measure_locally(endpoint: Endpoint, requests: Sequence[Request], pattern: LoadPattern,
+                          seed: int, warmup: Sequence[Request], duration_s: float | None,
+                          stall_timeout_s: float) -> Measurement:
+    async with OpenAIStreamClient(endpoint.base_url, endpoint.model, endpoint.options) as client:
+        watchdog = Watchdog(lambda: progress.of_client(client), stall_timeout_s,
+                            lambda stall: client.stop(abort_reason(stall_timeout_s)))
+        async with watchdog.running():
+            await warm_up(client, warmup, WARMUP_CONCURRENCY, stopped=watchdog.stopped)
+            if watchdog.stopped():  # in the warm-up: nothing was measured
+                return Measurement([], stall=str(watchdog.stall))
+            with progress_line(watchdog, len(requests)):
+                async with ServerMetricsSampler(endpoint.base_url) as sampler:
+                    records, stats = await run_measured(client, requests, pattern, seed=seed,
+                                                        duration_s=duration_s,
+                                                        stopped=watchdog.stopped)
+    return finished(records, sampler, stats, watchdog)

@@ -1,0 +1,41 @@
+"""Where a measurement came from, as baselines and run files record it: the checkout's commit and
+the engine spec in a form that matches across checkouts."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from pytest_llmperf.engines.spec import Engine
+
+GIT_TIMEOUT_S = 5
+
+
+def git_commit(directory: Path) -> str | None:
+    """The checkout's commit (with "-dirty" when it has changes), for provenance."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True,
+                             text=True, timeout=GIT_TIMEOUT_S)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=directory, capture_output=True, text=True,
+                               timeout=GIT_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if sha.returncode != 0:
+        return None
+    return sha.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def engine_identity(engine: Engine, rootdir: Path) -> dict[str, Any]:
+    """The spec as baselines record it: paths inside the project relative to its root, so a
+    baseline made in one checkout matches the same spec in another (CI clones elsewhere)."""
+    identity = engine.to_dict()
+    for name in ("model", "tokenizer", "chat_template"):
+        value = identity.get(name)
+        if isinstance(value, str) and value.startswith("/"):
+            try:
+                identity[name] = str(Path(value).relative_to(rootdir))
+            except ValueError:
+                pass
+    return identity
