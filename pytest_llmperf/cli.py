@@ -25,15 +25,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.errors import InputError
 from pytest_llmperf.hardware import current_fingerprint, detect_hardware
 from pytest_llmperf.ids import without_side
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.reports import plotcommand
-from pytest_llmperf.reports.runfile import RunFile, SavedResult, read_run
+from pytest_llmperf.reports.saved_runs import RunFile, RunFileError, SavedResult, read_run
 from pytest_llmperf.session.settings import whole_number
 from pytest_llmperf.verdict import gate, judge
 from pytest_llmperf.verdict.ab import format_ratio
-from pytest_llmperf.verdict.baselines import TOLERANCE_RULE, BaselineError, is_tolerance
+from pytest_llmperf.verdict.baselines import TOLERANCE_RULE, is_tolerance
 from pytest_llmperf.verdict.status import Status
 
 __all__ = ["main"]
@@ -45,7 +46,7 @@ AB_HEADER = ["test", "metric", "B/A median", "interval", "pairs", "allowed", "ve
 RIGHT_ALIGNED = {"A", "B", "delta", "allowed", "B/A median", "interval", "pairs"}
 
 
-class CliError(Exception):
+class CliError(InputError):
     """Input the command cannot use; the message is one line with the fix."""
 
 
@@ -189,7 +190,7 @@ def _fingerprint_changes(a: RunFile, b: RunFile) -> list[str]:
 def _read(path: str) -> RunFile:
     try:
         return read_run(path)
-    except BaselineError as exc:
+    except RunFileError as exc:
         raise CliError(str(exc)) from None
 
 

@@ -1,9 +1,21 @@
-"""Errors in what a user wrote (a dataset file, a model's config.json), as opposed to faults of
-the engine or the plugin. The fixture fails the test with the message alone: it is one line that
-names the file, the record or key, and the fix, so a traceback would only bury it."""
+"""Every error pytest-llmperf raises on purpose derives from `LlmperfError`, and its message is
+one line that names the thing and the fix: the plugin fails the test with the message alone, as a
+traceback would only bury it.
+
+- `InputError`: what a user wrote cannot be used (an Engine or Workload argument, a dataset, a
+  model's config.json, a baseline or run file, a metric name). A ValueError too, so code that
+  checks arguments the usual way still catches it.
+- `engines.errors.EngineError`: an engine could not serve a test (did not start, died, stalled).
+"""
 
 from __future__ import annotations
 
+__all__ = ["InputError", "LlmperfError"]
 
-class InputError(ValueError):
+
+class LlmperfError(Exception):
+    """The root of pytest-llmperf's errors; the message is one line with the fix."""
+
+
+class InputError(LlmperfError, ValueError):
     """A file or value the user wrote cannot be used; the message is one line with the fix."""

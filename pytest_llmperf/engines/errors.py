@@ -6,8 +6,10 @@ never a traceback and never the end of the session.
 
 from __future__ import annotations
 
+from pytest_llmperf.errors import LlmperfError
 
-class EngineError(RuntimeError):
+
+class EngineError(LlmperfError, RuntimeError):
     """An engine could not serve a test. The message is one line."""
 
 

@@ -29,6 +29,7 @@ from pytest_llmperf.engines.process import (
 )
 from pytest_llmperf.engines.server import STARTUP_TIMEOUT_S
 from pytest_llmperf.engines.spec import Engine, is_pairs, thaw_pairs
+from pytest_llmperf.errors import InputError
 from pytest_llmperf.records import Request
 
 WORKER_MODULE = "pytest_llmperf.engines.offline_worker"
@@ -123,7 +124,7 @@ def read_job(path: Path) -> tuple[dict[str, Any], list[Request]]:
     """What `write_job` wrote, as (LLM kwargs, requests)."""
     job = json.loads(Path(path).read_text())
     if job.get("version") != JOB_VERSION:
-        raise ValueError(f"{path}: job file version {job.get('version')!r}, "
+        raise InputError(f"{path}: job file version {job.get('version')!r}, "
                          f"expected {JOB_VERSION}")
     requests = [
         Request(
@@ -142,7 +143,7 @@ def run_offline(engine: Engine, requests: list[Request], log_dir: Path, *, nice:
     counts. Raises EngineStartError (one line, ending with the log path) if the child fails or
     runs past `timeout_s`; nothing it started is left running, whatever happens."""
     if not requests:
-        raise ValueError("run_offline: no requests")
+        raise InputError("run_offline: no requests")
     check_model_path(engine, OFFLINE)
     if engine.python:  # the worker is this package's code, run by this install's vLLM
         raise EngineStartError(f"offline run of {engine.label()}: Engine(python=...) applies to "

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pytest_llmperf.engines.field_rules import field_problem
+from pytest_llmperf.errors import InputError
 
 # Fields whose value is passed as `--<name-with-dashes> VALUE`, in this order.
 _VALUE_FLAGS = (
@@ -100,7 +101,7 @@ class Engine:
         for f in fields(self):  # every field, where it is written (see field_rules.py)
             problem = field_problem(f.name, getattr(self, f.name))
             if problem:
-                raise ValueError(problem)
+                raise InputError(problem)
         for name in ("speculative_config", "extra_args", "env"):
             object.__setattr__(self, name, _freeze(getattr(self, name)))
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from pytest_llmperf.errors import InputError
 from pytest_llmperf.hardware import HARDWARE_CLASSES
 
 PER_OUTPUT = "usd_per_1m_output_tok"
@@ -31,9 +32,9 @@ def _price(text: str) -> float:
     try:
         price = float(text)
     except ValueError:
-        raise ValueError(RULE) from None
+        raise InputError(RULE) from None
     if not (math.isfinite(price) and price > 0):
-        raise ValueError(RULE)
+        raise InputError(RULE)
     return price
 
 
@@ -49,10 +50,10 @@ def parse_cost_per_hour(text: str) -> CostSetting:
             continue
         name, equals, value = (piece.strip() for piece in part.partition("="))
         if not equals or name.lower() not in HARDWARE_CLASSES:
-            raise ValueError(RULE)
+            raise InputError(RULE)
         prices[name.lower()] = _price(value)
     if not prices:
-        raise ValueError(RULE)
+        raise InputError(RULE)
     return prices
 
 

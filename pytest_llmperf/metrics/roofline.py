@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.errors import LlmperfError
+
 # Memory bandwidth per GPU, bytes/s, from NVIDIA's datasheets (docs/roofline.md has the links).
 # (hardware class, a word the device name must hold, or "" for the class's default, bandwidth)
 BANDWIDTHS: tuple[tuple[str, str, float], ...] = (
@@ -48,7 +50,7 @@ INPUTS = ("tpot_s.p50", "completed", "duration_s", "e2el_s.mean", "ttft_s.mean",
 NO_CPU = "no roofline on CPU: it is a GPU memory-bandwidth bound (docs/roofline.md)"
 
 
-class NoRoofline(ValueError):
+class NoRoofline(LlmperfError):
     """Why a run has no roofline; one line."""
 
 

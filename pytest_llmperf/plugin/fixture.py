@@ -14,9 +14,8 @@ from typing import Any, Protocol
 import pytest
 
 from pytest_llmperf import ids
-from pytest_llmperf.engines.errors import EngineError
 from pytest_llmperf.engines.spec import Engine
-from pytest_llmperf.errors import InputError
+from pytest_llmperf.errors import LlmperfError
 from pytest_llmperf.ids import MeasurementId, result_id
 from pytest_llmperf.metrics import goodput
 from pytest_llmperf.metrics.result import Result
@@ -326,7 +325,7 @@ def _engine_or_fail(call, *args):
     already recorded)."""
     try:
         return call(*args)
-    except (EngineError, InputError) as exc:
+    except LlmperfError as exc:  # engine faults and bad input alike: errors.py
         failure = str(exc)
     pytest.fail(failure, pytrace=False)  # outside the except block: one line, no chained trace
 

@@ -11,8 +11,7 @@ import sys
 from pathlib import Path
 
 from pytest_llmperf.reports import plotdata, plots
-from pytest_llmperf.reports.runfile import read_run
-from pytest_llmperf.verdict.baselines import BaselineError, load_run
+from pytest_llmperf.reports.saved_runs import RunFileError, load_run, read_run
 
 EXIT_OK, EXIT_USAGE = 0, 2
 
@@ -40,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         documents = [load_run(path) for path in args.runs if read_run(path)]
-    except BaselineError as exc:
+    except RunFileError as exc:
         print(f"llmperf: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     found = plots.pictures(plotdata.gather(documents, args.baselines))

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_llmperf.errors import LlmperfError
 from pytest_llmperf.ids import without_side
 from pytest_llmperf.reports import plotdata
 from pytest_llmperf.reports.plotdata import LATENCY_NAMES, PlotData
@@ -24,7 +25,7 @@ DPI = 100
 PASS_COLOR, FAIL_COLOR, BAND_COLOR = "tab:green", "tab:red", "tab:green"
 
 
-class PlotsUnavailable(Exception):
+class PlotsUnavailable(LlmperfError):
     """matplotlib is not installed; the message says which extra installs it."""
 
 

@@ -25,7 +25,7 @@ from pytest_llmperf.ids import result_id, user_nodeid
 from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
-from pytest_llmperf.reports import runfile
+from pytest_llmperf.reports import saved_runs
 from pytest_llmperf.reports.notes import Note
 from pytest_llmperf.session import ab_run
 from pytest_llmperf.session.ab_run import PausedAb
@@ -320,9 +320,9 @@ class LlmperfSession:
         """The --llmperf-compare run's test `key`; read once per session."""
         try:
             if self._saved_run is None:
-                path = runfile.resolve_saved(self.settings.compare, self.runs_dir())
-                self._saved_run = (path, runfile.read_run(path))
-        except baselines.BaselineError as exc:
+                path = saved_runs.resolve_saved(self.settings.compare, self.runs_dir())
+                self._saved_run = (path, saved_runs.read_run(path))
+        except saved_runs.RunFileError as exc:
             return judge.Unusable(str(exc))
         path, saved = self._saved_run
         return judge.SavedRun(Path(os.path.relpath(path)), key, saved.results.get(key))

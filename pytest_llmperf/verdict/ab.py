@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.engines.spec import Engine, is_pairs, thaw_pairs
+from pytest_llmperf.errors import InputError
 from pytest_llmperf.verdict.gate import (
     IMPROVEMENT,
     PASS,
@@ -236,20 +237,20 @@ def parse_overrides(text: str) -> dict[str, Any]:
     try:
         overrides = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON ({exc}); give a JSON object of Engine fields, "
+        raise InputError(f"not valid JSON ({exc}); give a JSON object of Engine fields, "
                          f"{example}") from None
     if not isinstance(overrides, dict) or not overrides:
-        raise ValueError(f"give a non-empty JSON object of Engine fields, {example}")
+        raise InputError(f"give a non-empty JSON object of Engine fields, {example}")
     known = [f.name for f in fields(Engine)]
     for name in overrides:
         if name not in known:
             close = difflib.get_close_matches(name, known, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ValueError(f"unknown Engine field {name!r}{hint}; fields: {', '.join(known)}")
+            raise InputError(f"unknown Engine field {name!r}{hint}; fields: {', '.join(known)}")
     try:
         side_b(Engine(model="side-b"), {k: v for k, v in overrides.items() if k != "model"})
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{exc}") from None
+        raise InputError(f"{exc}") from None
     if "python" in overrides:
         check_python(overrides["python"])
     return overrides
@@ -277,14 +278,14 @@ def check_python(python: object) -> None:
     minutes-long start fails."""
     fix = "name the python of another vLLM install, e.g. /opt/vllm-next/bin/python"
     if not isinstance(python, str) or not Path(python).is_file():
-        raise ValueError(f"python {python!r} does not exist; {fix}")
+        raise InputError(f"python {python!r} does not exist; {fix}")
     probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('vllm') is None)"
     try:
         found = subprocess.run([python, "-c", probe], capture_output=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ValueError(f"python {python!r} does not run ({exc}); {fix}") from None
+        raise InputError(f"python {python!r} does not run ({exc}); {fix}") from None
     if found.returncode != 0:
-        raise ValueError(f"python {python!r} has no vLLM (it cannot import vllm); {fix}")
+        raise InputError(f"python {python!r} has no vLLM (it cannot import vllm); {fix}")
 
 
 @dataclass(frozen=True)

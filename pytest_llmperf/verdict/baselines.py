@@ -68,6 +68,8 @@ from typing import Any, NoReturn
 import tomli_w
 from filelock import FileLock
 
+from pytest_llmperf.errors import InputError
+
 __all__ = [
     "DIRECTIONS",
     "LOCK_TIMEOUT_S",
@@ -76,9 +78,7 @@ __all__ = [
     "BaselineError",
     "engine_mismatch",
     "load_baseline",
-    "load_run",
     "make_provenance",
-    "save_run",
     "update_baseline",
 ]
 
@@ -100,7 +100,7 @@ def is_tolerance(value: object) -> bool:
 _SIGNIFICANT_DIGITS = 6
 
 
-class BaselineError(Exception):
+class BaselineError(InputError):
     """A baseline or saved-run file that cannot be used; the message is one line with the fix."""
 
 
@@ -248,7 +248,7 @@ def _entry_table(path: Path, key: str, entry: BaselineEntry) -> dict[str, Any]:
     return {name: table[name] for name in _ENTRY_FIELDS}
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
     # The temp file must be in the same directory: os.replace is atomic only within a filesystem.
     path.parent.mkdir(parents=True, exist_ok=True)
     # mkstemp makes the file 0600; keep the mode of the file being replaced (or 0644).
@@ -290,7 +290,7 @@ def update_baseline(
     with FileLock(os.fspath(path) + ".lock", timeout=LOCK_TIMEOUT_S):
         document = _read_toml(path, fix) or {}
         document[test_id] = table
-        _atomic_write(path, tomli_w.dumps({key: document[key] for key in sorted(document)}))
+        atomic_write(path, tomli_w.dumps({key: document[key] for key in sorted(document)}))
 
 
 def make_provenance(
@@ -372,36 +372,3 @@ def hardware_mismatch(baseline: Baseline, fingerprint: Mapping[str, Any]) -> str
         return None
     return (f"{baseline.path}: {_key(baseline.test_id)}: baseline is from other hardware "
             f"({', '.join(changed)}); not gated")
-
-
-def save_run(path: str | os.PathLike[str], run: Mapping[str, Any]) -> None:
-    """Write a run (for --llmperf-save / --llmperf-compare) as JSON, atomically, keys sorted.
-
-    NaN is kept as JSON's non-standard NaN token so an empty distribution survives the round
-    trip; json.loads reads it back.
-    """
-    _atomic_write(Path(path), json.dumps(run, indent=2, sort_keys=True, default=str) + "\n")
-
-
-def load_run(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a saved run; BaselineError (one line with the fix) when absent or malformed."""
-    path = Path(path)
-    name = os.fspath(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BaselineError(
-            f"{name}: no saved run here; save one first with --llmperf-save NAME"
-        ) from None
-    try:
-        run = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BaselineError(
-            f"{name}: not valid JSON ({exc}); save the run again with --llmperf-save NAME"
-        ) from None
-    if not isinstance(run, dict):
-        raise BaselineError(
-            f"{name}: expected a JSON object, got {type(run).__name__}; "
-            "save the run again with --llmperf-save NAME"
-        )
-    return run

@@ -37,6 +37,7 @@ import math
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics.compute import METRIC_DIRECTIONS
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.verdict.baselines import Baseline, BaselineEntry
@@ -261,7 +262,7 @@ class Target:
 
     def __post_init__(self) -> None:
         if self.max is None and self.min is None:
-            raise ValueError(f"Target(metric={self.metric!r}) needs max=, min= or both")
+            raise InputError(f"Target(metric={self.metric!r}) needs max=, min= or both")
         for bound in ("max", "min"):
             value = getattr(self, bound)
             if value is not None and not _is_number(value):
@@ -270,7 +271,7 @@ class Target:
                     f"unit, got {value!r}"
                 )
         if self.max is not None and self.min is not None and self.min > self.max:
-            raise ValueError(
+            raise InputError(
                 f"Target(metric={self.metric!r}): min {self.min!r} is above max {self.max!r}"
             )
 
@@ -299,7 +300,7 @@ def check_target(target: Target, value: Estimate | float | None) -> Verdict:
     return Verdict(name, status, number, bound, _percent(number - bound, bound), 0.0, 0.0, message)
 
 
-class UnknownMetricError(ValueError):
+class UnknownMetricError(InputError):
     """A target names a metric the run does not produce; one line, with a suggestion."""
 
 

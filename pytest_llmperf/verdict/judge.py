@@ -235,7 +235,7 @@ class SavedRun:
 
     path: Path
     key: str
-    saved: Any  # runfile.SavedResult | None
+    saved: Any  # saved_runs.SavedResult | None
 
     def compare(self, current: Current, gated: Sequence[str],
                 tolerance: float | None = None) -> Judgement:

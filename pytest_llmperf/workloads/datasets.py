@@ -266,11 +266,11 @@ def requests_from_samples(
     for i, sample in enumerate(samples):
         output = sample.output_tokens if sample.output_tokens is not None else default_output
         if output is None or output < 1:
-            raise ValueError(f"sample {i} has no output length >= 1; pass default_output")
+            raise InputError(f"sample {i} has no output length >= 1; pass default_output")
         length = sample.prompt_tokens
         if length is None:
             if tokenizer is None:
-                raise ValueError(f"sample {i} has no prompt_tokens; pass a tokenizer to count them")
+                raise InputError(f"sample {i} has no prompt_tokens; pass a tokenizer to count them")
             length = len(tokenizer.encode(sample.prompt))
         requests.append(Request(prompt=sample.prompt, prompt_tokens=length, output_tokens=output))
     return requests

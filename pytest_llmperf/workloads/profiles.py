@@ -35,6 +35,7 @@ from typing import Literal
 
 import numpy as np
 
+from pytest_llmperf.errors import InputError
 from pytest_llmperf.records import Request
 from pytest_llmperf.workloads.datasets import Conversation, DatasetError, load_conversations
 from pytest_llmperf.workloads.prompts import (
@@ -91,13 +92,13 @@ class Profile:
 
     def __post_init__(self) -> None:
         if self.prefix not in ("none", "documents", "history"):
-            raise ValueError(
+            raise InputError(
                 f"Profile.prefix must be 'none', 'documents' or 'history', got {self.prefix!r}"
             )
         for field, minimum in (("num_prefixes", 1), ("turns", 1), ("question_tokens", 0)):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ValueError(f"Profile.{field} must be an integer >= {minimum}, got {value!r}")
+                raise InputError(f"Profile.{field} must be an integer >= {minimum}, got {value!r}")
 
     @property
     def shares_prefix(self) -> bool:
@@ -155,7 +156,7 @@ def get_profile(name: str) -> Profile:
     try:
         return PROFILES[name]
     except KeyError:
-        raise ValueError(
+        raise InputError(
             f"unknown profile {name!r}; valid profiles: {', '.join(PROFILES)}"
         ) from None
 
@@ -218,7 +219,7 @@ def profile_requests(
     """`n` requests shaped like `profile`; prompts are token-id tuples (exact lengths)."""
     base = get_profile(profile) if isinstance(profile, str) else profile
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"n must be an integer >= 0, got {n!r}")
+        raise InputError(f"n must be an integer >= 0, got {n!r}")
     scaled = base.scaled(scale)
     path = resolve_dataset(base, dataset_path, search_cache=search_cache)
     if path is None:

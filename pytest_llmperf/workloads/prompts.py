@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from pytest_llmperf.errors import InputError
 from pytest_llmperf.records import Request
 
 __all__ = [
@@ -96,7 +97,7 @@ def load_tokenizer(path: str | Path) -> HFTokenizer:
 
 def _count(owner: str, name: str, value: object, minimum: int = 0) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{owner}.{name} must be an integer >= {minimum}, got {value!r}")
+        raise InputError(f"{owner}.{name} must be an integer >= {minimum}, got {value!r}")
 
 
 def _scale_count(value: int, factor: float) -> int:
@@ -106,7 +107,7 @@ def _scale_count(value: int, factor: float) -> int:
 
 def _check_factor(factor: float) -> None:
     if not (isinstance(factor, (int, float)) and math.isfinite(factor) and factor > 0):
-        raise ValueError(f"scale must be a finite number > 0, got {factor!r}")
+        raise InputError(f"scale must be a finite number > 0, got {factor!r}")
 
 
 def _check_n(n: int) -> None:
@@ -146,7 +147,7 @@ class Uniform:
         _count("Uniform", "mean", self.mean)
         r = self.range_ratio
         if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0.0 <= r < 1.0:
-            raise ValueError(f"Uniform.range_ratio must be in [0, 1), got {r!r}")
+            raise InputError(f"Uniform.range_ratio must be in [0, 1), got {r!r}")
 
     @property
     def bounds(self) -> tuple[int, int]:
@@ -187,9 +188,9 @@ class Normal:
             or not isinstance(v, (int, float))
             or not (math.isfinite(v) and v >= 0)
         ):
-            raise ValueError(f"Normal.variance must be a finite number >= 0, got {v!r}")
+            raise InputError(f"Normal.variance must be a finite number >= 0, got {v!r}")
         if not self.min <= self.mean <= self.max:
-            raise ValueError(
+            raise InputError(
                 f"Normal.mean must lie in [min, max] = [{self.min}, {self.max}], got {self.mean}"
             )
 
@@ -222,7 +223,7 @@ Distribution = Fixed | Uniform | Normal
 def _lengths(lengths: Sequence[int] | np.ndarray) -> list[int]:
     out = [int(x) for x in np.asarray(lengths, dtype=np.int64).reshape(-1)]
     if any(x < 0 for x in out):
-        raise ValueError(f"prompt lengths must be >= 0, got {min(out)}")
+        raise InputError(f"prompt lengths must be >= 0, got {min(out)}")
     return out
 
 
@@ -236,7 +237,7 @@ def _allowed_ids(tokenizer_or_vocab: Tokenizer | int) -> np.ndarray:
         np.arange(vocab, dtype=np.int64), np.fromiter(special, dtype=np.int64, count=len(special))
     )
     if allowed.size == 0:
-        raise ValueError(f"no usable token ids: vocab_size {vocab}, all of them special")
+        raise InputError(f"no usable token ids: vocab_size {vocab}, all of them special")
     return allowed
 
 
@@ -305,7 +306,7 @@ def _exact_text(
             tail = min(4, target)
             ids[-tail:] = _draw(allowed, rng, tail)
         seen.add(key)
-    raise ValueError(
+    raise InputError(
         f"text_prompts: no text of exactly {target} tokens after {MAX_TEXT_ROUNDS} "
         f"decode/re-encode rounds (closest: {closest}); this tokenizer does not round-trip "
         "random ids, use token_id_prompts instead"
@@ -330,10 +331,10 @@ def shared_prefix_prompts(
     _count("shared_prefix_prompts", "num_prefixes", num_prefixes, minimum=1)
     _count("shared_prefix_prompts", "prefix_tokens", prefix_tokens, minimum=1)
     if assignment not in ("round-robin", "random"):
-        raise ValueError(f"assignment must be 'round-robin' or 'random', got {assignment!r}")
+        raise InputError(f"assignment must be 'round-robin' or 'random', got {assignment!r}")
     allowed = _allowed_ids(tokenizer)
     if num_prefixes > allowed.size:
-        raise ValueError(
+        raise InputError(
             f"num_prefixes ({num_prefixes}) exceeds the {allowed.size} usable token ids"
         )
     firsts = rng.choice(allowed, size=num_prefixes, replace=False).tolist()
@@ -358,9 +359,9 @@ def make_requests(
     """
     outputs = [int(x) for x in np.asarray(output_lengths, dtype=np.int64).reshape(-1)]
     if len(outputs) != len(prompts):
-        raise ValueError(f"{len(prompts)} prompts but {len(outputs)} output lengths")
+        raise InputError(f"{len(prompts)} prompts but {len(outputs)} output lengths")
     if any(x < 1 for x in outputs):
-        raise ValueError(
+        raise InputError(
             "output lengths must be >= 1 (a request generates at least one token), "
             f"got {min(outputs)}"
         )
@@ -369,7 +370,7 @@ def make_requests(
     else:
         sizes = _lengths(prompt_lengths)
         if len(sizes) != len(prompts):
-            raise ValueError(f"{len(prompts)} prompts but {len(sizes)} prompt lengths")
+            raise InputError(f"{len(prompts)} prompts but {len(sizes)} prompt lengths")
     return [
         Request(
             prompt=str(p) if isinstance(p, str) else tuple(int(t) for t in p),
@@ -384,7 +385,7 @@ def _known_length(index: int, prompt: str | Sequence[int]) -> int:
     if isinstance(prompt, TextPrompt):
         return prompt.tokens
     if isinstance(prompt, str):
-        raise ValueError(
+        raise InputError(
             f"text prompt {index} has no token count; pass prompt_lengths "
             "(the prompts text_prompts returns carry theirs)"
         )

@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from pytest_llmperf.client.loadgen import Rate, arrival_offsets
+from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics.compute import RunMetrics, Summary, request_tpot
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.workloads.sweeps import KEEP_UP, achieved_rate
@@ -82,12 +83,12 @@ def _positive(owner: str, name: str, value: object, *, zero_ok: bool = False) ->
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if not (number and math.isfinite(value) and (value >= 0 if zero_ok else value > 0)):
         bound = ">= 0" if zero_ok else "> 0"
-        raise ValueError(f"{owner}.{name} must be a finite number {bound}, got {value!r}")
+        raise InputError(f"{owner}.{name} must be a finite number {bound}, got {value!r}")
 
 
 def _min_queries(owner: str, value: object) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{owner}.min_queries must be an int >= 1, got {value!r}")
+        raise InputError(f"{owner}.min_queries must be an int >= 1, got {value!r}")
 
 
 @dataclass(frozen=True, kw_only=True)

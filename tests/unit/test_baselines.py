@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_llmperf.reports.runfile import write_run
+from pytest_llmperf.reports.saved_runs import RunFileError, load_run
 from pytest_llmperf.verdict import baselines
 from pytest_llmperf.verdict.baselines import (
     Baseline,
@@ -19,9 +21,7 @@ from pytest_llmperf.verdict.baselines import (
     BaselineError,
     engine_mismatch,
     load_baseline,
-    load_run,
     make_provenance,
-    save_run,
     update_baseline,
 )
 
@@ -308,7 +308,7 @@ def test_concurrent_writers_lose_no_table(path):
 def test_run_round_trip_keeps_nan_and_leaves_no_temp_file(tmp_path):
     run = {"test_fixed[64]": {"ttft_s.p50": 0.21, "tpot_s.p50": math.nan}, "meta": {"n": 1}}
     target = tmp_path / ".llmperf" / "runs" / "before.json"
-    save_run(target, run)
+    write_run(target, run)
     loaded = load_run(target)
     assert loaded["test_fixed[64]"]["ttft_s.p50"] == 0.21
     assert math.isnan(loaded["test_fixed[64]"]["tpot_s.p50"])
@@ -330,6 +330,6 @@ def test_malformed_runs(tmp_path, monkeypatch, text, message):
     monkeypatch.chdir(tmp_path)
     if text is not None:
         write("runs/before.json", text)
-    with pytest.raises(BaselineError) as info:
+    with pytest.raises(RunFileError) as info:
         load_run("runs/before.json")
     assert str(info.value) == message

@@ -13,7 +13,7 @@ import pytest
 from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.records import RequestRecord
-from pytest_llmperf.reports import runfile
+from pytest_llmperf.reports import saved_runs
 from pytest_llmperf.verdict import baselines, gate, judge
 from pytest_llmperf.verdict.baselines import BaselineEntry
 from pytest_llmperf.verdict.status import Status
@@ -60,10 +60,10 @@ def against(estimates, ref, engine=ENGINE, *, require: bool, fingerprint=HERE):
     return judge.judge(judge.Current(estimates), table)
 
 
-def saved_result(entries) -> runfile.SavedResult:
+def saved_result(entries) -> saved_runs.SavedResult:
     """A saved run's test holding exactly these values (spread 0) and directions."""
     estimates = {name: Estimate(e.value, e.spread, e.n) for name, e in entries.items()}
-    return runfile.SavedResult(key=KEY, test_id=NODEID, estimates=estimates,
+    return saved_runs.SavedResult(key=KEY, test_id=NODEID, estimates=estimates,
                                directions={name: e.direction for name, e in entries.items()})
 
 

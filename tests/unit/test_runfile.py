@@ -17,8 +17,9 @@ import pytest
 from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.records import RequestRecord
-from pytest_llmperf.reports.runfile import read_run, resolve_saved, run_document, write_run
-from pytest_llmperf.verdict.baselines import BaselineEntry, BaselineError
+from pytest_llmperf.reports.runfile import run_document, write_run
+from pytest_llmperf.reports.saved_runs import RunFileError, read_run, resolve_saved
+from pytest_llmperf.verdict.baselines import BaselineEntry
 from pytest_llmperf.verdict.gate import DEFAULT_GATED
 from pytest_llmperf.verdict.status import Status
 
@@ -298,7 +299,7 @@ def test_malformed_run_file(tmp_path, edit, problem):
     data = valid_doc()
     edit(data)
     path = write_json(tmp_path / "bad.json", data)
-    with pytest.raises(BaselineError) as info:
+    with pytest.raises(RunFileError) as info:
         read_run(path)
     assert str(info.value) == f"{path}: {problem}; {FIX}"
 
@@ -307,7 +308,7 @@ def test_a_plain_pytest_benchmark_file_is_not_a_run_file(tmp_path):
     data = valid_doc()
     del data["llmperf"]
     path = write_json(tmp_path / "0001_bench.json", data)
-    with pytest.raises(BaselineError) as info:
+    with pytest.raises(RunFileError) as info:
         read_run(path)
     assert str(info.value) == (
         f'{path}: not a pytest-llmperf run file (no "llmperf" key); write one with '
@@ -318,7 +319,7 @@ def test_another_format_number_is_refused(tmp_path):
     data = valid_doc()
     data["llmperf"]["format"] = 2
     path = write_json(tmp_path / "future.json", data)
-    with pytest.raises(BaselineError) as info:
+    with pytest.raises(RunFileError) as info:
         read_run(path)
     assert str(info.value) == (
         f"{path}: run file format 2 is not supported (this pytest-llmperf reads format 1); "
@@ -326,12 +327,12 @@ def test_another_format_number_is_refused(tmp_path):
 
 
 def test_missing_and_broken_files(tmp_path):
-    with pytest.raises(BaselineError) as info:
+    with pytest.raises(RunFileError) as info:
         read_run(tmp_path / "absent.json")
     assert str(info.value) == (
         f"{tmp_path / 'absent.json'}: no saved run here; save one first with --llmperf-save NAME")
     (tmp_path / "broken.json").write_text("{")
-    with pytest.raises(BaselineError, match=r"broken\.json: not valid JSON \("):
+    with pytest.raises(RunFileError, match=r"broken\.json: not valid JSON \("):
         read_run(tmp_path / "broken.json")
 
 
@@ -349,19 +350,19 @@ def test_resolve_saved_names_and_paths(tmp_path):
 
 def test_resolve_saved_says_what_it_looked_for(tmp_path):
     runs = tmp_path / "runs"
-    with pytest.raises(BaselineError) as info:
+    with pytest.raises(RunFileError) as info:
         resolve_saved("before", runs)
     assert str(info.value) == (
         f"no saved run 'before': {runs / 'before.json'} does not exist; save one with "
         "--llmperf-save before")
     write_run(runs / "v031.json", document(make_result()))
     write_run(runs / "v032.json", document(make_result()))
-    with pytest.raises(BaselineError) as info:
+    with pytest.raises(RunFileError) as info:
         resolve_saved("before", runs)
     assert str(info.value) == (
         f"no saved run 'before': {runs / 'before.json'} does not exist (saved runs: v031, "
         "v032); save one with --llmperf-save before")
-    with pytest.raises(BaselineError) as info:
+    with pytest.raises(RunFileError) as info:
         resolve_saved("out/x.json", runs)
     assert str(info.value) == (
         "out/x.json: no such run file; write one with --llmperf-json out/x.json")
