@@ -28,6 +28,7 @@ from typing import Any
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.hardware import current_fingerprint, detect_hardware
 from pytest_llmperf.ids import without_side
+from pytest_llmperf.metrics import registry
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.reports import plotcommand
 from pytest_llmperf.reports.saved_runs import RunFile, RunFileError, SavedResult, read_run
@@ -104,7 +105,7 @@ def _only_row(key: str, name: str, *, in_a: bool) -> list[str]:
 
 def _metric_row(key: str, verdict: gate.Verdict, a: SavedResult) -> list[str]:
     # The gate's own unit choice, so the table and the messages printed under it agree.
-    fmt = gate.formatter(verdict.name, verdict.reference, verdict.value)
+    fmt = registry.formatter(verdict.name, verdict.reference, verdict.value)
     cells = [key, verdict.name, fmt(verdict.reference), _cell(verdict.value, fmt)]
     return cells + [_delta(verdict, fmt), _band(verdict, fmt), verdict.status.summary]
 
@@ -132,7 +133,7 @@ def compare_runs(
             if name in by_name:
                 rows.append(_metric_row(key, by_name[name], saved_a))
             elif name in saved_a.estimates:  # A has it as NaN: nothing to regress from
-                fmt = gate.formatter(name, saved_b.estimates.get(name, Estimate(0, 0, 0)).value)
+                fmt = registry.formatter(name, saved_b.estimates.get(name, Estimate(0, 0, 0)).value)
                 shown = _cell(saved_b.estimates[name].value, fmt) if name in saved_b.estimates \
                     else ""
                 rows.append([key, name, "NaN", shown, "-", "-", "no value in A"])
@@ -157,7 +158,7 @@ def ab_rows(run: RunFile) -> tuple[list[list[str]], list[gate.Verdict]]:
                 rows.append([*cells, "-", "judged by the test"])
                 continue
             status = Status(entry.get("status") or Status.PASS)
-            lower = (saved.directions.get(name) or gate.metric_direction(name)) == "lower"
+            lower = (saved.directions.get(name) or registry.direction(name)) == "lower"
             allowed = f"<= {1 + tolerance:.3f}" if lower else f">= {1 / (1 + tolerance):.3f}"
             rows.append([*cells, allowed, status.summary])
             verdicts.append(gate.Verdict(name, status, math.nan, 1.0, math.nan, tolerance,

@@ -18,11 +18,9 @@ from pytest_llmperf.metrics import goodput
 from pytest_llmperf.records import RequestRecord
 
 __all__ = [
-    "METRIC_DIRECTIONS",
     "RunMetrics",
     "Summary",
     "compute_metrics",
-    "direction_of",
 ]
 
 
@@ -130,36 +128,6 @@ def _unknown_metric(name: str) -> str:
         f"statistic ({DISTRIBUTIONS[0]}.p50; distributions: {', '.join(DISTRIBUTIONS)}; "
         f"statistics: {', '.join(STATISTICS)})"
     )
-
-
-# Which way is better, per base metric; the gate uses it so a "regression" is never misread.
-METRIC_DIRECTIONS: dict[str, str] = {
-    **{name: "lower" for name in DISTRIBUTIONS},
-    "duration_s": "lower",
-    "completed": "higher",
-    "failed": "lower",
-    "error_rate": "lower",
-    # Token counts of a fixed workload only drop when requests fail or stop short.
-    "prompt_tokens": "higher",
-    "output_tokens": "higher",
-    "output_throughput_tok_s": "higher",
-    "total_throughput_tok_s": "higher",
-    "request_throughput_req_s": "higher",
-    "length_mismatches": "lower",
-    # Estimated chunk token counts make ITL less exact; fewer is better.
-    "tokens_estimated": "lower",
-    "goodput_req_s": "higher",
-    "goodput_share": "higher",
-}
-
-
-def direction_of(name: str) -> str:
-    """Which way is better for a name as `RunMetrics.get` takes it ("ttft_s.p99")."""
-    base, dot, stat = name.partition(".")
-    valid = (dot and base in DISTRIBUTIONS and stat in STATISTICS) or (not dot and name in SCALARS)
-    if not valid:
-        raise KeyError(_unknown_metric(name))
-    return METRIC_DIRECTIONS[base]
 
 
 def _gaps(record: RequestRecord) -> list[float]:

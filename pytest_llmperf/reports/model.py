@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.metrics import cost, roofline
+from pytest_llmperf.metrics import cost, registry, roofline
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.verdict.status import Status
@@ -28,42 +28,55 @@ Extra = tuple[str, dict[str, Estimate], str]  # test id, its metrics, what they 
 
 @dataclass(frozen=True)
 class Column:
-    header: str
-    key: str  # a metric name, "server:<name>" (vLLM's /metrics) or a cost.py name
-    scale: float  # to the unit the header implies (ms, %)
+    """A table column: one metric (its header, scale and meaning from metrics/registry.py) and
+    how its cells are written."""
+
+    key: str  # a metric name (registry.py)
     fmt: str
-    meaning: str  # for the legend under a table; "" when the header says it all
     optional: bool = False  # shown only where some row has a value (cost, goodput)
+
+    @property
+    def metric(self) -> registry.Metric:
+        return registry.known(self.key)
+
+    @property
+    def header(self) -> str:
+        statistic = self.key.partition(".")[2]
+        return f"{self.metric.header} {statistic}" if statistic else self.metric.header
+
+    @property
+    def scale(self) -> float:
+        return self.metric.scale
+
+    @property
+    def meaning(self) -> str:
+        return self.metric.meaning
 
     def cell(self, values: Mapping[str, float | None]) -> str:
         value = values.get(self.key)
         return "-" if value is None else self.fmt.format(value * self.scale)
 
 
-GOODPUT = "good/s, good% = goodput: requests/s meeting every per-request SLO limit, and their share"
-COST = "$/1M out, $/1M tot = dollars per million output and total tokens"
-ROOFLINE = ("roof% = the GPU memory-bandwidth lower bound of a decode step as a share of the "
-            "measured TPOT p50 (docs/roofline.md)")
 # Every column, in the order a table shows them.
 COLUMNS: tuple[Column, ...] = (
-    Column("ok", "completed", 1, "{:.0f}", ""),
-    Column("fail", "failed", 1, "{:.0f}", ""),
-    Column("out tok/s", "output_throughput_tok_s", 1, "{:.1f}", ""),
-    Column("req/s", "request_throughput_req_s", 1, "{:.2f}", ""),
-    Column("good/s", "goodput_req_s", 1, "{:.2f}", GOODPUT, optional=True),
-    Column("good%", "goodput_share", 100, "{:.0f}", GOODPUT, optional=True),
-    Column("TTFT p50", "ttft_s.p50", 1e3, "{:.1f}", "TTFT time to first token"),
-    Column("TTFT p99", "ttft_s.p99", 1e3, "{:.1f}", "TTFT time to first token"),
-    Column("TPOT p50", "tpot_s.p50", 1e3, "{:.2f}", "TPOT time per output token after the first"),
-    Column("ITL p50", "itl_s.p50", 1e3, "{:.2f}", "ITL token-normalized inter-token latency"),
-    Column("E2EL p50", "e2el_s.p50", 1e3, "{:.0f}", "E2EL end to end"),
-    Column("queue p99", "queue_s.p99", 1e3, "{:.2f}", "queue = client lag"),
+    Column("completed", "{:.0f}"),
+    Column("failed", "{:.0f}"),
+    Column("output_throughput_tok_s", "{:.1f}"),
+    Column("request_throughput_req_s", "{:.2f}"),
+    Column("goodput_req_s", "{:.2f}", optional=True),
+    Column("goodput_share", "{:.0f}", optional=True),
+    Column("ttft_s.p50", "{:.1f}"),
+    Column("ttft_s.p99", "{:.1f}"),
+    Column("tpot_s.p50", "{:.2f}"),
+    Column("itl_s.p50", "{:.2f}"),
+    Column("e2el_s.p50", "{:.0f}"),
+    Column("queue_s.p99", "{:.2f}"),
     # Server-side, from vLLM's /metrics during the run (blank for servers without them).
-    Column("KV max%", "server:kv_cache_usage_max", 100, "{:.0f}", "KV max% = peak KV-cache use"),
-    Column("hit%", "server:prefix_cache_hit_rate", 100, "{:.0f}", "hit% = prefix-cache hit rate"),
-    Column("$/1M out", cost.PER_OUTPUT, 1, "{:.4g}", COST, optional=True),
-    Column("$/1M tot", cost.PER_TOTAL, 1, "{:.4g}", COST, optional=True),
-    Column("roof%", roofline.FRACTION, 100, "{:.0f}", ROOFLINE, optional=True),
+    Column("server:kv_cache_usage_max", "{:.0f}"),
+    Column("server:prefix_cache_hit_rate", "{:.0f}"),
+    Column(cost.PER_OUTPUT, "{:.4g}", optional=True),
+    Column(cost.PER_TOTAL, "{:.4g}", optional=True),
+    Column(roofline.FRACTION, "{:.0f}", optional=True),
 )
 # Measured values a row keeps although no column shows them (cost.py derives from them).
 EXTRA_VALUES = ("total_throughput_tok_s",)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.ids import point_of, side_of
+from pytest_llmperf.metrics import registry
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.verdict import gate
 from pytest_llmperf.verdict.baselines import BaselineError, load_baseline
@@ -209,7 +210,7 @@ def ab_metrics(document: Document) -> list[AbMetric]:
         tolerance = entry.get("tolerance")  # None: pairs a test judges itself (llmperf.ab)
         for name, judged in sorted((entry.get("metrics") or {}).items()):
             direction = (result.get("metrics", {}).get(name) or {}).get("direction") \
-                or gate.metric_direction(name)
+                or registry.direction(name)
             worst = math.nan if tolerance is None else \
                 1 + tolerance if direction == "lower" else 1 / (1 + tolerance)
             low, high = (math.nan if v is None else float(v) for v in judged.get("interval")

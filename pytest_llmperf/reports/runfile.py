@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from pytest_llmperf.metrics import compute as metrics_mod
-from pytest_llmperf.metrics import cost, roofline
+from pytest_llmperf.metrics import cost, registry, roofline
 from pytest_llmperf.metrics.compute import Summary
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate, combine_runs
@@ -171,7 +171,7 @@ def _result_entry(result: Result, verdicts: Mapping[str, Status],
                 "value": _finite(estimate.value),
                 "spread": _finite(estimate.spread),
                 "n": estimate.n,
-                "direction": metrics_mod.direction_of(name),
+                "direction": registry.direction(name),
             }
             for name, estimate in estimates.items()
         },

@@ -38,7 +38,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pytest_llmperf.errors import InputError
-from pytest_llmperf.metrics.compute import METRIC_DIRECTIONS
+from pytest_llmperf.metrics.registry import UnknownMetricError, formatter
+from pytest_llmperf.metrics.registry import direction as metric_direction
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.verdict.baselines import Baseline, BaselineEntry
 from pytest_llmperf.verdict.status import Status
@@ -60,7 +61,6 @@ __all__ = [
     "check_target",
     "check_targets",
     "make_entries",
-    "metric_direction",
 ]
 
 NOISE_K = 3.0
@@ -81,34 +81,6 @@ DEFAULT_GATED = (
 PASS, REGRESSION, IMPROVEMENT, MISSED = (
     Status.PASS, Status.REGRESSION, Status.IMPROVEMENT, Status.MISSED)
 UPDATE_OPTION = "--llmperf-update-baselines"
-
-
-def metric_direction(name: str) -> str:
-    """"higher" or "lower" is better, from the name ("ttft_s.p50" -> its base "ttft_s").
-
-    metrics.METRIC_DIRECTIONS decides the client metrics; other names (server-side, goodput,
-    SLO capacity) are higher-is-better when they are throughputs, goodput, capacities,
-    completions or hit rates.
-    """
-    base = name.partition(".")[0]
-    if base in METRIC_DIRECTIONS:
-        return METRIC_DIRECTIONS[base]
-    higher = any(word in base for word in ("throughput", "hit_rate", "capacity"))
-    higher = higher or base.startswith("goodput")
-    return "higher" if higher or base == "completed" else "lower"
-
-
-def formatter(name: str, *shown: float) -> Callable[[float], str]:
-    # One unit for every number of a message, chosen from the largest, so they line up.
-    base = name.partition(".")[0]
-    for suffix, unit in (("_tok_s", "tok/s"), ("_req_s", "req/s")):
-        if base.endswith(suffix):
-            return lambda v: f"{v:.0f} {unit}" if abs(v) >= 100 else f"{v:.2f} {unit}"
-    if base.endswith("_s"):
-        if max((abs(v) for v in shown if math.isfinite(v)), default=0.0) >= 1:
-            return lambda v: f"{v:.3f} s"
-        return lambda v: f"{v * 1e3:.1f} ms" if abs(v) >= 1e-3 else f"{v * 1e3:.3f} ms"
-    return lambda v: f"{v:.4g}"
 
 
 def _percent(amount: float, base: float) -> float:
@@ -298,10 +270,6 @@ def check_target(target: Target, value: Estimate | float | None) -> Verdict:
     message = f"{name} {verb}: {fmt(number)}, {target.describe(fmt)}"
     status = MISSED if over or under else PASS
     return Verdict(name, status, number, bound, _percent(number - bound, bound), 0.0, 0.0, message)
-
-
-class UnknownMetricError(InputError):
-    """A target names a metric the run does not produce; one line, with a suggestion."""
 
 
 def check_names(

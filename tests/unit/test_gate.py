@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from pytest_llmperf.metrics.registry import direction as metric_direction
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.verdict.baselines import Baseline, BaselineEntry
 from pytest_llmperf.verdict.gate import (
@@ -22,7 +23,6 @@ from pytest_llmperf.verdict.gate import (
     check_target,
     check_targets,
     make_entries,
-    metric_direction,
 )
 
 FILE = "baselines/cpu/test_cpu.toml"
@@ -318,9 +318,9 @@ def test_unknown_metric_names_with_a_predicate():
         ("request_throughput_req_s", "higher"),
         ("completed", "higher"),
         ("goodput_req_s", "higher"),
-        ("prefix_cache_hit_rate", "higher"),
-        ("kv_cache_usage_max", "lower"),
-        ("preemptions", "lower"),
+        ("server:prefix_cache_hit_rate", "higher"),
+        ("server:kv_cache_usage_max", "lower"),
+        ("server:preemptions", "lower"),
     ],
 )
 def test_metric_direction(name, direction):
@@ -363,8 +363,6 @@ def test_make_entries_keeps_hand_edits_and_applies_overrides():
 
 
 def test_capacity_and_offline_throughput_are_higher_is_better():
-    from pytest_llmperf.verdict.gate import metric_direction
-
     assert metric_direction("slo_capacity_req_s") == "higher"
     assert metric_direction("offline_output_throughput_tok_s") == "higher"
-    assert metric_direction("server_kv_cache_usage_max") == "lower"
+    assert metric_direction("server:kv_cache_usage_max") == "lower"

@@ -6,13 +6,14 @@ import math
 
 import pytest
 
+from pytest_llmperf.metrics import registry
 from pytest_llmperf.metrics.compute import (
-    METRIC_DIRECTIONS,
+    STATISTICS,
     RunMetrics,
     Summary,
     compute_metrics,
-    direction_of,
 )
+from pytest_llmperf.metrics.registry import direction as direction_of
 from pytest_llmperf.records import RequestRecord
 
 UNKNOWN_TTFT = (
@@ -313,15 +314,22 @@ def test_direction_of(name, direction):
 
 def test_every_metric_has_a_direction():
     names = compute_metrics([request_a()]).flat()
-    assert {name.partition(".")[0] for name in names} == set(METRIC_DIRECTIONS)
-    assert set(METRIC_DIRECTIONS.values()) == {"lower", "higher"}
+    assert {name.partition(".")[0] for name in names} <= set(registry.BY_NAME)
+    assert {metric.better for metric in registry.METRICS} == {"lower", "higher"}
     assert all(direction_of(name) in ("lower", "higher") for name in names)
 
 
+def test_the_registry_knows_the_statistics_a_summary_has():
+    assert registry.STATISTICS == STATISTICS
+
+
 def test_direction_of_unknown_metric():
-    with pytest.raises(KeyError) as info:
+    with pytest.raises(registry.UnknownMetricError) as info:
         direction_of("ttft.p50")
-    assert info.value.args[0] == UNKNOWN_TTFT
+    assert str(info.value) == (
+        "unknown metric 'ttft.p50': use a scalar (output_throughput_tok_s, ...) or a "
+        "distribution with a statistic (ttft_s.p50; statistics: n, mean, std, p50, p90, p95, "
+        "p99, min, max)")
 
 
 def test_run_metrics_is_frozen():
