@@ -24,7 +24,9 @@ from typing import Literal
 import numpy as np
 
 from pytest_llmperf.client.arrival_timer import ArrivalTimer
+from pytest_llmperf.errors import InputError
 from pytest_llmperf.failures import CLIENT
+from pytest_llmperf.numbers import is_real, is_whole
 from pytest_llmperf.records import Request, RequestRecord
 
 __all__ = [
@@ -49,24 +51,20 @@ Send = Callable[[int, Request, float], Awaitable[RequestRecord]]
 WAKE_EARLY_S = 0.001
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
-
-
 def _check_rps(owner: str, name: str, value: object, allow_inf: bool) -> None:
     hint = " (math.inf sends everything at once)" if allow_inf else ""
-    ok = _is_number(value) and value > 0 and (allow_inf or math.isfinite(value))
+    ok = is_real(value, above=0, finite=not allow_inf)
     if not ok:
         kind = "a number > 0" if allow_inf else "a finite number > 0"
-        raise ValueError(f"{owner}.{name} must be {kind}{hint}, got {value!r}")
+        raise InputError(f"{owner}.{name} must be {kind}{hint}, got {value!r}")
 
 
 def _check_cap(owner: str, value: object, optional: bool) -> None:
     if optional and value is None:
         return
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+    if not is_whole(value, 1):
         extra = " or None for no cap" if optional else ""
-        raise ValueError(f"{owner}.max_concurrency must be an int >= 1{extra}, got {value!r}")
+        raise InputError(f"{owner}.max_concurrency must be an int >= 1{extra}, got {value!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,9 +91,9 @@ class Rate:
     def __post_init__(self) -> None:
         _check_rps("Rate", "requests_per_s", self.requests_per_s, allow_inf=True)
         b = self.burstiness
-        if not (_is_number(b) and b > 0):
+        if not is_real(b, above=0):
             hint = "(1.0 is Poisson, lower is burstier)"
-            raise ValueError(f"Rate.burstiness must be a number > 0 {hint}, got {b!r}")
+            raise InputError(f"Rate.burstiness must be a number > 0 {hint}, got {b!r}")
         _check_cap("Rate", self.max_concurrency, optional=True)
 
 
@@ -112,7 +110,7 @@ class Ramp:
         _check_rps("Ramp", "start_rps", self.start_rps, allow_inf=False)
         _check_rps("Ramp", "end_rps", self.end_rps, allow_inf=False)
         if self.strategy not in ("linear", "exponential"):
-            raise ValueError(
+            raise InputError(
                 f"Ramp.strategy must be 'linear' or 'exponential', got {self.strategy!r}"
             )
         _check_cap("Ramp", self.max_concurrency, optional=True)
@@ -140,7 +138,7 @@ def arrival_offsets(pattern: LoadPattern, n: int, seed: int) -> np.ndarray:
     Concurrency is closed loop, so it has no schedule: all zeros.
     """
     if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
+        raise InputError(f"n must be >= 0, got {n}")
     offsets = np.zeros(n)
     if n < 2 or isinstance(pattern, Concurrency):
         return offsets
@@ -296,8 +294,8 @@ async def run_load(
     loop's arrivals this process sends (each keeps its offset in the whole schedule); `take_next`,
     a closed loop's shared counter, so a slot freed in any process takes the next request.
     """
-    if duration_s is not None and not (_is_number(duration_s) and duration_s >= 0):
-        raise ValueError(
+    if duration_s is not None and not is_real(duration_s, 0):
+        raise InputError(
             f"duration_s must be a number >= 0, or None for no limit, got {duration_s!r}"
         )
     if not isinstance(pattern, (Concurrency, Rate, Ramp)):

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from numbers import Integral, Real
 from typing import Any, Callable
 
+from pytest_llmperf.numbers import is_real, is_whole
+
 DEFAULT = ", or None for vLLM's default"
 
 _WHOLE_FROM_1 = ("tensor_parallel_size", "pipeline_parallel_size", "max_model_len",
@@ -21,11 +23,11 @@ _SCALARS = (str, Integral, Real)  # bool is an Integral
 
 
 def _whole(value: Any, minimum: int) -> bool:
-    return isinstance(value, Integral) and not isinstance(value, bool) and value >= minimum
+    return is_whole(value, minimum)
 
 
 def _fraction(value: Any) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool) and 0 < value <= 1
+    return is_real(value, maximum=1, above=0)
 
 
 def _text(value: Any) -> bool:

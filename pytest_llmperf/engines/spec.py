@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from pytest_llmperf.engines.field_rules import field_problem
 from pytest_llmperf.errors import InputError
+from pytest_llmperf.numbers import is_whole
 
 # Fields whose value is passed as `--<name-with-dashes> VALUE`, in this order.
 _VALUE_FLAGS = (
@@ -190,7 +191,7 @@ _SHORT = {
 
 
 def _short_value(value: Any) -> str:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1 << 20:
+    if is_whole(value, 1 << 20):
         return f"{value / (1 << 20):.0f}MiB"
     if isinstance(value, dict):
         return ",".join(f"{k}:{v}" for k, v in value.items())

@@ -15,11 +15,12 @@ import pytest
 
 from pytest_llmperf import ids
 from pytest_llmperf.engines.spec import Engine
-from pytest_llmperf.errors import LlmperfError
+from pytest_llmperf.errors import InputError, LlmperfError
 from pytest_llmperf.ids import MeasurementId, result_id
 from pytest_llmperf.metrics import goodput
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
+from pytest_llmperf.numbers import is_real, is_whole
 from pytest_llmperf.plugin import confirm_later
 from pytest_llmperf.session.settings import Settings, usable_cores
 from pytest_llmperf.verdict.ab import DEFAULT_AB_PAIRS, PairedRun, ab_entry, side_b
@@ -54,11 +55,11 @@ class TestOptions:
 
 
 def _whole_from_1(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    return is_whole(value, 1)
 
 
 def _fraction_0_to_1(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
+    return is_real(value, 0, 1)
 
 
 def engine_of(item: pytest.Item) -> Engine | None:
@@ -160,8 +161,8 @@ class Llmperf:
         the paired B/A ratios of every metric, for the test to assert on:
         `assert run.median("output_throughput_tok_s") > 1.2`. Both sides are rows of the summary;
         nothing is gated against a baseline."""
-        if not isinstance(pairs, int) or pairs < 1:
-            raise ValueError(f"llmperf.ab(pairs={pairs!r}): a whole number of ABBA pairs, "
+        if not is_whole(pairs, 1):
+            raise InputError(f"llmperf.ab(pairs={pairs!r}): a whole number of ABBA pairs, "
                              "1 or more")
         key = self._next_key()
         result_a, result_b = _engine_or_fail(

@@ -16,7 +16,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from pytest_llmperf.errors import InputError
 from pytest_llmperf.hardware import Hardware
+from pytest_llmperf.numbers import is_whole
 
 __all__ = [
     "HARDWARE_MARKERS",
@@ -50,8 +52,8 @@ class GpusArgs:
 
     def __post_init__(self) -> None:
         # bool is an int subclass; gpus(True) is surely a mistake.
-        if not isinstance(self.n, int) or isinstance(self.n, bool) or self.n < 1:
-            raise ValueError("n must be a positive integer")
+        if not is_whole(self.n, 1):
+            raise InputError("n must be a positive integer")
 
 
 @dataclass(frozen=True)

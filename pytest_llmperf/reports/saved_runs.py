@@ -14,6 +14,7 @@ from typing import Any
 
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics.stats import Estimate
+from pytest_llmperf.numbers import is_real, is_whole
 from pytest_llmperf.reports.runfile import FORMAT, WRITE_ONE
 from pytest_llmperf.verdict.baselines import DIRECTIONS, BaselineEntry
 from pytest_llmperf.verdict.gate import DEFAULT_GATED, DEFAULT_TOLERANCE
@@ -107,7 +108,7 @@ def _bad(path: str, where: str, problem: str) -> RunFileError:
 def _number(path: str, where: str, value: Any) -> float:
     if value is None:
         return math.nan  # written as null: a NaN, see the module docstring
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_real(value, nan_ok=True):
         raise _bad(path, where, f"expected a number or null, got {value!r}")
     return float(value)
 
@@ -116,7 +117,7 @@ def _metric(path: str, where: str, entry: Any) -> tuple[Estimate, str]:
     if not isinstance(entry, dict) or not {"value", "spread", "n", "direction"} <= set(entry):
         raise _bad(path, where, f"expected value, spread, n and direction, got {entry!r}")
     n, direction = entry["n"], entry["direction"]
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+    if not is_whole(n, 0):
         raise _bad(path, f"{where}.n", f"expected an integer >= 0, got {n!r}")
     if direction not in DIRECTIONS:
         raise _bad(path, f"{where}.direction", f'expected "lower" or "higher", got {direction!r}')

@@ -69,6 +69,7 @@ import tomli_w
 from filelock import FileLock
 
 from pytest_llmperf.errors import InputError
+from pytest_llmperf.numbers import is_real, is_whole
 
 __all__ = [
     "DIRECTIONS",
@@ -95,8 +96,7 @@ TOLERANCE_RULE = f"a fraction (0.1 means 10%) from 0 to {MAX_TOLERANCE:g}"
 
 def is_tolerance(value: object) -> bool:
     """Does `value` follow TOLERANCE_RULE? (A bool is not a number here.)"""
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and 0 <= value <= MAX_TOLERANCE)
+    return is_real(value, 0, MAX_TOLERANCE)
 _SIGNIFICANT_DIGITS = 6
 
 
@@ -146,7 +146,7 @@ def _fail(path: str | os.PathLike[str], key: str, problem: str, fix: str = REGEN
 def _number(path: Path, key: str, table: Mapping[str, Any], name: str) -> float:
     value = table[name]
     # bool is an int in Python but `value = true` is never a measurement.
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_real(value, nan_ok=True):
         _fail(path, key, f'"{name}" must be a number, got {type(value).__name__} {value!r}')
     if not math.isfinite(value) or (name != "value" and value < 0):
         kind = "finite" if name == "value" else "finite and >= 0"
@@ -167,7 +167,7 @@ def _entry(path: Path, key: str, table: Any) -> BaselineEntry:
     if direction not in DIRECTIONS:
         _fail(path, key, f'"direction" must be "lower" or "higher", got {direction!r}')
     n = table["n"]
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    if not is_whole(n, 1):
         _fail(path, key, f'"n" must be an integer >= 1, got {n!r}')
     tolerance = _number(path, key, table, "tolerance")
     if not is_tolerance(tolerance):

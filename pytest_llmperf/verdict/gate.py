@@ -41,6 +41,7 @@ from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics.registry import UnknownMetricError, formatter
 from pytest_llmperf.metrics.registry import direction as metric_direction
 from pytest_llmperf.metrics.stats import Estimate
+from pytest_llmperf.numbers import is_real
 from pytest_llmperf.verdict.baselines import Baseline, BaselineEntry
 from pytest_llmperf.verdict.status import Status
 
@@ -220,10 +221,6 @@ def check_baseline(
     return GateReport(tuple(verdicts))
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Target:
     """A hard bound on one metric: value <= max and/or value >= min (bounds included)."""
@@ -237,7 +234,7 @@ class Target:
             raise InputError(f"Target(metric={self.metric!r}) needs max=, min= or both")
         for bound in ("max", "min"):
             value = getattr(self, bound)
-            if value is not None and not _is_number(value):
+            if value is not None and not is_real(value):
                 raise TypeError(
                     f"Target(metric={self.metric!r}): {bound} must be a number in the metric's "
                     f"unit, got {value!r}"

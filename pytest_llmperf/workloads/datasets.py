@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.errors import InputError
+from pytest_llmperf.numbers import is_whole
 from pytest_llmperf.records import Request
 from pytest_llmperf.workloads.prompts import Tokenizer
 
@@ -198,7 +199,7 @@ def _jsonl_sample(where: str, record: object) -> Sample:
         if value is None and not required:
             counts[key] = None
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < (1 if required else 0):
+        if not is_whole(value, 1 if required else 0):
             minimum = 1 if required else 0
             raise DatasetError(
                 f'{where}: "{key}" must be an integer >= {minimum}, got {value!r}; '

@@ -36,6 +36,7 @@ from typing import Literal
 import numpy as np
 
 from pytest_llmperf.errors import InputError
+from pytest_llmperf.numbers import is_whole
 from pytest_llmperf.records import Request
 from pytest_llmperf.workloads.datasets import Conversation, DatasetError, load_conversations
 from pytest_llmperf.workloads.prompts import (
@@ -97,7 +98,7 @@ class Profile:
             )
         for field, minimum in (("num_prefixes", 1), ("turns", 1), ("question_tokens", 0)):
             value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            if not is_whole(value, minimum):
                 raise InputError(f"Profile.{field} must be an integer >= {minimum}, got {value!r}")
 
     @property
@@ -218,7 +219,7 @@ def profile_requests(
 ) -> list[Request]:
     """`n` requests shaped like `profile`; prompts are token-id tuples (exact lengths)."""
     base = get_profile(profile) if isinstance(profile, str) else profile
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+    if not is_whole(n, 0):
         raise InputError(f"n must be an integer >= 0, got {n!r}")
     scaled = base.scaled(scale)
     path = resolve_dataset(base, dataset_path, search_cache=search_cache)

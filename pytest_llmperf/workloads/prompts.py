@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from pytest_llmperf.errors import InputError
+from pytest_llmperf.numbers import is_whole
 from pytest_llmperf.records import Request
 
 __all__ = [
@@ -96,7 +97,7 @@ def load_tokenizer(path: str | Path) -> HFTokenizer:
 
 
 def _count(owner: str, name: str, value: object, minimum: int = 0) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+    if not is_whole(value, minimum):
         raise InputError(f"{owner}.{name} must be an integer >= {minimum}, got {value!r}")
 
 

@@ -39,6 +39,7 @@ import numpy as np
 from pytest_llmperf.client.loadgen import Rate, arrival_offsets
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics.compute import RunMetrics, Summary, request_tpot
+from pytest_llmperf.numbers import is_real, is_whole
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.workloads.sweeps import KEEP_UP, achieved_rate
 from pytest_llmperf.workloads.workload import Workload
@@ -80,14 +81,13 @@ DEFAULT_MIN_DURATION_S = 60.0
 
 
 def _positive(owner: str, name: str, value: object, *, zero_ok: bool = False) -> None:
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not (number and math.isfinite(value) and (value >= 0 if zero_ok else value > 0)):
+    if not is_real(value, 0 if zero_ok else None, finite=True, above=None if zero_ok else 0):
         bound = ">= 0" if zero_ok else "> 0"
         raise InputError(f"{owner}.{name} must be a finite number {bound}, got {value!r}")
 
 
 def _min_queries(owner: str, value: object) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+    if not is_whole(value, 1):
         raise InputError(f"{owner}.min_queries must be an int >= 1, got {value!r}")
 
 

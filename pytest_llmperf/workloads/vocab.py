@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from pytest_llmperf.errors import InputError
+from pytest_llmperf.numbers import is_whole
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,4 +58,4 @@ def vocab_from_config(model_dir: str | Path) -> VocabOnly | None:
 
 
 def _whole(value: object, minimum: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+    return is_whole(value, minimum)

@@ -1,0 +1,30 @@
+"""The two questions every argument check and file reader asks of a number a user wrote: is it a
+whole number in range, is it a real number in range. A bool is neither (it is an int in Python,
+but `n = true` or `gpus(True)` is a mistake), and numpy's numbers count as numbers."""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+__all__ = ["is_real", "is_whole"]
+
+
+def is_whole(value: object, minimum: int | None = None, maximum: int | None = None) -> bool:
+    """An integer (not a bool) in [minimum, maximum]; a bound left as None is open."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        return False
+    return (minimum is None or value >= minimum) and (maximum is None or value <= maximum)
+
+
+def is_real(value: object, minimum: float | None = None, maximum: float | None = None, *,
+            finite: bool = False, above: float | None = None, nan_ok: bool = False) -> bool:
+    """A number (not a bool; NaN only if `nan_ok`, bounds then not asked) in [minimum,
+    maximum], greater than `above` if given, and finite if asked."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        return False
+    if math.isnan(value):
+        return nan_ok
+    return ((not finite or math.isfinite(value))
+            and (minimum is None or value >= minimum) and (maximum is None or value <= maximum)
+            and (above is None or value > above))

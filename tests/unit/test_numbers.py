@@ -1,0 +1,34 @@
+"""The number checks every argument check and file reader shares."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pytest_llmperf.numbers import is_real, is_whole
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (1, True), (np.int64(3), True), (0, False), (True, False), (1.0, False), ("2", False),
+    (None, False), (11, False),
+])  # fmt: skip
+def test_a_whole_number_is_an_integer_in_range_and_never_a_bool(value, expected):
+    assert is_whole(value, 1, 10) is expected
+
+
+@pytest.mark.parametrize(("value", "kwargs", "expected"), [
+    (0.5, {"minimum": 0, "maximum": 1}, True),
+    (np.float32(0.5), {"minimum": 0, "maximum": 1}, True),
+    (1.5, {"minimum": 0, "maximum": 1}, False),
+    (False, {}, False),
+    (math.nan, {}, False),
+    (math.nan, {"nan_ok": True}, True),
+    (math.inf, {}, True),
+    (math.inf, {"finite": True}, False),
+    (0, {"above": 0}, False),
+    (1e-9, {"above": 0}, True),
+])  # fmt: skip
+def test_a_real_number_is_a_number_in_range_and_nan_only_when_asked(value, kwargs, expected):
+    assert is_real(value, **kwargs) is expected
