@@ -14,7 +14,7 @@ def is_whole(value: object, minimum: int | None = None, maximum: int | None = No
     """An integer (not a bool) in [minimum, maximum]; a bound left as None is open."""
     if isinstance(value, bool) or not isinstance(value, Integral):
         return False
-    return (minimum is None or value >= minimum) and (maximum is None or value <= maximum)
+    return bool((minimum is None or value >= minimum) and (maximum is None or value <= maximum))
 
 
 def is_real(value: object, minimum: float | None = None, maximum: float | None = None, *,
@@ -25,6 +25,7 @@ def is_real(value: object, minimum: float | None = None, maximum: float | None =
         return False
     if math.isnan(value):
         return nan_ok
-    return ((not finite or math.isfinite(value))
-            and (minimum is None or value >= minimum) and (maximum is None or value <= maximum)
-            and (above is None or value > above))
+    return bool((not finite or math.isfinite(value))
+                and (minimum is None or value >= minimum)
+                and (maximum is None or value <= maximum)
+                and (above is None or value > above))
