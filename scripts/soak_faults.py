@@ -1,4 +1,4 @@
-"""Soak: 20 engine crashes in one pytest run cost 20 tests, never the run (issue 10's target).
+"""Soak: 20 engine crashes in one pytest run cost 20 tests, never the run.
 
 Not part of CI (it takes ~20 minutes on the 2-core runner). Run it alone on the machine:
 
@@ -31,7 +31,7 @@ import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SPECS = 10  # x 2 crashes each = issue 10's 20 crashes
+SPECS = 10  # x 2 crashes each = 20 crashes
 TIMEOUT_S = 3600
 
 SUITE = '''

@@ -7,7 +7,8 @@ Where we differ, on purpose:
 - a fixed-rate schedule is not rescaled to last exactly n/rate (vLLM does since 2025): a seeded
   schedule is already repeatable, and rescaling makes the gaps no longer independent;
 - with a concurrency cap, a request waiting for a slot keeps its arrival time as `scheduled_s`, so
-  the wait shows up as `queue_s` instead of being hidden inside the latency (vllm issue 54101).
+  the wait shows up as `queue_s` instead of being hidden inside the latency
+  (https://github.com/vllm-project/vllm/issues/54101).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ __all__ = ["Display", "ProgressLine", "for_measurement", "render", "showing"]
 
 TTY_EVERY_S = 0.5
 CI_EVERY_S = 10.0
-WIDTH = 120  # the terminal summary's width (issue 11): the line never wraps
+WIDTH = 120  # the terminal summary's width (reports/terminal.py): the line never wraps
 
 
 # ANSI (ECMA-48) controls, on a terminal only: erase to the end of the line, cursor up one line,

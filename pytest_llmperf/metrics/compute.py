@@ -165,14 +165,16 @@ def _distributions(
         # the chunk token counts (RequestRecord.output_tokens).
         "tpot_s": Summary.of(request_tpot(r) for r in done if r.output_tokens > 1),
         # vllm's ITL is the raw per-chunk gap; ours divides by the later chunk's tokens, so
-        # multi-token chunks (speculative decoding, stream intervals) do not inflate it (#27485).
+        # multi-token chunks (speculative decoding, stream intervals) do not inflate it
+        # (https://github.com/vllm-project/vllm/issues/27485).
         "itl_s": Summary.of(x for r in done for x in request_itls(r)),
         # Raw gaps between token chunks: this is what vllm calls ITL (AIPerf calls it ICL).
         "icl_s": Summary.of(x for r in done for x in _gaps(r)),
         # vllm: last chunk with `choices`; ours is the last chunk carrying tokens.
         "e2el_s": Summary.of(r.chunk_times_s[-1] - r.sent_s for r in done),
-        # Not in vllm, whose latencies hide client queueing (#54101). Over every sent request,
-        # failed ones included: the lag was the client's either way.
+        # Not in vllm, whose latencies hide client queueing
+        # (https://github.com/vllm-project/vllm/issues/54101). Over every sent request, failed
+        # ones included: the lag was the client's either way.
         "queue_s": Summary.of(r.sent_s - r.scheduled_s for r in sent),
     }
 

@@ -33,7 +33,6 @@ class Result:
     fingerprint: dict[str, Any] = field(default_factory=dict)
     engine_start_s: float | None = None
     server_metrics: dict[str, float] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
     client: ClientCheck | None = None  # the load generator's self-check for `metrics`' run
     client_error: str | None = None  # a client worker died during the run
 

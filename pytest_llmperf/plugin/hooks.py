@@ -22,7 +22,7 @@ from pytest_llmperf.engines.pool import EnginePool, vllm_factory
 from pytest_llmperf.engines.server import CPU_ENGINE_NICE
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.ids import xdist_group
-from pytest_llmperf.plugin import confirm_later, hookspecs, markers
+from pytest_llmperf.plugin import confirm_later, hookspecs, markers, xdist
 from pytest_llmperf.plugin.fixture import Llmperf, engine_of, user_nodeid
 from pytest_llmperf.plugin.reporthooks import NAME as REPORTS_PLUGIN
 from pytest_llmperf.plugin.reporthooks import ReportHooks
@@ -115,7 +115,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # Not in a pytest-xdist worker: it checks that each report belongs to the test it is
     # running, so a rerun cannot wait for the end of an engine's tests there; the confirm
     # pairs follow the first ones at once instead.
-    if settings.ab and settings.ab_confirm_pairs and not hasattr(config, "workerinput"):
+    if settings.ab and settings.ab_confirm_pairs and not xdist.is_worker(config):
         config.pluginmanager.register(confirm_later.ConfirmLaterPlugin(engine_of),
                                       confirm_later.PLUGIN_NAME)
     _stop_engines_on_sigterm(config)
@@ -185,8 +185,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     llmperf.pool.stop_all()
     mine = outputs.payload(llmperf, config.stash[STARTED_KEY])
-    if hasattr(config, "workerinput"):
-        config.workeroutput["llmperf"] = mine
+    if xdist.is_worker(config):
+        xdist.hand_over(config, mine)
         return
     llmperf.payloads.append(mine)
     outputs.add_notes(llmperf.payloads, outputs.write_documents(llmperf, llmperf.payloads))
@@ -196,19 +196,15 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_testnodedown(node, error) -> None:
     """pytest-xdist controller: collect a finished worker's report."""
     llmperf = node.config.stash.get(SESSION_KEY, None)
-    share = getattr(node, "workeroutput", {}).get("llmperf")
+    share = xdist.handed_over(node)
     if llmperf is not None and share:
         llmperf.payloads.append(share)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """With `-n N` and no --dist, distribute by group: tests that share an engine go to one
-    worker, so each engine starts once per session (pytest-xdist's own default would be
-    `load`, which scatters them and starts every engine on every worker)."""
-    numprocesses = getattr(config.option, "numprocesses", None)
-    if numprocesses and getattr(config.option, "dist", "no") == "no":
-        config.option.dist = "loadgroup"
+    """Tests that share an engine go to one pytest-xdist worker (xdist.use_loadgroup)."""
+    xdist.use_loadgroup(config)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
@@ -280,7 +276,7 @@ def progress_display(item: pytest.Item) -> progressline.Display | None:
     config = item.config
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
-    if hasattr(config, "workerinput") or reporter is None or capture is None:
+    if xdist.is_worker(config) or reporter is None or capture is None:
         return None
 
     def write(text: str) -> None:

@@ -105,10 +105,6 @@ class HardwareRequirement:
     targets: tuple[HardwareTarget, ...] = ()
     min_gpus: int | None = None
 
-    @property
-    def is_empty(self) -> bool:
-        return not self.targets and self.min_gpus is None
-
 
 def parse_requirements(marks: Iterable[tuple[str, tuple, dict]]) -> HardwareRequirement:
     """Build the requirement from an item's marks, closest first (as `item.iter_markers()`).

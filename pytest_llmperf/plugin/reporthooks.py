@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_llmperf import ids
+from pytest_llmperf.plugin import xdist
 from pytest_llmperf.plugin.fixture import user_nodeid
 from pytest_llmperf.reports import junit
 from pytest_llmperf.reports.files import check_writable
@@ -57,13 +58,13 @@ class ReportHooks:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Failures from every pytest-xdist worker arrive here on the controller too."""
-        if report.failed and not hasattr(self.config, "workerinput"):
+        if report.failed and not xdist.is_worker(self.config):
             self.failures.append((ids.user_nodeid(report.nodeid), report.longreprtext))
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """After plugin.py's own (tryfirst) one has gathered every worker's payload."""
         llmperf = self.session
-        if hasattr(self.config, "workerinput") or not llmperf.payloads:
+        if xdist.is_worker(self.config) or not llmperf.payloads:
             return
         started = self.config.stash[self.started_key]
         provenance = {

@@ -1,5 +1,5 @@
 """What the end-of-session reports say about each measurement: its row (plain data) and the
-columns a row can show. The terminal summary (summary.py), the Markdown report (markdown.py) and
+columns a row can show. The terminal summary (terminal.py), the Markdown report (markdown.py) and
 the JUnit properties (junit.py) all read rows from here, so the three never disagree.
 
 A row is JSON-able on purpose: under pytest-xdist each worker builds its own and sends them to the

@@ -92,11 +92,6 @@ def combine(*judgements: Judgement) -> Judgement:
 # ---------------------------------------------------------------- what is judged
 
 
-def estimates_of(runs) -> dict[str, Estimate]:
-    """Every metric of a result as an Estimate: the median over repeats and its spread."""
-    return combine_runs([run.flat() for run in runs])
-
-
 @dataclass(frozen=True)
 class Current:
     """The measurement being judged: each metric's estimate over the repeats, and the repeats

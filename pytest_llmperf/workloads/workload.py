@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import numpy as np
 
@@ -20,11 +20,6 @@ from pytest_llmperf.records import Request
 from pytest_llmperf.workloads import datasets, profiles, prompts
 
 PromptFormat = Literal["token_ids", "text"]
-
-
-class PromptSource(Protocol):
-    def requests(self, n: int, tokenizer: prompts.Tokenizer,
-                 rng: np.random.Generator) -> list[Request]: ...
 
 
 @dataclass(frozen=True, kw_only=True)

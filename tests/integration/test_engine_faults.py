@@ -116,7 +116,7 @@ DEATH_LINE = re.compile(
 
 
 STALL_TIMEOUT_S = 3
-REPORTED_WITHIN_S = STALL_TIMEOUT_S + 5  # issue 10's target
+REPORTED_WITHIN_S = STALL_TIMEOUT_S + 5  # a stall is reported within 5 s of its timeout
 STALL_LINE = re.compile(
     r"^engine tiny-llama stalled during the test \(no chunk for \d+\.\d s on any of the 4 "
     rf"requests in flight \(stall timeout {STALL_TIMEOUT_S} s, --llmperf-stall-timeout\); "

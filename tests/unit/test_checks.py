@@ -142,14 +142,14 @@ def test_combine_keeps_the_first_error_all_notes_and_every_verdict():
 # ------------------------------------------------------------------ estimates and SLOs
 
 
-def test_estimates_of_takes_the_median_over_repeats():
+def test_the_current_estimates_are_the_median_over_repeats():
     def run(ttft: float):
         record = RequestRecord(index=0, expected_prompt_tokens=4, expected_output_tokens=2,
                                scheduled_s=0.0, sent_s=0.0, chunk_times_s=[ttft, ttft + 0.5],
                                chunk_tokens=[1, 1], usage_output_tokens=2)
         return compute_metrics([record])
 
-    estimates = judge.estimates_of([run(0.25), run(1.0), run(0.5)])
+    estimates = judge.Current.of([run(0.25), run(1.0), run(0.5)]).estimates
     assert estimates["ttft_s.p50"].value == 0.5
     assert estimates["ttft_s.p50"].n == 3
     assert estimates["completed"] == Estimate(1.0, 0.0, 3)
