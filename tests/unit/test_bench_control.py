@@ -21,7 +21,7 @@ import time
 import pytest
 
 from pytest_llmperf.client.loadgen import Concurrency
-from pytest_llmperf.clientbench import bench, mockserver
+from pytest_llmperf.clientbench import bench, mockserver, mockstreams
 
 BIG = 200_000  # values in each of a truth's three lists: megabytes pickled
 INTERVAL_S = 0.01
@@ -31,16 +31,16 @@ INTERVAL_S = 0.01
 # Each runs in a spawned process: what it swaps in mockserver is swapped there only.
 
 
-_TRUTH = mockserver._Truth  # the class itself, whatever an entry puts in its place
+_TRUTH = mockstreams._Truth  # the class itself, whatever an entry puts in its place
 
 
-def _big_truth() -> mockserver._Truth:
+def _big_truth() -> mockstreams._Truth:
     values = [i * 1e-6 for i in range(BIG)]
     return _TRUTH(ttft_s=values, tpot_s=list(values), tick_late_s=list(values), chunks=BIG)
 
 
 def _serve_with_a_big_truth(*args, **kwargs) -> None:
-    mockserver._Truth = _big_truth  # the server's truth, and the one after each reset
+    mockstreams._Truth = _big_truth  # the server's truth, and the one after each reset
     mockserver.serve(*args, **kwargs)
 
 
@@ -106,7 +106,9 @@ def test_a_truth_of_megabytes_reaches_the_benchmark_whole():
     assert truth["streams"] == BIG
     assert truth["chunks"] == BIG
     assert truth["ttft_s_p50"] == pytest.approx((BIG - 1) / 2 * 1e-6)
-    assert truth["tick_late_s_p99"] == pytest.approx(0.99 * (BIG - 1) * 1e-6)
+    # The running server adds its own ticks' lateness to the planted ones: a few samples among
+    # a million move the p99 by parts per million, more when the machine is loaded.
+    assert truth["tick_late_s_p99"] == pytest.approx(0.99 * (BIG - 1) * 1e-6, rel=1e-3)
     assert not os.path.exists(truth_dir)
 
 

@@ -10,7 +10,7 @@ import json
 import socket
 import time
 
-from pytest_llmperf.clientbench import mockserver
+from pytest_llmperf.clientbench import mockserver, mockstreams
 
 
 def test_a_request_arrives_when_the_kernel_received_it_not_when_the_server_read_it():
@@ -137,9 +137,9 @@ def test_one_pass_over_a_phase_queues_what_a_socket_did_not_take_and_goes_on_pas
     whole, part, full, broken, after = (
         _FakeConnection(10), _FakeConnection(4), _FakeConnection(BlockingIOError()),
         _FakeConnection(BrokenPipeError()), _FakeConnection(10))
-    phase = mockserver._Phase()
+    phase = mockstreams._Phase()
     for conn in (whole, part, full, broken, after):
-        phase.add(mockserver._Stream(conn, frame, b"", tokens=3, arrived_s=0.0))
+        phase.add(mockstreams._Stream(conn, frame, b"", tokens=3, arrived_s=0.0))
 
     assert phase.write(layout=0) == 4  # every chunk but the broken connection's
     assert (whole.queued, part.queued, full.queued, after.queued) == ([], [b"456789"],
