@@ -1,7 +1,7 @@
 """How far a measurement has got, read from the client without touching its hot path: the state
 both the stall watchdog (watchdog.py) and the live progress line (progressline.py) read.
 
-The client keeps its requests in flight and counts the ones that ended (client.py); a Snapshot is
+The client keeps its requests in flight and counts the ones that ended (openai.py); a Snapshot is
 taken from those every half second, never per chunk. With several client processes each worker
 publishes its snapshot to a small shared board, and the parent reads the sum.
 """

@@ -1,6 +1,6 @@
 """The session's engines: one running server per Engine spec, started on first use.
 
-Tests are ordered by spec (see plugin.py), so with `capacity=1` (the default, right for a GPU,
+Tests are ordered by spec (see plugin/hooks.py), so with `capacity=1` (the default, right for a GPU,
 where two engines rarely fit) each spec starts once. A spec that failed to start is not retried:
 every later test that asks for it fails at once with the same one-line error.
 

@@ -2,7 +2,7 @@
 
 The value is the **median** of the repeats and the spread is the **normalised median absolute
 deviation**, MAD x 1.4826 (the factor makes it estimate the standard deviation of normal data).
-The gate (gate.py) then allows max(tolerance floor, NOISE_K x noise). Why this pair, in
+The gate (verdict/gate.py) then allows max(tolerance floor, NOISE_K x noise). Why this pair, in
 the light of what other gates do on noisy machines (docs/metrics.md, Gates on noisy machines):
 
 - Repeats are expensive here. One repeat is a full serving benchmark (tens of seconds on a GPU,

@@ -2,7 +2,7 @@
 properties, the failures' messages for the Markdown and HTML reports, and writing them at the
 end.
 
-Registered by plugin.py once the session exists, as a plugin of its own so the measuring hooks
+Registered by plugin/hooks.py once the session exists, as a plugin of its own so the measuring hooks
 and the reporting hooks stay apart.
 """
 
@@ -62,7 +62,7 @@ class ReportHooks:
             self.failures.append((ids.user_nodeid(report.nodeid), report.longreprtext))
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """After plugin.py's own (tryfirst) one has gathered every worker's payload."""
+        """After plugin/hooks.py's own (tryfirst) one has gathered every worker's payload."""
         llmperf = self.session
         if xdist.is_worker(self.config) or not llmperf.payloads:
             return

@@ -3,8 +3,8 @@ columns a row can show. The terminal summary (terminal.py), the Markdown report 
 the JUnit properties (junit.py) all read rows from here, so the three never disagree.
 
 A row is JSON-able on purpose: under pytest-xdist each worker builds its own and sends them to the
-controller, which writes the reports (outputs.py). Latencies are shown in milliseconds (the unit
-people quote for TTFT/TPOT), throughput in tok/s.
+controller, which writes the reports (session/outputs.py). Latencies are shown in milliseconds
+(the unit people quote for TTFT/TPOT), throughput in tok/s.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The report's pictures as PNGs, drawn with matplotlib (the optional `plots` extra) from what
 plotdata.py reads out of run files: `llmperf plot RUN.json ... -o DIR` writes them, and the HTML
-report (htmlreport.py) inlines them.
+report (html.py) inlines them.
 
 Figures are drawn on matplotlib's Agg canvas directly, never through pyplot: no display, no
 global figure state, nothing left open between pictures (docs/reports.md, Plots).

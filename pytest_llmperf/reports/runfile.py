@@ -272,8 +272,9 @@ def _benchmark(
 def _request_values(records: Iterable[RequestRecord]) -> dict[str, list[float]]:
     """Per-request values of each latency, for quartiles and outlier counts.
 
-    TPOT and ITL use metrics.py's own per-request functions; the caller only uses these values
-    when they reproduce the run's Summary exactly, so a definition that drifts cannot slip in.
+    TPOT and ITL use metrics/compute.py's own per-request functions; the caller only uses these
+    values when they reproduce the run's Summary exactly, so a definition that drifts cannot slip
+    in.
     """
     done = [r for r in records if r.ok]
     return {

@@ -333,8 +333,8 @@ def _load_check(offered: float, achieved: float) -> Check:
 
 
 def _latencies(records: Sequence[RequestRecord] | None) -> tuple[list[float] | None, ...]:
-    # The same per-request definitions as metrics.py: TTFT from send to the first token chunk,
-    # TPOT only for requests with more than one output token.
+    # The same per-request definitions as metrics/compute.py: TTFT from send to the first token
+    # chunk, TPOT only for requests with more than one output token.
     if records is None:
         return None, None
     done = [r for r in records if r.ok]
