@@ -304,10 +304,10 @@ class LlmperfSession:
         if self.settings.ab:
             return judge.NotJudged("measured on side A only; --llmperf-ab judges llmperf.run")
         if self.settings.compare:
-            return self._saved_reference(subject.key)
+            return self._saved_reference(subject.key, subject.workload)
         return judge.BaselineTable(ref, subject.engine, self.fingerprint,
-                                    require=self.settings.require_baseline, exact=exact,
-                                    local=self.local_ref(ref))
+                                   require=self.settings.require_baseline, exact=exact,
+                                   local=self.local_ref(ref), workload=subject.workload)
 
     def local_ref(self, ref: judge.BaselineRef) -> judge.BaselineRef:
         """The machine-local stand-in for a committed baseline table: the same file name and
@@ -316,7 +316,7 @@ class LlmperfSession:
                      / baselines.machine_id(self.fingerprint) / self.hardware_class)
         return judge.BaselineRef(directory / ref.path.name, ref.key, ref.nodeid)
 
-    def _saved_reference(self, key: str) -> judge.Reference:
+    def _saved_reference(self, key: str, workload: dict[str, Any]) -> judge.Reference:
         """The --llmperf-compare run's test `key`; read once per session."""
         try:
             if self._saved_run is None:
@@ -325,7 +325,7 @@ class LlmperfSession:
         except saved_runs.RunFileError as exc:
             return judge.Unusable(str(exc))
         path, saved = self._saved_run
-        return judge.SavedRun(Path(os.path.relpath(path)), key, saved.results.get(key))
+        return judge.SavedRun(Path(os.path.relpath(path)), key, saved.results.get(key), workload)
 
     def apply_updates(self, nodeid: str, passed: bool) -> list[str]:
         """Write a test's pending baseline updates if it passed (updates.BaselineUpdates)."""

@@ -10,8 +10,9 @@ A gated metric regresses when the median of its paired B/A ratios is worse than 
 allows, read as a factor in the metric's own direction (the baseline gate's rule, gate.py):
 B may take up to (1 + tolerance) times A's latency, and keep at least 1 / (1 + tolerance) of A's
 throughput. The median's distribution-free interval (order statistics of the binomial, the sign
-test's interval) is shown with it; a regression also needs that interval to lie wholly on the
-worse side of 1, so a verdict never rests on one odd pair.
+test's interval) is shown with it; a regression (and an improvement) also needs that interval to
+lie wholly on its side of 1, so a verdict never rests on one odd pair. A median beyond the band
+whose interval still holds 1 is "no change detected", with about how many pairs would settle it.
 
 A test that regresses over its pairs measures a second set (the confirm pairs) and is judged on
 all of them: on a shared machine one engine can run ~20% slower than its identical twin for
@@ -135,6 +136,7 @@ class PairedRatios:
         worse = beyond(median)
         better = median < 1 / limit if direction == "lower" else median > 1 / limit
         surely_worse = low > 1 if direction == "lower" else high < 1
+        surely_better = high < 1 if direction == "lower" else low > 1
         # The first pairs were confirmed because they looked worse: they cannot also carry the
         # verdict. The confirm pairs must show the regression's size by themselves (docs/ab.md,
         # the rule's item 3); a side that measured nothing there clears nothing.
@@ -144,19 +146,44 @@ class PairedRatios:
             status, verb = REGRESSION, "regressed in A/B"
         elif worse and surely_worse:
             status, verb = PASS, "not confirmed in A/B"
-        elif better:
+        elif better and surely_better:
             status, verb = IMPROVEMENT, "improved in A/B"
+        elif worse or better:  # beyond the band, but the interval does not rule out 1
+            status, verb = PASS, "no change detected in A/B"
         else:
             status, verb = PASS, "within the A/B band"
         bound = "<=" if direction == "lower" else ">="
         confirm_pairs = len(self.ratios) - (self.first_round or 0)
         alone = ("" if confirm is None else f"; the {confirm_pairs} confirm "
                  f"pair{'s' if confirm_pairs != 1 else ''} alone {confirm:.3f}")
+        settle = ""
+        if (worse or better) and not (surely_worse or surely_better):
+            needed = pairs_to_settle(self.ratios)
+            settle = f"; about {needed} pairs would likely settle it" if needed else ""
         message = (f"{name} {verb}: B/A median {median:.3f} ({confidence:.0%} interval "
                    f"{low:.3f}-{high:.3f} over {len(self.ratios)} ABBA pairs{alone}), allowed "
-                   f"{bound} {limit:.3f} ({direction} is better; A/B tolerance {tolerance:g})")
+                   f"{bound} {limit:.3f} ({direction} is better; A/B tolerance {tolerance:g})"
+                   f"{settle}")
         return Verdict(name, status, median, 1.0, (median - 1) * 100, tolerance,
                        tolerance * 100, message)
+
+
+# How many standard errors the median's log ratio must stand from 0 for the interval to leave 1
+# out: 2 is a round "likely" (about 95% for a normal mean), not a promise.
+SETTLE_Z = 2.0
+
+
+def pairs_to_settle(ratios: Sequence[float]) -> int | None:
+    """About how many pairs would give an interval that leaves 1 out, if the ratios went on
+    spreading as these did: (SETTLE_Z x sd of log B/A / |log median|)^2, a normal approximation.
+    None when the spread or the median cannot say (fewer than 2 ratios, all equal, median 1)."""
+    logs = [math.log(r) for r in ratios if math.isfinite(r) and r > 0]
+    if len(logs) < 2:
+        return None
+    spread, centre = statistics.stdev(logs), abs(statistics.median(logs))
+    if spread == 0 or centre == 0:
+        return None
+    return max(len(logs) + 1, math.ceil((SETTLE_Z * spread / centre) ** 2))
 
 
 def _median(ratios: Sequence[float]) -> float:

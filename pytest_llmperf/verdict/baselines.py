@@ -78,6 +78,8 @@ __all__ = [
     "BaselineEntry",
     "BaselineError",
     "engine_mismatch",
+    "workload_changes",
+    "workload_mismatch",
     "load_baseline",
     "make_provenance",
     "update_baseline",
@@ -315,22 +317,21 @@ def _show(value: Any) -> str:
     return "(absent)" if value is None else json.dumps(value, default=str)
 
 
+def _changed(recorded: Mapping[str, Any], current: Mapping[str, Any],
+             ignore: tuple[str, ...] = ()) -> list[str]:
+    """"name old -> new" for each field that differs, both compared as TOML stores them (None
+    dropped, tuples as lists), so a field set to None matches a field that is absent."""
+    stored, now = _toml_safe(dict(recorded)), _toml_safe(dict(current))
+    return [f"{name} {_show(stored.get(name))} -> {_show(now.get(name))}"
+            for name in sorted(set(stored) | set(now))
+            if name not in ignore and stored.get(name) != now.get(name)]
+
+
 def engine_mismatch(baseline: Baseline, engine: Mapping[str, Any]) -> str | None:
     """One line naming the file, the test and each engine field that differs; None if equal.
-
-    Both sides are compared as TOML stores them (None dropped, tuples as lists), so a field set
-    to None matches a field that is absent. A baseline without a recorded engine cannot be
-    checked and gives None.
-    """
+    A baseline without a recorded engine cannot be checked and gives None."""
     recorded = baseline.provenance.get("engine")
-    if not isinstance(recorded, dict):
-        return None
-    stored, current = _toml_safe(recorded), _toml_safe(engine)
-    changed = [
-        f"{name} {_show(stored.get(name))} -> {_show(current.get(name))}"
-        for name in sorted(set(stored) | set(current))
-        if stored.get(name) != current.get(name)
-    ]
+    changed = _changed(recorded, engine) if isinstance(recorded, dict) else []
     if not changed:
         return None
     return (
@@ -338,6 +339,30 @@ def engine_mismatch(baseline: Baseline, engine: Mapping[str, Any]) -> str | None
         f"configuration ({', '.join(changed)}); if the change is intended, regenerate it with "
         "--llmperf-update-baselines"
     )
+
+
+# A workload's name is a label: renaming it changes no number. Every other field (the requests,
+# their lengths, the load pattern, the seed, the API, the warm-up) does.
+WORKLOAD_LABELS = ("name",)
+
+
+def workload_changes(recorded: Any, workload: Mapping[str, Any] | None) -> list[str]:
+    """Each workload field that differs between a reference's recorded workload and this
+    test's ("num_requests 64 -> 32"); none where either is unknown."""
+    if not isinstance(recorded, dict) or not workload:
+        return []
+    return _changed(recorded, workload, ignore=WORKLOAD_LABELS)
+
+
+def workload_mismatch(baseline: Baseline, workload: Mapping[str, Any] | None) -> str | None:
+    """One line naming the file, the test and each workload field that differs; None if the
+    baseline measured this workload (or did not record one)."""
+    changed = workload_changes(baseline.provenance.get("workload"), workload)
+    if not changed:
+        return None
+    return (f"{baseline.path}: {_key(baseline.test_id)}: baseline was measured with another "
+            f"workload ({', '.join(changed)}); not compared; if the change is intended, "
+            "regenerate it with --llmperf-update-baselines")
 
 
 # What must match for a baseline's numbers to apply: the device (the GPU model, or the CPU model

@@ -167,6 +167,7 @@ class BaselineTable:
     require: bool = False  # --llmperf-require-baseline: a missing baseline is an error
     exact: bool = False
     local: BaselineRef | None = None
+    workload: Mapping[str, Any] | None = None  # this test's (Workload.to_dict)
 
     def compare(self, current: Current, gated: Sequence[str],
                 tolerance: float | None = None) -> Judgement:
@@ -190,6 +191,11 @@ class BaselineTable:
         mismatch = baselines.engine_mismatch(baseline, dict(self.engine))
         if mismatch:
             return Judgement(error=mismatch, baseline=baseline)
+        edited = baselines.workload_mismatch(baseline, self.workload)
+        if edited:  # the test measures something else now: its old numbers are no reference
+            if self.require:
+                return Judgement(error=f"{edited} (--llmperf-require-baseline)")
+            return Judgement(notes=[edited], ungated=Status.NOT_COMPARED)
         return self._against(current, gated, baseline)
 
     def _against(self, current: Current, gated: Sequence[str],
@@ -210,7 +216,8 @@ class BaselineTable:
         except baselines.BaselineError:
             local = None  # a broken local file is recorded anew
         usable = local is not None and not baselines.hardware_mismatch(local, self.fingerprint) \
-            and not baselines.engine_mismatch(local, dict(self.engine))
+            and not baselines.engine_mismatch(local, dict(self.engine)) \
+            and not baselines.workload_mismatch(local, self.workload)
         if not usable:
             return Judgement(notes=[why], ungated=ungated, record_local=True)
         judgement = self._against(current, gated, local)
@@ -219,6 +226,10 @@ class BaselineTable:
             f'"{self.local.key}" (no committed baseline for this hardware); commit one with: '
             f'pytest --llmperf-update-baselines "{self.ref.nodeid}"')
         return judgement
+
+
+# A measurement with one of these verdicts says nothing of its engine, so it judges nothing.
+NOT_REFERENCES = frozenset({Status.CLIENT_LIMITED, Status.ENGINE_DIED, Status.ENGINE_STALLED})
 
 
 @dataclass(frozen=True)
@@ -231,18 +242,34 @@ class SavedRun:
     path: Path
     key: str
     saved: Any  # saved_runs.SavedResult | None
+    workload: Mapping[str, Any] | None = None  # this test's (Workload.to_dict)
 
     def compare(self, current: Current, gated: Sequence[str],
                 tolerance: float | None = None) -> Judgement:
-        if self.saved is None:
-            return Judgement(notes=[f'not in the saved run {self.path} :: "{self.key}": '
-                                    "nothing to compare"], ungated=Status.NOT_COMPARED)
+        unusable = self._unusable()
+        if unusable:
+            return Judgement(notes=[unusable], ungated=Status.NOT_COMPARED)
         band = next(t for t in (tolerance, self.saved.tolerance, gate.DEFAULT_TOLERANCE)
                     if t is not None)
         entries = self.saved.entries(names=gated, tolerance=band)
         baseline = baselines.Baseline(metrics=entries, path=str(self.path), test_id=self.key)
         return Judgement(report=gate.check_baseline(current.estimates, baseline),
                          baseline=baseline, saved_run=True)
+
+    def _unusable(self) -> str | None:
+        """Why the saved result is no reference: absent, measured on another workload, or a
+        measurement that says nothing of the engine (the client limited it, the engine died)."""
+        where = f'{self.path} :: "{self.key}"'
+        if self.saved is None:
+            return f"not in the saved run {where}: nothing to compare"
+        status = Status.from_summary(self.saved.verdict)
+        if status in NOT_REFERENCES:
+            return f"{where}: the saved result was {status.summary}, no reference; not compared"
+        changed = baselines.workload_changes(self.saved.workload, self.workload)
+        if changed:
+            return (f"{where}: saved with another workload ({', '.join(changed)}); not "
+                    "compared; save the run again with --llmperf-save NAME")
+        return None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from pytest_llmperf.verdict.ab import (
     judge_pairs,
     median_interval,
     paired_ratios,
+    pairs_to_settle,
     parse_overrides,
     side_b,
 )
@@ -78,7 +79,26 @@ def test_one_odd_pair_cannot_make_a_regression():
     # The median is past the band, but one pair went the other way: the interval includes 1.
     verdict = PairedRatios("tpot_s.p50", (1.3, 1.25, 0.95, 1.2)).judge(0.10)
     assert verdict.status == PASS
-    assert verdict.message.startswith("tpot_s.p50 within the A/B band: B/A median 1.225 ")
+    assert verdict.message == (
+        "tpot_s.p50 no change detected in A/B: B/A median 1.225 (88% interval 0.950-1.300 over 4 "
+        "ABBA pairs), allowed <= 1.100 (lower is better; A/B tolerance 0.1); about 5 pairs would "
+        "likely settle it")
+
+
+def test_an_improvement_whose_interval_holds_1_is_no_change_detected():
+    # An upgrade A/B as measured: per-pair ratios from 0.49 to 1.30, median beyond the band.
+    verdict = PairedRatios("output_throughput_tok_s", (0.49, 1.30, 1.2, 1.13)).judge(0.10)
+    assert verdict.status == PASS
+    assert verdict.message.startswith("output_throughput_tok_s no change detected in A/B: B/A "
+                                      "median 1.165 (88% interval 0.490-1.300 over 4 ABBA pairs)")
+    assert verdict.message.endswith("; about 36 pairs would likely settle it")
+
+
+def test_pairs_to_settle_grow_with_the_spread_and_say_nothing_without_one():
+    assert pairs_to_settle((1.2, 1.2, 1.2)) is None  # no spread: nothing to extrapolate
+    assert pairs_to_settle((1.2,)) is None
+    assert pairs_to_settle((1.1, 1.3, 1.2, 1.25)) == 5  # at least one pair more than now
+    assert pairs_to_settle((0.7, 1.6, 1.2, 1.3)) == 11
 
 
 def test_a_clear_improvement_is_reported_not_failed():

@@ -6,6 +6,7 @@ working directory is tmp_path, so the paths in messages are the short relative o
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -503,3 +504,62 @@ def test_a_committed_baseline_from_other_hardware_gives_way_to_this_machines_own
     # Its own spec changed: the machine-local table no longer describes it; recorded anew.
     other_engine = judge.BaselineTable(ref, {**ENGINE, "max_num_seqs": 16}, HERE, local=local)
     assert judge.judge(judge.Current(ON_BASELINE), other_engine).record_local
+
+
+# ---------------------------------------------------------------- only comparable references
+
+EDITED = {"num_prompts": 32}  # the test's workload now; write() records {"num_prompts": 64}
+
+
+def test_a_baseline_of_another_workload_is_not_compared_and_says_what_changed(ref):
+    write(ref)
+    table = judge.BaselineTable(ref, ENGINE, HERE, workload=EDITED)
+    slower = {"ttft_s.p50": est(0.5), "output_throughput_tok_s": est(100.0)}  # would regress
+    judgement = judge.judge(judge.Current(slower), table)
+    assert judgement.status == Status.NOT_COMPARED and not judgement.failed
+    assert judgement.notes == [
+        f'{FILE}: ["{KEY}"]: baseline was measured with another workload (num_prompts 64 -> '
+        "32); not compared; if the change is intended, regenerate it with "
+        "--llmperf-update-baselines"]
+
+
+def test_the_workloads_name_is_a_label_and_the_same_workload_is_compared(ref):
+    write(ref)
+    same = judge.BaselineTable(ref, ENGINE, HERE, workload={"num_prompts": 64, "name": "new"})
+    assert judge.judge(judge.Current(ON_BASELINE), same).status == Status.PASS
+
+
+def test_with_require_baseline_another_workload_is_an_error(ref):
+    write(ref)
+    table = judge.BaselineTable(ref, ENGINE, HERE, require=True, workload=EDITED)
+    judgement = judge.judge(judge.Current(ON_BASELINE), table)
+    assert judgement.status == Status.ERROR
+    assert judgement.error.endswith("(--llmperf-require-baseline)")
+
+
+def test_a_machine_local_baseline_of_another_workload_is_recorded_anew(ref, tmp_path):
+    write(ref, fingerprint={**HERE, "cpu_cores": 16})
+    local = judge.BaselineRef(tmp_path / ".llmperf/baselines/here/cpu/test_cpu.toml", KEY,
+                              NODEID)
+    write(local)
+    table = judge.BaselineTable(ref, ENGINE, HERE, local=local, workload=EDITED)
+    assert judge.judge(judge.Current(ON_BASELINE), table).record_local
+
+
+@pytest.mark.parametrize("verdict", ["CLIENT LIMITED", "ENGINE DIED", "ENGINE STALLED"])
+def test_a_saved_result_that_says_nothing_of_its_engine_is_no_reference(verdict):
+    saved = dataclasses.replace(saved_result({"ttft_s.p50": TTFT}), verdict=verdict)
+    judgement = judge.judge(judge.Current({"ttft_s.p50": est(0.5)}),
+                            judge.SavedRun(SAVED, KEY, saved))
+    assert judgement.status == Status.NOT_COMPARED and not judgement.failed
+    assert judgement.notes == [f'{SAVED} :: "{KEY}": the saved result was {verdict}, no '
+                               "reference; not compared"]
+
+
+def test_a_saved_result_of_another_workload_is_not_compared():
+    saved = dataclasses.replace(saved_result({"ttft_s.p50": TTFT}), workload={"num_prompts": 64})
+    judgement = judge.judge(judge.Current({"ttft_s.p50": est(0.5)}),
+                            judge.SavedRun(SAVED, KEY, saved, workload=EDITED))
+    assert judgement.notes == [f'{SAVED} :: "{KEY}": saved with another workload (num_prompts '
+                               "64 -> 32); not compared; save the run again with --llmperf-save "
+                               "NAME"]
