@@ -37,8 +37,10 @@ def mock():
 def run_every_run_limited(pytester, mock, *args: str) -> pytest.RunResult:
     """TEST_FILE against the mock, asked to update baselines, with every run client-limited."""
     pytester.makeconftest("import pytest_llmperf.client.selfcheck as s\n"
-                          "s.CPU_LIMIT = 0.0\n"
-                          "s.LOOP_LAG_FLOOR_S = s.SCHEDULE_LAG_LIMIT_S = float('inf')\n")
+                          "import pytest_llmperf.metrics.client_check as limits\n"
+                          "limits.CPU_LIMIT = 0.0\n"
+                          "limits.SCHEDULE_LAG_LIMIT_S = float('inf')\n"
+                          "s.LOOP_LAG_FLOOR_S = float('inf')\n")
     pytester.makepyfile(test_x=TEST_FILE)
     return pytester.runpytest_subprocess(
         "--llmperf-endpoint", mock.url, "--llmperf-hardware", "cpu",
