@@ -21,9 +21,10 @@ from typing import Callable, Iterator
 
 from pytest_llmperf.engines.errors import EngineStartError
 from pytest_llmperf.engines.spec import Engine
+from pytest_llmperf.secrets import redact_args, redact_env, redact_text, secret_values
 
-__all__ = ["EngineStartError", "check_model_path", "engine_error", "log_tail", "own_rpc_dir",
-           "spawn", "stop_group"]
+__all__ = ["EngineStartError", "check_model_path", "engine_error", "log_header", "log_tail",
+           "own_rpc_dir", "spawn", "stop_group"]
 
 STOP_TIMEOUT_S = 15.0  # SIGTERM -> SIGKILL; vLLM on CPU stops in ~2 s
 STOP_POLL_S = 0.05
@@ -64,13 +65,15 @@ def own_rpc_dir(added_env: dict[str, str]) -> Iterator[dict[str, str]]:
 
 
 def spawn(command: list[str], added_env: dict[str, str], log_path: Path,
-          nice: int = 0, cores: set[int] | None = None) -> subprocess.Popen:
+          nice: int = 0, cores: set[int] | None = None,
+          hidden: set[str] | frozenset[str] = frozenset()) -> subprocess.Popen:
     """Start `command` in its own session, output to `log_path` (headed by the command, the
     environment we added and the cores it may use, so a log says exactly how its engine was
-    started). `cores`: the CPU affinity of the process and, inherited, of its children."""
+    started, secrets hidden: see log_header). `cores`: the CPU affinity of the process and,
+    inherited, of its children. `hidden`: more secret values to keep out of the header (the
+    engine's, where one sits inside a JSON flag)."""
     with open(log_path, "w") as log:
-        log.write("$ " + " ".join(command) + "\n")
-        log.write("# env: " + " ".join(f"{k}={v}" for k, v in sorted(added_env.items())) + "\n")
+        log.write(log_header(command, added_env, hidden))
         if cores is not None:
             log.write(f"# cores: {','.join(map(str, sorted(cores)))} (the API server and engine "
                       "core; the worker binds its compute threads to VLLM_CPU_OMP_THREADS_BIND)\n")
@@ -83,6 +86,17 @@ def spawn(command: list[str], added_env: dict[str, str], log_path: Path,
     if nice:
         lower_autogroup(proc.pid, nice)
     return proc
+
+
+def log_header(command: list[str], added_env: dict[str, str],
+               hidden: set[str] | frozenset[str] = frozenset()) -> str:
+    """The "$ command" and "# env:" lines, secret values as secrets.MARKER: logs are uploaded
+    as CI artifacts and pasted into bug reports (the process itself gets the real values)."""
+    values = set(hidden) | secret_values(added_env)
+    env = redact_env(added_env)
+    lines = ("$ " + " ".join(redact_args(command)) + "\n"
+             + "# env: " + " ".join(f"{k}={v}" for k, v in sorted(env.items())) + "\n")
+    return redact_text(lines, values)
 
 
 def _child_setup(nice: int, cores: set[int] | None = None) -> Callable[[], None]:
@@ -172,8 +186,9 @@ def error_line(lines: list[str]) -> str:
 
 
 def engine_error(engine: Engine, what: str, log_path: Path, mode: str = "") -> EngineStartError:
-    """`vLLM engine '<label>'<mode> <what>: <the log's error line> (full log: <path>)`."""
-    reason = error_line(log_tail(log_path))
+    """`vLLM engine '<label>'<mode> <what>: <the log's error line> (full log: <path>)`, the
+    engine's secret values hidden in the line (vLLM logs its non-default args, --api-key too)."""
+    reason = redact_text(error_line(log_tail(log_path)), engine.secret_values())
     return EngineStartError(
         f"vLLM engine {engine.label()!r}{mode} {what}: {reason} (full log: {log_path})"
     )

@@ -109,7 +109,8 @@ class VllmServer:
             own_rpc_dir({**self.engine.environment(), **self.extra_env}))
         cores = control_cores(added) if self.separate_control else None
         try:
-            self.process = spawn(self.command(), added, self.log_path, self.nice, cores)
+            self.process = spawn(self.command(), added, self.log_path, self.nice, cores,
+                                 hidden=self.engine.secret_values())
             _LIVE.add(self)
             self._wait_healthy()
         except BaseException:

@@ -13,12 +13,14 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
+from pytest_llmperf import secrets
 from pytest_llmperf.engines.field_rules import field_problem
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.numbers import is_whole
 
 # Fields whose value is passed as `--<name-with-dashes> VALUE`, in this order.
 _VALUE_FLAGS = (
+    "revision",
     "tokenizer",
     "load_format",
     "dtype",
@@ -70,6 +72,9 @@ class Engine:
     """
 
     model: str
+    # A branch, tag or commit of a Hugging Face Hub model (vLLM's --revision; its tokenizer's
+    # too, as vLLM's --tokenizer-revision defaults to it). Ignored for a local directory.
+    revision: str | None = None
     tokenizer: str | None = None
     load_format: str | None = None
     dtype: str | None = None
@@ -162,15 +167,36 @@ class Engine:
             out[key] = thaw_pairs(value) if is_pairs(value) else value
         return out
 
+    def shown(self) -> dict[str, Any]:
+        """`to_dict()` as written out (baselines, run files, labels, repr): secret `env` and
+        `extra_args` values replaced by secrets.MARKER. `digest()` keeps the real values, so a
+        changed token is still another engine process, never another recorded engine."""
+        out = self.to_dict()
+        for name in ("env", "extra_args"):
+            if name in out:
+                out[name] = secrets.redact_env(out[name])
+        return out
+
+    def secret_values(self) -> set[str]:
+        """The values `shown()` hides, to find them again in text we did not write (a log)."""
+        return (secrets.secret_values(self.environment())
+                | secrets.secret_values(thaw_pairs(self.extra_args)))
+
     def label(self) -> str:
         """A short name for tables: the model's last path part plus what is not default."""
         parts = [Path(self.model).name or self.model]
-        for key, value in self.to_dict().items():
+        for key, value in self.shown().items():
             if key in ("model", "env", "tokenizer", "chat_template", "served_model_name",
                        "python"):
                 continue
             parts.append(f"{_SHORT.get(key, key)}={_short_value(value)}")
         return " ".join(parts)
+
+    def __repr__(self) -> str:
+        """The fields that are set, secrets hidden: a repr lands in tracebacks (pytest's
+        --showlocals) and in the user's own prints."""
+        fields_set = ", ".join(f"{key}={value!r}" for key, value in self.shown().items())
+        return f"Engine({fields_set})"
 
 
 _SHORT = {
@@ -187,6 +213,7 @@ _SHORT = {
     "load_format": "load",
     "enforce_eager": "eager",
     "speculative_config": "spec",
+    "revision": "rev",
 }
 
 

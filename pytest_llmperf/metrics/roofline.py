@@ -21,13 +21,13 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.errors import LlmperfError
+from pytest_llmperf.errors import InputError, LlmperfError
+from pytest_llmperf.model_files import model_dir
 
 # Memory bandwidth per GPU, bytes/s, from NVIDIA's datasheets (docs/roofline.md has the links).
 # (hardware class, a word the device name must hold, or "" for the class's default, bandwidth)
@@ -187,23 +187,20 @@ def _read_config(path: str) -> dict[str, Any] | None:
         return None
 
 
-def model_config(model: str, root: Path | None = None) -> dict[str, Any]:
+def model_config(model: str, root: Path | None = None,
+                 revision: str | None = None) -> dict[str, Any]:
     """config.json of a local model directory (a relative path is under `root`, where the
     session records it from), or of a Hub id already in the local cache (never a download: a
     report must not wait on the network)."""
-    candidates = [Path(model) / "config.json"]
+    directories = []
     if root is not None and not Path(model).is_absolute():
-        candidates.insert(0, Path(root) / model / "config.json")
-    if re.fullmatch(r"[\w.-]+/[\w.-]+", model):
-        try:
-            from huggingface_hub import try_to_load_from_cache
-            cached = try_to_load_from_cache(model, "config.json")
-            if isinstance(cached, str):
-                candidates.append(Path(cached))
-        except ImportError:
-            pass
-    for path in candidates:
-        config = _read_config(str(path))
+        directories.append(Path(root) / model)
+    try:
+        directories.append(model_dir(model, revision, download=False))
+    except InputError:  # a Hub id not in the cache
+        pass
+    for directory in directories:
+        config = _read_config(str(directory / "config.json"))
         if isinstance(config, dict):
             return config
     raise NoRoofline(f"no roofline: no config.json for {model} on this machine")
@@ -218,7 +215,7 @@ def roofline(engine: Mapping[str, Any], fingerprint: Mapping[str, Any],
     tpot = values.get("tpot_s.p50", math.nan)
     if not tpot > 0:
         raise NoRoofline("no roofline: the run has no TPOT")
-    model = model_bytes(model_config(str(engine.get("model", "")), root),
+    model = model_bytes(model_config(str(engine.get("model", "")), root, engine.get("revision")),
                         dtype=engine.get("dtype"),
                         quantization=engine.get("quantization"),
                         kv_cache_dtype=engine.get("kv_cache_dtype"),

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf import hardware as hardware_mod
+from pytest_llmperf import secrets
 from pytest_llmperf.client import progressline
 from pytest_llmperf.engines.leases import GpuLeases, visible_gpus
 from pytest_llmperf.engines.pool import EnginePool, vllm_factory
@@ -94,6 +95,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 "--llmperf-endpoint needs --llmperf-hardware too (the hardware of that server, "
                 "e.g. h100:8), so results are compared with the right baselines")
         config.stash[SETTINGS_KEY] = settings
+        secrets.use_names(settings.secret_names or ())  # before any engine is labelled
         hardware = config.hook.pytest_llmperf_detect_hardware(config=config)
     except ValueError as exc:
         raise pytest.UsageError(f"pytest-llmperf: {exc}") from None

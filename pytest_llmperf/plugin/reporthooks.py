@@ -33,14 +33,19 @@ class ReportHooks:
         return self.config.stash[self.session_key]
 
     def pytest_configure(self, config: pytest.Config) -> None:
-        settings = self.session.settings
+        """Every file the session will write, checked before anything is measured: a path that
+        cannot be written is a usage error now, not a report lost after hours of benchmarks."""
+        llmperf = self.session
+        settings = llmperf.settings
+        targets = [(option, given, settings.path(given)) for option, given in (
+            ("--llmperf-markdown", settings.markdown), ("--llmperf-html", settings.html),
+            ("--llmperf-json", settings.json)) if given]
+        if settings.save:
+            saved = llmperf.runs_dir() / f"{settings.save}.json"
+            targets.append(("--llmperf-save", settings.save, saved))
         try:
-            if settings.markdown:
-                check_writable("--llmperf-markdown", settings.markdown,
-                                       settings.path(settings.markdown))
-            if settings.html:
-                check_writable("--llmperf-html", settings.html,
-                                       settings.path(settings.html))
+            for option, given, path in targets:
+                check_writable(option, given, path)
         except ValueError as exc:
             raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
 

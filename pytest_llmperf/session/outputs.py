@@ -66,10 +66,18 @@ def write_documents(session, payloads: list[dict[str, Any]]) -> list[str]:
     document = merge_documents([p["document"] for p in payloads])
     if document is None:
         return []
-    for path in targets:
+    return [_write_run(path, document) for path in targets]
+
+
+def _write_run(path: Path, document: dict[str, Any]) -> str:
+    """One run file; the summary's line says where it went or, if the disk refused it (full,
+    gone read-only since the start), why not: the rest of the session's output goes on."""
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
         runfile.write_run(path, document)
-    return [f"results written to {path}" for path in targets]
+    except OSError as exc:
+        return f"{path}: results not written ({exc.strerror or exc}); choose a writable path"
+    return f"results written to {path}"
 
 
 def write_html(session, report_data: markdown.Report) -> str:

@@ -29,8 +29,10 @@ def git_commit(directory: Path) -> str | None:
 
 def engine_identity(engine: Engine, rootdir: Path) -> dict[str, Any]:
     """The spec as baselines record it: paths inside the project relative to its root, so a
-    baseline made in one checkout matches the same spec in another (CI clones elsewhere)."""
-    identity = engine.to_dict()
+    baseline made in one checkout matches the same spec in another (CI clones elsewhere), and
+    secret env and flag values as a marker (secrets.py), so none is committed and a changed
+    token still matches the recorded engine."""
+    identity = engine.shown()
     for name in ("model", "tokenizer", "chat_template"):
         value = identity.get(name)
         if isinstance(value, str) and value.startswith("/"):

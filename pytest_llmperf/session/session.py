@@ -78,20 +78,25 @@ class LlmperfSession:
 
     def tokenizer_for(self, engine: Engine):
         """The engine's tokenizer for prompt generation; for a model shipped as a bare
-        architecture config (no tokenizer files), its vocabulary from config.json."""
-        path = engine.tokenizer or engine.model
-        if path not in self._tokenizers:
+        architecture config (no tokenizer files), its vocabulary from config.json. A Hub id's
+        files are fetched here, before its engine starts (model_files.model_dir); vLLM's
+        tokenizer revision defaults to the model's, and so does this one."""
+        ref = engine.tokenizer or engine.model
+        key = f"{ref}@{engine.revision}" if engine.revision else ref
+        if key not in self._tokenizers:
+            from pytest_llmperf.model_files import model_dir
             from pytest_llmperf.workloads.prompts import load_tokenizer
             from pytest_llmperf.workloads.vocab import vocab_from_config
 
+            path = model_dir(ref, engine.revision)  # InputError (one line) when there is none
             try:
-                self._tokenizers[path] = load_tokenizer(path)
+                self._tokenizers[key] = load_tokenizer(path)
             except FileNotFoundError as exc:
                 vocab = vocab_from_config(path)
                 if vocab is None:  # neither file: the test fails with the line, no traceback
                     raise InputError(str(exc)) from None
-                self._tokenizers[path] = vocab
-        return self._tokenizers[path]
+                self._tokenizers[key] = vocab
+        return self._tokenizers[key]
 
     def endpoint_for(self, engine: Engine, workload: Workload) -> tuple[Endpoint, float | None]:
         """Start (or reuse) the engine; with --llmperf-endpoint, use that server instead."""

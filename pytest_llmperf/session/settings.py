@@ -1,4 +1,4 @@
-"""One frozen Settings object, resolved once per session: command line > ini > env > default.
+"""One frozen Settings object, resolved once per session: command line > env > ini > default.
 
 Each option is declared once in OPTIONS; the plugin registers the command-line flag and the ini key
 from the same declaration, so help text, ini name, environment variable and default never drift.
@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from pytest_llmperf.client.watchdog import DEFAULT_STALL_TIMEOUT_S
 from pytest_llmperf.metrics.cost import CostSetting, parse_cost_per_hour
+from pytest_llmperf.secrets import parse_names
 from pytest_llmperf.verdict.ab import (
     DEFAULT_AB_CONFIRM_PAIRS,
     DEFAULT_AB_PAIRS,
@@ -218,6 +219,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("cost_per_hour", "what the machine costs in US dollars per hour, for $ per 1M tokens; "
            "one price, or one per hardware class (h100=2.49,cpu=0.10)", None,
            parse_cost_per_hour, metavar="USD|CLASS=USD,..."),
+    Option("secret_names", "more env and flag names whose values are never written out "
+           "(comma-separated); names with a part KEY, SECRET, PASSWORD, AUTH or CREDENTIAL, or "
+           "ending in TOKEN, are always hidden", None, parse_names, metavar="NAME,..."),
 )
 
 
@@ -247,6 +251,7 @@ class Settings:
     markdown: Path | None
     html: Path | None
     cost_per_hour: CostSetting | None
+    secret_names: tuple[str, ...] | None
     rootdir: Path = Path(".")
 
     def path(self, value: Path) -> Path:
@@ -273,12 +278,14 @@ def _resolve_one(option: Option, get_cli, get_ini, environ) -> Any:
     cli = get_cli(option.name)  # already parsed by argparse (type=option.parse); None if absent
     if cli is not None:
         return cli
+    # The environment before the ini file: a CI job sets LLMPERF_* for one run, over what the
+    # committed ini says for every run (as pytest's own PYTEST_ADDOPTS adds to the ini's addopts).
+    if option.env in environ:
+        return _parse(option, environ[option.env], f"${option.env}")
     if not option.flag_only:
         ini = get_ini(option.ini)
         if ini not in (None, ""):
             return _parse(option, str(ini), f"ini {option.ini}")
-    if option.env in environ:
-        return _parse(option, environ[option.env], f"${option.env}")
     return option.default
 
 

@@ -42,12 +42,17 @@ class BaselineUpdates:
             if not passed:
                 notes.append(Note(nodeid, "baseline not updated (the test failed)"))
                 continue
-            update.ref.path.parent.mkdir(parents=True, exist_ok=True)
             try:
+                update.ref.path.parent.mkdir(parents=True, exist_ok=True)
                 baselines.update_baseline(update.ref.path, update.ref.key, update.entries,
                                           update.provenance)
             except baselines.BaselineError as exc:
                 errors.append(f"baseline not updated: {exc}")
+                verdicts[test_id] = Status.ERROR
+                continue
+            except OSError as exc:  # a read-only checkout, a full disk: this test's failure
+                errors.append(f"baseline not updated: {update.ref.shown}: "
+                              f"{exc.strerror or exc}; make it writable and run again")
                 verdicts[test_id] = Status.ERROR
                 continue
             where = f'{update.ref.shown} :: "{update.ref.key}"'

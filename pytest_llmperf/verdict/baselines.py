@@ -70,6 +70,7 @@ from filelock import FileLock
 
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.numbers import is_real, is_whole
+from pytest_llmperf.secrets import redact_env
 
 __all__ = [
     "DIRECTIONS",
@@ -331,7 +332,7 @@ def engine_mismatch(baseline: Baseline, engine: Mapping[str, Any]) -> str | None
     """One line naming the file, the test and each engine field that differs; None if equal.
     A baseline without a recorded engine cannot be checked and gives None."""
     recorded = baseline.provenance.get("engine")
-    changed = _changed(recorded, engine) if isinstance(recorded, dict) else []
+    changed = _changed(_hidden(recorded), engine) if isinstance(recorded, dict) else []
     if not changed:
         return None
     return (
@@ -339,6 +340,14 @@ def engine_mismatch(baseline: Baseline, engine: Mapping[str, Any]) -> str | None
         f"configuration ({', '.join(changed)}); if the change is intended, regenerate it with "
         "--llmperf-update-baselines"
     )
+
+
+def _hidden(engine: dict[str, Any]) -> dict[str, Any]:
+    """A recorded engine with its secrets hidden, as the current one is (session/provenance.py):
+    a baseline written before secrets were hidden still matches, and a mismatch line never
+    prints the secret it holds."""
+    return {name: redact_env(value) if name in ("env", "extra_args") and isinstance(value, dict)
+            else value for name, value in engine.items()}
 
 
 # A workload's name is a label: renaming it changes no number. Every other field (the requests,

@@ -63,9 +63,13 @@ def test_a_model_config_without_vocab_size(pytester: pytest.Pytester):
 
 
 def test_a_model_with_neither_tokenizer_nor_config(pytester: pytest.Pytester):
-    result = run_suite(pytester, model="meta-llama/Llama-3.1-8B-Instruct")
+    # A local directory: a Hub id is looked up in the Hugging Face cache instead
+    # (tests/plugin/test_hub_model_plugin.py).
+    model = pytester.path / "model"
+    model.mkdir()
+    result = run_suite(pytester, model=str(model))
     assert failure_line(result) == (
-        "meta-llama/Llama-3.1-8B-Instruct: no tokenizer.json; point at a local model directory "
+        f"{model}: no tokenizer.json; point at a local model directory "
         "that has one (e.g. save it there with transformers' AutoTokenizer.save_pretrained)")
 
 

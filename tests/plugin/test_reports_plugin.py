@@ -96,6 +96,36 @@ def test_an_unwritable_markdown_path_is_one_line_before_any_test(suite):
         f"{suite.path / 'afile'}; choose a writable path"])
 
 
+@pytest.mark.parametrize("option", ["--llmperf-json", "--llmperf-html"])
+def test_an_unwritable_run_file_path_is_one_line_before_any_test(suite, option):
+    (suite.path / "afile").write_text("")
+    result = suite.runpytest(option, "afile/r.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        f"ERROR: pytest-llmperf: {option} afile/r.json: cannot create a file under "
+        f"{suite.path / 'afile'}; choose a writable path"])
+
+
+def test_a_run_file_the_disk_refuses_at_the_end_is_a_line_and_the_summary_stays(suite):
+    """The path was fine at the start; by the end its folder is a file (a disk gone read-only
+    or full reads the same): one line, and the summary is still printed."""
+    suite.makeconftest(suite.path.joinpath("conftest.py").read_text() + """
+@pytest.hookimpl(tryfirst=True)  # before the plugin's own, which writes the run file
+def pytest_sessionfinish(session):
+    import shutil
+    shutil.rmtree("out", ignore_errors=True)
+    open("out", "w").close()
+""")
+    (suite.path / "out").mkdir()
+    result = suite.runpytest("--llmperf-json", "out/r.json")
+    assert result.ret == pytest.ExitCode.OK
+    line = (f"{suite.path / 'out' / 'r.json'}: results not written (File exists); choose a "
+            "writable path")
+    # However the summary wrapped the long path: the line's characters, in order.
+    assert "".join(line.split()) in "".join(result.stdout.str().split())
+    assert "test_suite.py" in result.stdout.str()  # the summary's table
+
+
 def test_junit_xml_carries_each_tests_metrics_and_verdict(suite):
     suite.runpytest("--junitxml", "j.xml").assert_outcomes(passed=6)
     cases = {case.get("classname") + "::" + case.get("name"): case

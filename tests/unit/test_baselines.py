@@ -333,3 +333,11 @@ def test_malformed_runs(tmp_path, monkeypatch, text, message):
     with pytest.raises(RunFileError) as info:
         load_run("runs/before.json")
     assert str(info.value) == message
+
+
+def test_a_baseline_recorded_with_a_real_secret_matches_and_never_prints_it():
+    stored = Baseline({}, {"engine": {"model": "m", "env": {"HF_TOKEN": "hf_old_secret"}}},
+                      "f.toml", "t")
+    assert engine_mismatch(stored, {"model": "m", "env": {"HF_TOKEN": "<redacted>"}}) is None
+    changed = engine_mismatch(stored, {"model": "m2", "env": {"HF_TOKEN": "<redacted>"}})
+    assert "hf_old_secret" not in changed and 'model "m" -> "m2"' in changed

@@ -274,3 +274,17 @@ def test_ab_sides_on_gpus_trade_them_again_halfway_through_the_confirm_pairs(mon
         "then 0,1",
         "suite.py::test_x: A/B sides traded GPUs halfway: A on GPUs 2,3 then 0,1; B on GPUs 0,1 "
         "then 2,3"]
+
+
+def test_a_baseline_the_disk_refuses_fails_that_test_in_one_line_and_keeps_the_rest(tmp_path):
+    from pytest_llmperf.session.updates import BaselineUpdates, PendingUpdate
+    from pytest_llmperf.verdict import judge
+
+    (tmp_path / "afile").write_text("")  # where the baseline folder should be: a file
+    ref = judge.BaselineRef(tmp_path / "afile" / "cpu" / "t.toml", "test_x", "t.py::test_x")
+    updates, notes, verdicts = BaselineUpdates(), [], {}
+    updates.add("t.py::test_x", PendingUpdate(ref, {}, {}))
+    errors = updates.apply("t.py::test_x", True, notes, verdicts)
+    assert errors == [f"baseline not updated: {ref.shown}: Not a directory; make it writable and run "
+                      "again"]
+    assert verdicts == {"t.py::test_x": Status.ERROR}

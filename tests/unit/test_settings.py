@@ -1,4 +1,4 @@
-"""Settings: one value per option from command line > ini > environment > default, with errors
+"""Settings: one value per option from command line > environment > ini > default, with errors
 that name where the bad value came from."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def test_defaults():
         hardware=None, endpoint=None, client_workers="auto", client_check="fail", baseline_dir=Path("baselines"),
         repeat=1, json=None, require_baseline=False, update_baselines=False, save=None,
         compare=None, ab=None, ab_pairs=4, ab_tolerance=0.1, ab_confirm_pairs=4, summary="short", markdown=None, html=None,
-        cost_per_hour=None,
+        cost_per_hour=None, secret_names=None,
         rootdir=Path("."),
     )
 
@@ -46,12 +46,13 @@ def test_names_derive_from_the_option():
     )
 
 
-def test_command_line_beats_ini_beats_environment():
+def test_command_line_beats_environment_beats_ini():
     # The CLI value arrives already parsed by argparse (an int here, not a string).
     assert settings(cli={"repeat": 5}, ini={"llmperf_repeat": "3"},
                     env={"LLMPERF_REPEAT": "2"}).repeat == 5
-    assert settings(ini={"llmperf_repeat": "3"}, env={"LLMPERF_REPEAT": "2"}).repeat == 3
-    assert settings(env={"LLMPERF_REPEAT": "2"}).repeat == 2
+    # A CI job's LLMPERF_* overrides the committed ini for that run.
+    assert settings(ini={"llmperf_repeat": "3"}, env={"LLMPERF_REPEAT": "2"}).repeat == 2
+    assert settings(ini={"llmperf_repeat": "3"}).repeat == 3
     assert settings().repeat == 1
 
 

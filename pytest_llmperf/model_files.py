@@ -1,0 +1,134 @@
+"""Where a model's config.json and tokenizer files are: the directory `Engine(model=...)` names,
+or, for a Hugging Face Hub id, its snapshot in huggingface_hub's cache.
+
+vLLM takes either (`vllm serve acme/tiny-llama`), and so must everything here that reads a model's
+files before or beside it: the prompt generator's tokenizer (session.tokenizer_for), the
+vocabulary of a bare architecture config (workloads/vocab.py) and the roofline's config
+(metrics/roofline.py). The lookup is huggingface_hub's own (`snapshot_download`), so the cache, the
+revision, HF_HUB_OFFLINE and HF_TOKEN mean here what they mean to vLLM:
+https://huggingface.co/docs/huggingface_hub/guides/download
+
+A module of its own below every layer (like numbers.py), so that metrics/ may use it too.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+from pytest_llmperf.errors import InputError
+
+__all__ = ["SMALL_FILES", "fetch_command", "is_hub_id", "model_dir"]
+
+# What prompt generation and the roofline read (tokenizer*.json: tokenizer.json and
+# tokenizer_config.json); never the weights, which are vLLM's to fetch.
+SMALL_FILES = ("config.json", "tokenizer*.json", "special_tokens_map.json",
+               "generation_config.json")
+_PATH_PREFIXES = ("/", "./", "../", "~")
+
+
+def is_hub_id(model: str) -> bool:
+    """vLLM's rule: a path that exists (or is written as one) is a local model, anything else a
+    Hub id; a name that cannot be a Hub id (three parts, say) stays a path."""
+    if model.startswith(_PATH_PREFIXES) or Path(model).expanduser().exists():
+        return False
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(model)
+    except HFValidationError:
+        return False
+    return True
+
+
+def model_dir(model: str, revision: str | None = None, *, download: bool = True) -> Path:
+    """The local directory holding `model`'s config.json and tokenizer files.
+
+    A local path is returned as written (its readers name it in their messages). A Hub id is
+    looked up in huggingface_hub's cache; with `download` (and HF_HUB_OFFLINE unset) its small
+    files are fetched first, with huggingface_hub's progress bars, so a missing model fails its
+    test here in one line rather than in vLLM's start. `download=False` is for reports, which
+    must not wait on the network. InputError (one line) when there is no such model.
+    """
+    if not is_hub_id(model):
+        return Path(model)
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.utils import LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(model, revision=revision, allow_patterns=list(SMALL_FILES),
+                                      local_files_only=not download))
+    except LocalEntryNotFoundError as exc:
+        partial = getattr(exc, "snapshot_path", None)  # IncompleteSnapshotError (hub >= 1.x)
+        if partial:  # cached without some small file: its readers say what is missing
+            return Path(partial)
+        raise InputError(_not_cached(model, revision, exc, download)) from None
+    except Exception as exc:  # the Hub answered no, or its client failed: still one line
+        raise InputError(_hub_refused(model, revision, exc)) from None
+
+
+def fetch_command(model: str, revision: str | None = None) -> str:
+    """The command that puts `model`'s small files into the cache, with the installed CLI:
+    `hf` from huggingface_hub 0.34 on, `huggingface-cli` before."""
+    import huggingface_hub
+
+    version = tuple(int(n) for n in re.findall(r"\d+", huggingface_hub.__version__)[:2])
+    cli = "hf" if version >= (0, 34) else "huggingface-cli"
+    pinned = f" --revision {shlex.quote(revision)}" if revision else ""
+    return f"{cli} download {model}{pinned} --include '*.json'"
+
+
+def _named(model: str, revision: str | None) -> str:
+    return f"{model} (revision {revision})" if revision else model
+
+
+def _cache() -> str:
+    """The cache huggingface_hub searched (HF_HUB_CACHE, else HF_HOME/hub), as it reports it."""
+    from huggingface_hub import constants
+
+    return constants.HF_HUB_CACHE
+
+
+def _offline() -> bool:
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def _not_cached(model: str, revision: str | None, exc: Exception, download: bool) -> str:
+    """Not in the cache, and not fetched: offline on purpose, or the Hub out of reach."""
+    where = f"{_named(model, revision)}: not in the Hugging Face cache {_cache()}"
+    fetch = fetch_command(model, revision)
+    if not download:
+        return f"{where}; fetch its config and tokenizer with: {fetch}"
+    if _offline():
+        return f"{where} (HF_HUB_OFFLINE is set); fetch its config and tokenizer with: {fetch}"
+    cause = exc.__cause__ or exc
+    return (f"{where}, and the Hugging Face Hub could not be reached ({_first_line(cause)}); "
+            f"fetch its config and tokenizer once it can be: {fetch}, or set HF_HUB_OFFLINE=1 "
+            "to use the cache alone")
+
+
+def _hub_refused(model: str, revision: str | None, exc: Exception) -> str:
+    from huggingface_hub import get_token
+    from huggingface_hub.utils import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+    token = ("HF_TOKEN is not set" if get_token() is None
+             else "the token set has no access to it")  # never the token itself
+    if isinstance(exc, GatedRepoError):
+        return (f"{model}: a gated model on the Hugging Face Hub and {token}; accept its terms at "
+                f"https://huggingface.co/{model} and set HF_TOKEN to a token of that account")
+    if isinstance(exc, RepositoryNotFoundError):
+        return (f"{model}: no such local directory, and no such model on the Hugging Face Hub "
+                f"(or a private one, and {token})")
+    if isinstance(exc, RevisionNotFoundError):
+        return (f"{model}: the Hugging Face Hub has no revision {revision!r} of it (a branch, "
+                "tag or commit hash)")
+    return (f"{_named(model, revision)}: fetching its config and tokenizer from the Hugging Face "
+            f"Hub failed ({_first_line(exc)}); fetch them with: {fetch_command(model, revision)}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
