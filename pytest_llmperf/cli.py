@@ -7,6 +7,7 @@ client.
     llmperf bench-client [--streams 64,256] [--rates 100] [--workers N] [--server-procs N]
                          [--no-vllm]
     llmperf plot RUN.json [RUN.json ...] [-o DIR]   (plotcommand.py)
+    llmperf history [TEST ...] [--metric NAME] [--html PATH]   (historycommand.py)
 
 `compare` judges B (the candidate, e.g. after a vLLM upgrade) against A (the reference) with the
 same gate as the plugin: A's saved value and spread are the baseline, B's the current estimate.
@@ -30,7 +31,7 @@ from pytest_llmperf.hardware import current_fingerprint, detect_hardware
 from pytest_llmperf.ids import without_side
 from pytest_llmperf.metrics import registry
 from pytest_llmperf.metrics.stats import Estimate
-from pytest_llmperf.reports import plotcommand
+from pytest_llmperf.reports import historycommand, plotcommand
 from pytest_llmperf.reports.saved_runs import RunFile, RunFileError, SavedResult, read_run
 from pytest_llmperf.session.settings import whole_number
 from pytest_llmperf.verdict import gate, judge
@@ -312,6 +313,7 @@ def make_parser() -> argparse.ArgumentParser:
     env.set_defaults(run=_env)
     _add_bench_client(commands)
     plotcommand.add_command(commands)
+    historycommand.add_command(commands)
     return parser
 
 

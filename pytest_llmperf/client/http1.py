@@ -248,15 +248,20 @@ class ConnectionPool:
     generator decides how many requests are in flight, never the pool."""
 
     def __init__(self, base_url: str, *, clock: Callable[[], float],
-                 connect_timeout_s: float) -> None:
+                 connect_timeout_s: float, headers: bytes = b"",
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        """`headers`: more header lines for every request (access.Access.header_lines);
+        `ssl_context`: the TLS trust for an https URL (default: the system's)."""
         url = urlsplit(base_url)
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"endpoint URL must be http(s)://host[:port][/path], got {base_url!r}")
         self.host = url.hostname
         self.port = url.port or (443 if url.scheme == "https" else 80)
         self.prefix = url.path.rstrip("/")
-        self._ssl = ssl.create_default_context() if url.scheme == "https" else None
-        self._host_header = url.netloc.encode()
+        self._ssl = (ssl_context or ssl.create_default_context()) if url.scheme == "https" \
+            else None
+        self._host_header = url.netloc.rpartition("@")[2].encode()  # never a user:pass@
+        self._headers = headers
         self._clock = clock
         self._connect_timeout_s = connect_timeout_s
         self._address: tuple | None = None  # resolved once, on the first connect
@@ -269,8 +274,8 @@ class ConnectionPool:
 
     def request_bytes(self, path: str, body: bytes) -> bytes:
         head = (b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
-                b"Accept: text/event-stream\r\nContent-Length: %d\r\n\r\n"
-                % ((self.prefix + path).encode(), self._host_header, len(body)))
+                b"Accept: text/event-stream\r\n%sContent-Length: %d\r\n\r\n"
+                % ((self.prefix + path).encode(), self._host_header, self._headers, len(body)))
         return head + body
 
     async def post(self, raw: bytes, sink: BodySink) -> tuple[int, bytes, float]:

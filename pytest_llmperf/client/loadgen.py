@@ -36,6 +36,7 @@ __all__ = [
     "Ramp",
     "Rate",
     "Send",
+    "Trace",
     "arrival_offsets",
     "counts_slot_waits",
     "run_load",
@@ -124,7 +125,29 @@ class Ramp:
         return self.start_rps * (self.end_rps / self.start_rps) ** progress
 
 
-LoadPattern = Concurrency | Rate | Ramp
+@dataclass(frozen=True, kw_only=True)
+class Trace:
+    """Open loop: each request at its own offset (seconds from the first), as a recorded trace
+    gives them (workloads/traces.py): a replay at the trace's own pace, or scaled by its
+    speedup before it gets here."""
+
+    offsets_s: tuple[float, ...]
+    max_concurrency: int | None = None
+
+    def __post_init__(self) -> None:
+        offsets = self.offsets_s
+        if not offsets or offsets[0] != 0 or any(b < a for a, b in zip(offsets, offsets[1:])):
+            raise InputError("Trace.offsets_s must be non-decreasing seconds starting at 0, "
+                             f"got {offsets[:5]!r}...")
+        _check_cap("Trace", self.max_concurrency, optional=True)
+
+    def describe(self) -> dict[str, object]:
+        """What a run file records: the schedule's shape, not every offset."""
+        return {"type": "Trace", "requests": len(self.offsets_s),
+                "span_s": round(self.offsets_s[-1], 6), "max_concurrency": self.max_concurrency}
+
+
+LoadPattern = Concurrency | Rate | Ramp | Trace
 
 
 def counts_slot_waits(pattern: LoadPattern) -> bool:
@@ -143,6 +166,10 @@ def arrival_offsets(pattern: LoadPattern, n: int, seed: int) -> np.ndarray:
     offsets = np.zeros(n)
     if n < 2 or isinstance(pattern, Concurrency):
         return offsets
+    if isinstance(pattern, Trace):
+        if n > len(pattern.offsets_s):
+            raise InputError(f"a Trace of {len(pattern.offsets_s)} arrivals cannot schedule {n}")
+        return np.asarray(pattern.offsets_s[:n], dtype=float)
     rng = np.random.default_rng(seed)
     if isinstance(pattern, Ramp):
         # The gap before request i is drawn at request i's rate.
@@ -299,8 +326,9 @@ async def run_load(
         raise InputError(
             f"duration_s must be a number >= 0, or None for no limit, got {duration_s!r}"
         )
-    if not isinstance(pattern, (Concurrency, Rate, Ramp)):
-        raise TypeError(f"pattern must be Concurrency, Rate or Ramp, got {type(pattern).__name__}")
+    if not isinstance(pattern, (Concurrency, Rate, Ramp, Trace)):
+        raise TypeError("pattern must be Concurrency, Rate, Ramp or Trace, got "
+                        f"{type(pattern).__name__}")
     offsets = arrival_offsets(pattern, len(requests), seed)
     start_s = clock() if start_s is None else start_s
     deadline_s = math.inf if duration_s is None else start_s + duration_s

@@ -24,7 +24,8 @@ from pytest_llmperf.records import Request
 async def measure_locally(endpoint: Endpoint, requests: Sequence[Request], pattern: LoadPattern,
                           seed: int, warmup: Sequence[Request], duration_s: float | None,
                           stall_timeout_s: float) -> Measurement:
-    async with OpenAIStreamClient(endpoint.base_url, endpoint.model, endpoint.options) as client:
+    async with OpenAIStreamClient(endpoint.base_url, endpoint.model, endpoint.options,
+                                  access=endpoint.access) as client:
         watchdog = Watchdog(lambda: progress.of_client(client), stall_timeout_s,
                             lambda stall: client.stop(abort_reason(stall_timeout_s)))
         async with watchdog.running():
@@ -32,7 +33,9 @@ async def measure_locally(endpoint: Endpoint, requests: Sequence[Request], patte
             if watchdog.stopped():  # in the warm-up: nothing was measured
                 return Measurement([], stall=str(watchdog.stall))
             with progress_line(watchdog, len(requests)):
-                async with ServerMetricsSampler(endpoint.base_url) as sampler:
+                async with ServerMetricsSampler(endpoint.base_url,
+                                                access=endpoint.access,
+                                                names=endpoint.options.server.metrics) as sampler:
                     records, stats = await run_measured(client, requests, pattern, seed=seed,
                                                         duration_s=duration_s,
                                                         stopped=watchdog.stopped)

@@ -18,10 +18,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from pytest_llmperf.client import progressline
+from pytest_llmperf.client.access import Access
 from pytest_llmperf.client.loadgen import Concurrency, LoadPattern, run_load
 from pytest_llmperf.client.openai import ClientOptions, OpenAIStreamClient
 from pytest_llmperf.client.server_metrics import ServerMetricsSampler
+from pytest_llmperf.client.sessions import Sessions, run_sessions
 from pytest_llmperf.client.watchdog import Watchdog
+from pytest_llmperf.metrics.disturbance import Disturbance
 from pytest_llmperf.records import ClientStats, Request, RequestRecord
 
 WARMUP_CONCURRENCY = 4
@@ -32,11 +35,13 @@ LAG_PROBE_S = 0.005
 
 @dataclass(frozen=True)
 class Endpoint:
-    """Where requests go: the server's base URL and the model name it serves."""
+    """Where requests go: the server's base URL and the model name it serves; `access`: the
+    headers and TLS trust every request to it needs (a deployment's API key, access.py)."""
 
     base_url: str
     model: str
     options: ClientOptions = ClientOptions()
+    access: Access = Access()
 
 
 @dataclass
@@ -47,6 +52,7 @@ class Measurement:
     client: ClientStats = field(default_factory=ClientStats)
     client_error: str | None = None  # a client worker died; `records` holds the others'
     stall: str | None = None  # the watchdog stopped it (watchdog.Stall); `records` holds the rest
+    disturbance: Disturbance | None = None  # what else used the machine (session/watch.py)
 
 
 def finished(records: list[RequestRecord], sampler: ServerMetricsSampler, stats: ClientStats,
@@ -102,9 +108,14 @@ async def run_measured(client: OpenAIStreamClient, requests: Sequence[Request],
     probe = asyncio.ensure_future(_probe_loop_lag(lags))
     cpu0, coalesced0 = time.process_time(), client.coalesced_chunks
     try:
-        records = await run_load(requests, client.send, pattern, seed=seed,
-                                 duration_s=duration_s, start_s=start_s, only=only,
-                                 take_next=take_next, stopped=stopped)
+        if isinstance(pattern, Sessions):  # conversations: one process (measure.py)
+            records = await run_sessions(requests, client.send, pattern, seed=seed,
+                                         duration_s=duration_s, start_s=start_s,
+                                         stopped=stopped)
+        else:
+            records = await run_load(requests, client.send, pattern, seed=seed,
+                                     duration_s=duration_s, start_s=start_s, only=only,
+                                     take_next=take_next, stopped=stopped)
     finally:
         probe.cancel()
     wall_s = max(time.perf_counter() - start_s, 1e-9)

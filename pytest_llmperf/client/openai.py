@@ -4,7 +4,8 @@ It times each streamed chunk on arrival (the reader stamps every read with the k
 time) and counts the tokens the chunk carried (vLLM's `return_token_ids` gives them exactly;
 other servers fall back to one token per text chunk, and the record says so; see sse.py). Output
 length is forced with `ignore_eos` plus `min_tokens = max_tokens` and the server's `usage` is
-kept so metrics never count tokens by counting chunks.
+kept so metrics never count tokens by counting chunks, on servers that take those fields (the
+others, and what that costs, are in server_kind.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from typing import Any, Literal
 import msgspec
 
 from pytest_llmperf import failures
+from pytest_llmperf.client.access import Access
 from pytest_llmperf.client.http1 import Aborted, ConnectionPool, StreamClosed
+from pytest_llmperf.client.server_kind import VLLM, ServerKind
 from pytest_llmperf.client.sse import ERROR_BODY_CHARS, StreamDecoder
 from pytest_llmperf.records import Request, RequestRecord
 
@@ -31,25 +34,33 @@ Api = Literal["completions", "chat"]
 
 @dataclass(frozen=True, kw_only=True)
 class ClientOptions:
-    """How requests are shaped. `vllm_extensions` adds vLLM-only fields (min_tokens, ignore_eos,
-    return_token_ids); turn it off for servers that reject unknown fields."""
+    """How requests are shaped. `server`: the kind of server (server_kind.py), which decides
+    whether vLLM's fields (min_tokens, ignore_eos, return_token_ids) go and how a stream without
+    usage is counted; `vllm_extensions=False` leaves those fields out for any kind."""
 
     api: Api = "completions"
     vllm_extensions: bool = True
+    server: ServerKind = VLLM
     temperature: float = 0.0
     extra_body: tuple[tuple[str, Any], ...] = ()
 
 
 class OpenAIStreamClient:
-    """Use as `async with OpenAIStreamClient(url, model) as client: await client.send(...)`."""
+    """Use as `async with OpenAIStreamClient(url, model) as client: await client.send(...)`.
+    `access`: the headers every request carries and the TLS trust (access.py)."""
 
     def __init__(self, base_url: str, model: str, options: ClientOptions | None = None,
-                 *, clock=time.perf_counter) -> None:
+                 *, clock=time.perf_counter, access: Access | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.options = options or ClientOptions()
         self.clock = clock
-        self._pool = ConnectionPool(self.base_url, clock=clock, connect_timeout_s=CONNECT_TIMEOUT_S)
+        self.access = access or Access()
+        https = self.base_url.startswith("https:")
+        self._pool = ConnectionPool(
+            self.base_url, clock=clock, connect_timeout_s=CONNECT_TIMEOUT_S,
+            headers=self.access.header_lines(),
+            ssl_context=self.access.ssl_context() if https else None)
         self.coalesced_chunks = 0  # token chunks that shared a read with their predecessor
         # What the stall watchdog and the progress line read (progress.py): kept per request,
         # never per chunk, so the hot path pays nothing for them.
@@ -82,8 +93,11 @@ class OpenAIStreamClient:
             body["messages"] = [{"role": "user", "content": request.prompt}]
         else:
             prompt = request.prompt
+            if not (isinstance(prompt, str) or self.options.server.token_id_prompts):
+                raise ValueError(f"{self.options.server.label} takes text prompts only, not "
+                                 "token ids")
             body["prompt"] = prompt if isinstance(prompt, str) else list(prompt)
-        if self.options.vllm_extensions:
+        if self.options.vllm_extensions and self.options.server.extensions:
             # ignore_eos alone does not stop every EOS id; min_tokens does (vLLM issue reports).
             body.update(min_tokens=request.output_tokens, ignore_eos=True, return_token_ids=True)
         body.update(dict(self.options.extra_body))
@@ -93,8 +107,9 @@ class OpenAIStreamClient:
         record = RequestRecord(
             index=index, expected_prompt_tokens=request.prompt_tokens,
             expected_output_tokens=request.output_tokens, scheduled_s=scheduled_s,
+            output_token_ids=[] if request.keep_output else None,
         )
-        decoder = StreamDecoder(record)
+        decoder = StreamDecoder(record, self.options.server.chunk_per_token)
         self.in_flight[id(record)] = record
         try:
             raw = self._pool.request_bytes(self.path, _encode(self.body(request)))
@@ -102,20 +117,21 @@ class OpenAIStreamClient:
             async with asyncio.timeout(REQUEST_TIMEOUT_S):
                 status, error_body, record.sent_s = await self._pool.post(raw, decoder.feed_reads)
             if status != 200:
-                text = error_body.decode(errors="replace")
+                # A gateway's error page may echo the request's headers: never the key.
+                text = self.access.redact(error_body.decode(errors="replace"))
                 _fail(record, failures.kind_of_status(status),
                       f"HTTP {status}: {text[:ERROR_BODY_CHARS]}")
         except TimeoutError:
             _fail(record, failures.TIMEOUT, f"no complete response within {REQUEST_TIMEOUT_S:g} s")
         except Exception as exc:  # every failure becomes data; the run goes on
-            _fail(record, _kind_of_exception(exc),
-                  f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+            _fail(record, _kind_of_exception(exc), self.access.redact(
+                f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__))
         finally:
             record.done_s = self.clock()
             self.coalesced_chunks += decoder.coalesced
             del self.in_flight[id(record)]
         if record.error is None:
-            _check_complete(record, decoder.finished)
+            _check_complete(record, decoder.finished, self.options.server.usage_required)
         self.finished += 1
         self.finished_tokens += record.output_tokens
         self.last_end_s = record.done_s
@@ -141,15 +157,16 @@ def _kind_of_exception(exc: Exception) -> str:
     return failures.CLIENT
 
 
-def _check_complete(record: RequestRecord, saw_done: bool) -> None:
+def _check_complete(record: RequestRecord, saw_done: bool, usage_required: bool = True) -> None:
     """A 200 whose stream ended without `[DONE]` was cut short (a proxy, a dying server); one
     without tokens generated nothing; one without usage leaves the token counts to guesswork
-    (the request asked for it with stream_options.include_usage)."""
+    (the request asked for it with stream_options.include_usage), unless the server is of a kind
+    that sends none (then the chunks count and the summary says so: server_kind.limits)."""
     if not saw_done:
         _fail(record, failures.NO_DONE, "stream ended without data: [DONE]")
     elif not record.chunk_times_s:
         _fail(record, failures.NO_TOKENS, "stream ended without any generated token")
-    elif record.usage_output_tokens is None:
+    elif record.usage_output_tokens is None and usage_required:
         _fail(record, failures.NO_USAGE, "stream ended without a usage chunk (the server's "
               "token counts, asked for with stream_options.include_usage)")
 

@@ -1,4 +1,4 @@
-"""Server-side metrics: vLLM's Prometheus `/metrics`, sampled while a run is in flight.
+"""Server-side metrics: the server's Prometheus `/metrics`, sampled while a run is in flight.
 
 The client measures latency; only the server knows why it was what it was: how full the KV cache
 got, how many requests queued, how often the prefix cache hit, how many sequences were preempted.
@@ -10,18 +10,24 @@ sample. A server without `/metrics` (not vLLM, or down) yields an empty summary 
 Names are matched exactly (docs/cpu-engine.md, /metrics): `vllm:num_requests_waiting` is not
 `vllm:num_requests_waiting_by_reason`. Under data parallelism every engine reports its own label
 set (`engine="0"`, `engine="1"`, ...); the values are summed, except the KV-cache usage fraction.
+Each server kind names its own samples (`MetricNames`: vLLM's, SGLang's, llama.cpp's server's;
+client/server_kind.py picks one); the summary's keys are the same for all of them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from types import TracebackType
 
 import httpx
 
-__all__ = ["SAMPLE_INTERVAL_S", "ServerMetricsSampler", "parse_vllm_metrics"]
+from pytest_llmperf.client.access import Access
+
+__all__ = ["LLAMACPP_METRICS", "SAMPLE_INTERVAL_S", "SGLANG_METRICS", "VLLM_METRICS",
+           "MetricNames", "ServerMetricsSampler", "parse_metrics", "parse_vllm_metrics"]
 
 # One GET every quarter second: fine enough to see a KV-cache peak in a run of a few seconds, cheap
 # for the server (rendering /metrics costs vLLM's API process ~10 ms) and the client alike.
@@ -48,11 +54,81 @@ SAMPLED_NAMES = frozenset(GAUGE_MAXIMA.values()) | frozenset(COUNTER_DELTAS.valu
 # Each engine's KV usage is a fraction of its own cache: fractions of separate caches do not add,
 # and the fullest engine is the one that preempts, so across engines we keep the largest.
 _MAX_OVER_LABEL_SETS = frozenset({"vllm:kv_cache_usage_perc"})
+
+
+@dataclass(frozen=True)
+class MetricNames:
+    """One server kind's Prometheus samples behind the summary's keys: gauges reported as their
+    maximum, counters as their change over the run. `server` names the kind in the warning."""
+
+    server: str
+    prefix: str  # every sample of this kind starts with it: how its page is told from others
+    gauge_maxima: Mapping[str, str] = field(hash=False)  # hashed by the rest: still a key
+    counter_deltas: Mapping[str, str] = field(hash=False)
+    max_over_label_sets: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def sampled(self) -> frozenset[str]:
+        return frozenset(self.gauge_maxima.values()) | frozenset(self.counter_deltas.values())
+
+
+VLLM_METRICS = MetricNames("vLLM", "vllm:", GAUGE_MAXIMA, COUNTER_DELTAS, _MAX_OVER_LABEL_SETS)
+
+# SGLang's names, from https://docs.sglang.io/docs/references/production_metrics and its
+# collector (https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/metrics/collector.py):
+# `sglang:token_usage` is the used fraction of the KV pool, one per scheduler (tp/dp rank), so
+# the fullest is kept as for vLLM's engines. The hit rate is the run's cached prompt tokens over
+# its prompt tokens (both counters, counted per finished request); `sglang:cache_hit_rate` is
+# left alone: it is the rate of the scheduler's last logging window, not of the run.
+SGLANG_METRICS = MetricNames(
+    "SGLang", "sglang:",
+    gauge_maxima={
+        "kv_cache_usage_max": "sglang:token_usage",
+        "requests_waiting_max": "sglang:num_queue_reqs",
+        "requests_running_max": "sglang:num_running_reqs",
+    },
+    counter_deltas={
+        "prefix_cache_queries": "sglang:prompt_tokens_total",
+        "prefix_cache_hits": "sglang:cached_tokens_total",
+        "preemptions": "sglang:num_retracted_requests_total",
+        "prompt_tokens": "sglang:prompt_tokens_total",
+        "generation_tokens": "sglang:generation_tokens_total",
+    },
+    max_over_label_sets=frozenset({"sglang:token_usage"}),
+)
+
+# llama.cpp's own server (`llama-server --metrics`), from
+# https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md (/metrics): no KV
+# usage and no prefix-cache counters there. llama-cpp-python's server has no /metrics at all.
+LLAMACPP_METRICS = MetricNames(
+    "llama.cpp", "llamacpp:",
+    gauge_maxima={
+        "requests_waiting_max": "llamacpp:requests_deferred",
+        "requests_running_max": "llamacpp:requests_processing",
+    },
+    counter_deltas={
+        "prompt_tokens": "llamacpp:prompt_tokens_total",
+        "generation_tokens": "llamacpp:tokens_predicted_total",
+    },
+)
 # Histogram buckets and summary quantiles are one series per bound: a sum over bounds is no number.
 _BOUND_LABELS = ("le", "quantile")
 
 
-def parse_vllm_metrics(text: str, names: Collection[str] | None = None) -> dict[str, float]:
+def parse_metrics(text: str, names: MetricNames) -> dict[str, float]:
+    """The samples `names` reads from a /metrics page. A counter whose family the page declares
+    (`# TYPE name counter`) without a sample counts 0: prometheus_client shows a labelled counter
+    only from its first increment (SGLang's cached tokens before the first prefix hit)."""
+    values = parse_vllm_metrics(text, names.sampled, names.max_over_label_sets)
+    for name in names.counter_deltas.values():
+        if name not in values and f"# TYPE {name} counter" in text:
+            values[name] = 0.0
+    return values
+
+
+def parse_vllm_metrics(text: str, names: Collection[str] | None = None,
+                       max_over_label_sets: Collection[str] = _MAX_OVER_LABEL_SETS
+                       ) -> dict[str, float]:
     """Prometheus exposition text -> {sample name: value}, summed over label sets.
 
     Sample names are the exposed ones (`vllm:prompt_tokens_total`, `..._created`). Histogram
@@ -73,7 +149,7 @@ def parse_vllm_metrics(text: str, names: Collection[str] | None = None) -> dict[
             seen = values.get(sample.name)
             if seen is None:
                 values[sample.name] = sample.value
-            elif sample.name in _MAX_OVER_LABEL_SETS:
+            elif sample.name in max_over_label_sets:
                 values[sample.name] = max(seen, sample.value)
             else:
                 values[sample.name] = seen + sample.value
@@ -91,7 +167,7 @@ def _only_samples_of(text: str, names: Collection[str]) -> str:
 
 
 class ServerMetricsSampler:
-    """Samples a vLLM server's `/metrics` for the duration of an `async with` block.
+    """Samples a server's `/metrics` for the duration of an `async with` block.
 
         async with ServerMetricsSampler(base_url) as sampler:
             ...  # the run
@@ -100,15 +176,21 @@ class ServerMetricsSampler:
     The first sample is taken on entry (the baseline for counter deltas), then one every
     `interval_s` in a background task, and a final one on exit. Pass the run's own
     `httpx.AsyncClient` to share it; by default the sampler opens its own one-connection client,
-    so its GETs never take a connection from the load generator's pool.
+    so its GETs never take a connection from the load generator's pool; `access` gives it the
+    headers (an API key) and TLS trust every request to the server needs (access.py). `names`:
+    the server kind's samples (vLLM's by default); None for a kind with none we know: nothing is
+    asked, and the summary is empty without a warning (the session says why).
     """
 
     def __init__(self, base_url: str, http_client: httpx.AsyncClient | None = None,
-                 interval_s: float = SAMPLE_INTERVAL_S) -> None:
+                 interval_s: float = SAMPLE_INTERVAL_S, *, access: Access | None = None,
+                 names: MetricNames | None = VLLM_METRICS) -> None:
         if not (isinstance(interval_s, (int, float)) and interval_s > 0):
             raise ValueError(f"ServerMetricsSampler interval_s must be > 0, got {interval_s!r}")
         self.url = base_url.rstrip("/") + "/metrics"
         self.interval_s = float(interval_s)
+        self.access = access or Access()
+        self.names = names
         self._http = http_client
         self._owns_http = http_client is None
         self._task: asyncio.Task[None] | None = None
@@ -120,9 +202,13 @@ class ServerMetricsSampler:
         self._error: str | None = None
 
     async def __aenter__(self) -> "ServerMetricsSampler":
+        if self.names is None:
+            return self
         if self._owns_http:
             self._http = httpx.AsyncClient(timeout=SCRAPE_TIMEOUT_S,
-                                           limits=httpx.Limits(max_connections=1))
+                                           limits=httpx.Limits(max_connections=1),
+                                           headers=list(self.access.headers),
+                                           verify=self.access.ssl_context())
         # A server that fails the first sample has no metrics to give: poll no further.
         if await self._sample():
             self._task = asyncio.create_task(self._poll(), name="llmperf-server-metrics")
@@ -159,22 +245,25 @@ class ServerMetricsSampler:
             pass
 
     async def _sample(self) -> bool:
-        """One GET; True if it gave vLLM metrics. Never raises (except on cancellation)."""
+        """One GET; True if it gave this kind's metrics. Never raises (except on cancellation)."""
         try:
             response = await self._http.get(self.url, timeout=SCRAPE_TIMEOUT_S)
             if response.status_code != 200:
                 return self._failed(f"HTTP {response.status_code}")
-            values = parse_vllm_metrics(response.text, SAMPLED_NAMES)
+            values = parse_metrics(response.text, self.names)
         except Exception as exc:  # a scrape must never break the run it observes
             return self._failed(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
-        if not values:
-            return self._failed("no vLLM metrics in the response (not a vLLM server?)")
+        # A page of this kind may hold none of our samples yet (SGLang's appear with the first
+        # request): it still counts, as its counters start from there.
+        if not values and self.names.prefix not in response.text:
+            server = self.names.server
+            return self._failed(f"no {server} metrics in the response (not a {server} server?)")
         self._record(values)
         return True
 
     def _failed(self, reason: str) -> bool:
         self._failures += 1
-        self._error = " ".join(reason.split())  # the warning is one line
+        self._error = self.access.redact(" ".join(reason.split()))  # the warning is one line
         return False
 
     def _record(self, values: dict[str, float]) -> None:
@@ -182,7 +271,7 @@ class ServerMetricsSampler:
             self._first = values
         self._last = values
         self._samples += 1
-        for key, name in GAUGE_MAXIMA.items():
+        for key, name in self.names.gauge_maxima.items():
             if name in values:
                 self._maxima[key] = max(self._maxima.get(key, -math.inf), values[name])
 
@@ -204,7 +293,7 @@ class ServerMetricsSampler:
     def summary(self) -> dict[str, float]:
         """The run's server-side numbers; {} with fewer than two samples (no delta to take).
 
-        A metric this vLLM does not export is NaN; so is the hit rate of a run with no
+        A metric this server does not export is NaN; so is the hit rate of a run with no
         prefix-cache queries. Gauge maxima are over the samples: a peak shorter than the
         interval can fall between two of them.
         """
@@ -212,7 +301,8 @@ class ServerMetricsSampler:
             return {}
         first, last = self._first, self._last
         out: dict[str, float] = {key: self._maxima.get(key, math.nan) for key in GAUGE_MAXIMA}
-        for key, name in COUNTER_DELTAS.items():
+        for key in COUNTER_DELTAS:
+            name = self.names.counter_deltas.get(key)
             out[key] = last.get(name, math.nan) - first.get(name, math.nan)
         queries, hits = out["prefix_cache_queries"], out["prefix_cache_hits"]
         out["prefix_cache_hit_rate"] = hits / queries if queries > 0 else math.nan

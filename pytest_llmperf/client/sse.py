@@ -19,7 +19,7 @@ from the line path's; tests/unit/test_sse.py feeds both the same streams.
 from __future__ import annotations
 
 from bisect import bisect_right
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, chain, compress, repeat
 from operator import add, attrgetter, eq, itemgetter
 
 import msgspec
@@ -41,6 +41,7 @@ class _Choice(msgspec.Struct):
     text: str | None = None
     delta: _Delta | None = None
     token_ids: list[int] | None = None
+    finish_reason: str | None = None
 
 
 class _Usage(msgspec.Struct):
@@ -73,10 +74,13 @@ class StreamDecoder:
     judged by the caller (it knows whether the connection closed early).
     """
 
-    __slots__ = ("record", "finished", "coalesced", "_partial", "_last_read_s")
+    __slots__ = ("record", "finished", "coalesced", "chunk_per_token", "_partial", "_last_read_s")
 
-    def __init__(self, record: RequestRecord) -> None:
+    def __init__(self, record: RequestRecord, chunk_per_token: bool = False) -> None:
         self.record = record
+        # A server that streams one chunk per token (server_kind.ServerKind.chunk_per_token):
+        # an empty text before the finishing chunk is a token too. The line path counts them.
+        self.chunk_per_token = chunk_per_token
         self.finished = False
         self.coalesced = 0
         self._partial = b""
@@ -93,7 +97,8 @@ class StreamDecoder:
             ends = list(map(add, ends, repeat(shift)))
             self._partial = b""
         cut = body.rfind(b"\n\n") + 2  # the end of the part's last whole event
-        start = cut if cut > 1 and self._bulk(body, cut, ends, stamps) else 0
+        bulk = cut > 1 and not self.chunk_per_token
+        start = cut if bulk and self._bulk(body, cut, ends, stamps) else 0
         if start == len(body) or self.finished:
             return
         last = start
@@ -147,6 +152,8 @@ class StreamDecoder:
         if times:
             record.chunk_times_s += times
             record.chunk_tokens += map(len, ids)
+            if record.output_token_ids is not None:  # a conversation's turn (sessions.py)
+                record.output_token_ids += chain.from_iterable(ids)
             self.coalesced += sum(map(eq, times, [self._last_read_s, *times[:-1]]))
             self._last_read_s = times[-1]
         self.finished = done
@@ -190,11 +197,14 @@ class StreamDecoder:
             for choice in event.choices:
                 if choice.token_ids is not None:
                     tokens = len(choice.token_ids)
+                    if record.output_token_ids is not None:
+                        record.output_token_ids += choice.token_ids
                 else:
                     text = _text(choice)
-                    if not text:
+                    if not (text or self.chunk_per_token and text == ""
+                            and choice.finish_reason is None):
                         continue  # a role chunk, or an empty piece of text
-                    record.tokens_estimated = True  # no ids: one token per non-empty text chunk
+                    record.tokens_estimated = True  # no ids: one token per chunk
                     tokens = 1
                 if tokens:
                     record.chunk_times_s.append(now)

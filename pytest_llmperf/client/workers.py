@@ -121,7 +121,8 @@ async def _worker_run(job: _Job, counter: Any, board: progress.Board, conn: Conn
         return index
 
     endpoint = job.endpoint
-    async with OpenAIStreamClient(endpoint.base_url, endpoint.model, endpoint.options) as client:
+    async with OpenAIStreamClient(endpoint.base_url, endpoint.model, endpoint.options,
+                                  access=endpoint.access) as client:
         publisher = asyncio.ensure_future(_publish(job, client, board))
         try:
             warmup = [job.warmup[i] for i in job.plan.warmup]
@@ -227,7 +228,9 @@ async def _measure(endpoint: Endpoint, pending, watchdog: Watchdog, total: int) 
         for k in failed:
             pending.pop(k)
         with progress_line(watchdog, total):
-            async with ServerMetricsSampler(endpoint.base_url) as sampler:
+            async with ServerMetricsSampler(endpoint.base_url,
+                                            access=endpoint.access,
+                                            names=endpoint.options.server.metrics) as sampler:
                 start_s = time.perf_counter() + START_MARGIN_S
                 for _, conn in pending.values():
                     conn.send(start_s)

@@ -47,11 +47,14 @@ class MockProcess:
     (mockserver.serve; a test gives one that misbehaves)."""
 
     def __init__(self, interval_s: float, cpus: list[int] | None = None, procs: int = 1, *,
-                 entry=None, control_timeout_s: float = CONTROL_TIMEOUT_S) -> None:
+                 entry=None, control_timeout_s: float = CONTROL_TIMEOUT_S,
+                 require_headers: dict[str, str] | None = None) -> None:
         if cpus is not None and len(cpus) != procs:
             raise ValueError(f"{procs} mock server processes need {procs} cores, got {cpus}")
         self.interval_s = interval_s
         self.control_timeout_s = control_timeout_s
+        # mockserver.serve's require_headers: a deployment behind an API key
+        self.require_headers = require_headers
         self.counters, self.controls, self.processes = [], [], []
         # The truths come through files here (why: mockserver._answer); gone with stop().
         self._truth_dir = tempfile.mkdtemp(prefix="llmperf-mock-truth-")
@@ -77,7 +80,9 @@ class MockProcess:
                 target=entry, args=(self.interval_s,),
                 kwargs={"port": port, "chunk_counter": counter, "ready": ready.put,
                         "cpu": cpus[i] if cpus else None, "control": theirs,
-                        "reuse_port": procs > 1},
+                        "reuse_port": procs > 1,
+                        **({"require_headers": self.require_headers}
+                           if self.require_headers else {})},
                 daemon=True)
             process.start()
             theirs.close()  # the child has its own copy: when it dies, our end reads the close

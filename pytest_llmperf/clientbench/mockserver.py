@@ -16,6 +16,9 @@ stamps each tick with the clock when it actually ran, so it reports the truth as
 TTFT/TPOT per stream and its own tick lateness), not as it was planned. `GET /mock/stats`
 returns that truth; `POST /mock/reset` clears it.
 
+With `require_headers` it stands for a deployment behind an API key: a request under /v1 or of
+/metrics without those headers gets 401 (vLLM's --api-key guards /v1 only).
+
 It can also fail on purpose, for the client's fault tests: `POST /mock/faults` with a JSON list
 sets what each of the next streamed requests gets, in arrival order (null: a normal stream; see
 FAULTS for the rest).
@@ -69,6 +72,9 @@ class _Connection:
                  loop: asyncio.AbstractEventLoop, open_set: set[_Connection]) -> None:
         self.server = server
         self.open_set = open_set
+        self.headers: list[tuple[bytes, bytes]] = []
+        if server.required_headers:  # httptools looks its callbacks up once, here
+            self.on_header = self._on_header
         self.parser = httptools.HttpRequestParser(self)
         self.sock = sock
         self.send = sock.send  # -> bytes taken; `queue` while earlier bytes wait
@@ -175,11 +181,22 @@ class _Connection:
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
 
+    def _on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name.lower(), value))
+
+    def _refused(self, url: bytes) -> bool:
+        """A guarded path asked for without every required header."""
+        required, headers, self.headers = self.server.required_headers, self.headers, []
+        guarded = url.startswith(b"/v1/") or url == b"/metrics"
+        return bool(required) and guarded and not set(required) <= set(headers)
+
     def on_message_complete(self) -> None:
         url, raw = self.url.split(b"?")[0], b"".join(self.body)
         self.url, self.body = b"", []
         method = self.parser.get_method()
-        if method == b"POST" and url in (COMPLETIONS, CHAT):
+        if self._refused(url):
+            self.write(_response(401, b'{"error":"Unauthorized"}'))
+        elif method == b"POST" and url in (COMPLETIONS, CHAT):
             self.server.add(self, url, json.loads(raw or b"{}"), self.arrived_s)
         elif url == b"/mock/stats":
             self.write(_response(200, self.server.stats()))
@@ -306,15 +323,18 @@ def merged_truth(truths: list[dict[str, Any]], interval_s: float) -> dict[str, A
 
 def serve(interval_s: float, host: str = "127.0.0.1", port: int = 0, *, tick_s: float = TICK_S,
           chunk_counter=None, ready=None, cpu: int | None = None, control=None,
-          reuse_port: bool = False) -> None:
+          reuse_port: bool = False, require_headers: dict[str, str] | None = None) -> None:
     """Run until killed. `ready(port)` is called once listening; `cpu` pins the process;
     `control` is a multiprocessing pipe end to answer "truth" and "reset" on (`_answer`);
-    `reuse_port` shares the port with other server processes."""
+    `reuse_port` shares the port with other server processes; `require_headers`: what every
+    request under /v1 and of /metrics must carry (e.g. {"Authorization": "Bearer KEY"})."""
     if cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {cpu})
     import uvloop
 
     server = MockServer(interval_s, tick_s, chunk_counter)
+    server.required_headers = tuple((name.lower().encode(), value.encode())
+                                    for name, value in (require_headers or {}).items())
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(_serve(server, host, port, ready, control=control, reuse_port=reuse_port))
 

@@ -154,6 +154,9 @@ class MockServer:
         self._ids = 0
         self._templates: dict[tuple, tuple[list[bytes], list[bytes]]] = {}
         self.faults: deque[str | None] = deque()  # what the next streamed requests get
+        # (lower-case name, value) pairs a request under /v1 or of /metrics must carry, or 401:
+        # a deployment behind an API key (mockserver.serve's require_headers)
+        self.required_headers: tuple[tuple[bytes, bytes], ...] = ()
 
     def set_faults(self, faults: list[str | None]) -> None:
         unknown = [f for f in faults if f is not None and f not in FAULTS]

@@ -70,7 +70,8 @@ def _templates(path: bytes, model: Any, token_ids: bool, prompt_tokens: int,
 
 
 def _response(status: int, body: bytes, content_type: bytes = b"application/json") -> bytes:
-    reason = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 429: b"Too Many Requests",
+    reason = {200: b"OK", 400: b"Bad Request", 401: b"Unauthorized", 404: b"Not Found",
+              429: b"Too Many Requests",
               500: b"Internal Server Error", 503: b"Service Unavailable"}.get(status, b"Error")
     return (b"HTTP/1.1 %d %s\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n%s"
             % (status, reason, content_type, len(body), body))

@@ -8,7 +8,9 @@ from typing import Any
 from pytest_llmperf.failures import count_kinds, describe_counts
 from pytest_llmperf.metrics.client_check import ClientCheck
 from pytest_llmperf.metrics.compute import RunMetrics, Summary
+from pytest_llmperf.metrics.disturbance import Disturbance
 from pytest_llmperf.metrics.stats import combine_repeats
+from pytest_llmperf.metrics.turns import by_turn
 from pytest_llmperf.records import RequestRecord
 
 
@@ -35,6 +37,20 @@ class Result:
     server_metrics: dict[str, float] = field(default_factory=dict)
     client: ClientCheck | None = None  # the load generator's self-check for `metrics`' run
     client_error: str | None = None  # a client worker died during the run
+    # Which server measured it, as that server and its interpreter say (client/server_info.py):
+    # {"vllm": "0.32.0", "torch": ..., "source": "GET /version"}; {} when not asked.
+    server: dict[str, str] = field(default_factory=dict)
+    # What else used the machine during the run (metrics/disturbance.py); None: not watched.
+    disturbance: Disturbance | None = None
+
+    @property
+    def by_turn(self) -> dict[str, dict[str, float]]:
+        """A conversation's latencies by turn index (metrics/turns.py); {} for other runs."""
+        return by_turn(self.records)
+
+    @property
+    def disturbed(self) -> bool:
+        return self.disturbance is not None and self.disturbance.disturbed
 
     def __getattr__(self, name: str) -> Summary | float:
         # Only reached for names that are not fields: forward metric names to RunMetrics.

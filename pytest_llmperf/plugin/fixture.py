@@ -174,7 +174,7 @@ class Llmperf:
             {name: run.ratios(name) for name in names}, None, GateReport()))
         for result in (result_a, result_b):
             self.results.append(result)
-            self._check_client(result, self._session.settings.client_check)
+            self._check_client(result, self._session.settings)
             self._check_errors(result, self.options.max_error_rate)
         return run
 
@@ -199,7 +199,7 @@ class Llmperf:
             raise
         for result in (result_a, result_b):
             self.results.append(result)
-            self._check_client(result, settings.client_check)
+            self._check_client(result, settings)
             self._check_errors(result, self.options.max_error_rate)
         # An A/B improvement is in the summary's notes; there is no baseline to call stale.
         self._settle(self._session.judge_ab(result_a, result_b, self.options, slo), warn=False)
@@ -273,7 +273,7 @@ class Llmperf:
         result = _engine_or_fail(self._session.run, user_nodeid(self._item), key, engine,
                                  workload, repeat)
         self.results.append(result)
-        self._check_client(result, self._session.settings.client_check)
+        self._check_client(result, self._session.settings)
         self._check_errors(result, self.options.max_error_rate)
         return result
 
@@ -298,17 +298,18 @@ class Llmperf:
             pytest.fail(judgement.failure_text(), pytrace=False)
 
     @staticmethod
-    def _check_client(result: Result, mode: str) -> None:
-        """A run the load generator limited, or lost a worker in, measured the client: it fails
-        here, before any judging (with --llmperf-client-check=warn it warns; the session then
-        writes no baseline from it). It stays in the summary either way."""
+    def _check_client(result: Result, settings: Settings) -> None:
+        """A run a neighbour disturbed, or the load generator limited, or lost a worker in,
+        measured something else than the engine: it fails here, before any judging (with
+        --llmperf-disturbance / --llmperf-client-check warn it warns; the session then writes
+        no baseline from it). It stays in the summary either way."""
         if result.client_error:
             pytest.fail(result.client_error, pytrace=False)
-        if result.client is not None and result.client.limited:
-            message = result.client.failure(usable_cores())
-            if mode == "fail":
-                pytest.fail(message, pytrace=False)
-            warnings.warn(ClientLimitedWarning(message), stacklevel=3)
+        if result.disturbed:  # a neighbour that disturbed the client too is the cause
+            _fail_or_warn(result.disturbance.failure(), settings.disturbance, DisturbedWarning)
+        elif result.client is not None and result.client.limited:
+            _fail_or_warn(result.client.failure(usable_cores()), settings.client_check,
+                          ClientLimitedWarning)
 
     @staticmethod
     def _check_errors(result: Result, limit: float) -> None:
@@ -329,6 +330,16 @@ def _engine_or_fail(call, *args):
     except LlmperfError as exc:  # engine faults and bad input alike: errors.py
         failure = str(exc)
     pytest.fail(failure, pytrace=False)  # outside the except block: one line, no chained trace
+
+
+def _fail_or_warn(message: str, mode: str, warning: type[Warning]) -> None:
+    if mode == "fail":
+        pytest.fail(message, pytrace=False)
+    warnings.warn(warning(message), stacklevel=4)
+
+
+class DisturbedWarning(UserWarning):
+    """--llmperf-disturbance=warn: another process or the card's clocks disturbed this run."""
 
 
 class ClientLimitedWarning(UserWarning):

@@ -18,6 +18,7 @@ import pytest
 from pytest_llmperf import hardware as hardware_mod
 from pytest_llmperf import secrets
 from pytest_llmperf.client import progressline
+from pytest_llmperf.client.neighbours import session_root
 from pytest_llmperf.engines.leases import GpuLeases, visible_gpus
 from pytest_llmperf.engines.pool import EnginePool, vllm_factory
 from pytest_llmperf.engines.server import CPU_ENGINE_NICE
@@ -27,8 +28,9 @@ from pytest_llmperf.plugin import confirm_later, hookspecs, markers, xdist
 from pytest_llmperf.plugin.fixture import Llmperf, engine_of, user_nodeid
 from pytest_llmperf.plugin.reporthooks import NAME as REPORTS_PLUGIN
 from pytest_llmperf.plugin.reporthooks import ReportHooks
-from pytest_llmperf.session import outputs
+from pytest_llmperf.session import history_run, outputs
 from pytest_llmperf.session import settings as settings_mod
+from pytest_llmperf.session.deployment import Deployment
 from pytest_llmperf.session.session import LlmperfSession
 
 SESSION_KEY = pytest.StashKey[LlmperfSession]()
@@ -56,6 +58,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         else:
             default = "not set" if option.default is None else option.default
             group.addoption(option.flag, default=None, dest=_dest(option),
+                            action="append" if option.many else "store",
                             type=_argparse_type(option.parse),
                             metavar=option.metavar, help=f"{option.help}; {where} "
                                                          f"(default: {default})")
@@ -96,6 +99,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 "e.g. h100:8), so results are compared with the right baselines")
         config.stash[SETTINGS_KEY] = settings
         secrets.use_names(settings.secret_names or ())  # before any engine is labelled
+        deployment = Deployment.from_settings(settings, os.environ)
         hardware = config.hook.pytest_llmperf_detect_hardware(config=config)
     except ValueError as exc:
         raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
@@ -111,7 +115,14 @@ def pytest_configure(config: pytest.Config) -> None:
         pool=EnginePool(factory, capacity=settings.keep_engines, leases=leases),
         hardware_class=hardware.hardware_class, engine_nice=nice, gpu_count=len(gpus),
         fingerprint=hardware_mod.current_fingerprint(hardware).to_dict(),
+        process_root=session_root(xdist.is_worker(config)),
+        deployment=deployment,
     )
+    try:  # a store this session cannot use is refused before anything is measured
+        config.stash[SESSION_KEY].history = history_run.open_history(
+            settings, config.stash[SESSION_KEY].fingerprint, worker=xdist.is_worker(config))
+    except ValueError as exc:
+        raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
     config.stash[STARTED_KEY] = datetime.now(timezone.utc)
     config.pluginmanager.register(ReportHooks(config, SESSION_KEY, STARTED_KEY), REPORTS_PLUGIN)
     # Not in a pytest-xdist worker: it checks that each report belongs to the test it is
@@ -146,6 +157,42 @@ def pytest_llmperf_engine_env(config: pytest.Config):
         return {}
     cores = sorted(os.sched_getaffinity(0))
     return {"VLLM_CPU_OMP_THREADS_BIND": str(cores[int(worker[2:]) % len(cores)])}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """With --llmperf-endpoint, before the first test: can its server be used at all (reached,
+    with the key, serving --llmperf-model)? A session that cannot measure ends here in one line
+    instead of failing every test. The pytest-xdist controller asks for its workers."""
+    deployment = _deployment_to_check(session.config)
+    if deployment is not None:
+        try:
+            deployment.preflight()
+        except ValueError as exc:
+            raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """...and does it serve the model of each test that will run? (Under pytest-xdist each
+    worker checks at each test instead: an error raised in a worker's collection is no line.)"""
+    deployment = _deployment_to_check(session.config)
+    if deployment is None or deployment.model:
+        return
+    for item in session.items:
+        engine = engine_of(item)
+        if engine is not None and item.get_closest_marker("skip") is None:
+            try:
+                deployment.check_model(engine.model_name, f"the Engine of {user_nodeid(item)}")
+            except ValueError as exc:
+                raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
+
+
+def _deployment_to_check(config: pytest.Config) -> Deployment | None:
+    """The endpoint's deployment, where this process checks it before the tests: not in a
+    pytest-xdist worker (the controller did) and not for --collect-only (nothing is sent)."""
+    llmperf = config.stash.get(SESSION_KEY, None)
+    if llmperf is None or xdist.is_worker(config) or config.option.collectonly:
+        return None
+    return llmperf.deployment
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -192,6 +239,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     llmperf.payloads.append(mine)
     outputs.add_notes(llmperf.payloads, outputs.write_documents(llmperf, llmperf.payloads))
+    outputs.add_notes(llmperf.payloads, history_run.record_run(llmperf, llmperf.payloads))
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -16,12 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.client import server_info
+from pytest_llmperf.ids import side_of
 from pytest_llmperf.metrics import cost, registry, roofline
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.verdict.status import Status
 
-# {"test_id", "engine", "workload", "status": a Status' value or "", "values": {key: float|None}}
+# {"test_id", "engine", "workload", "status": a Status' value or "", "values": {key: float|None},
+#  "server": which vLLM served it (client/server_info.py)}
 Row = dict[str, Any]
 Extra = tuple[str, dict[str, Estimate], str]  # test id, its metrics, what they are
 
@@ -137,7 +140,8 @@ def summary_rows(results: Sequence[Result], verdicts: Mapping[str, Status],
         values[roofline.FRACTION] = None if isinstance(found, str) else _finite(found.fraction)
         rows.append({"test_id": result.test_id, "engine": result.engine_label,
                      "workload": result.workload_label,
-                     "status": str(verdicts.get(result.test_id, "")), "values": values})
+                     "status": str(verdicts.get(result.test_id, "")), "values": values,
+                     "server": dict(result.server)})
     return rows
 
 
@@ -199,10 +203,10 @@ def engine_keys(labels: Iterable[str]) -> dict[str, str]:
 
 def engine_lines(rows: Sequence[Row], starts: Iterable[tuple[str, float]] = (),
                  deaths: Iterable[tuple[str, int, bool]] = ()) -> list[str]:
-    """The legend of the engine column, with each engine's start times where this session started
-    it (`starts`: label and seconds to healthy, from every worker) and its restarts after dying
-    or stalling (`deaths`: label, restarts, given up), then engines that started but measured
-    nothing."""
+    """The legend of the engine column, with the vLLM each engine ran (server_texts), its start
+    times where this session started it (`starts`: label and seconds to healthy, from every
+    worker) and its restarts after dying or stalling (`deaths`: label, restarts, given up),
+    then engines that started but measured nothing."""
     seconds: dict[str, list[float]] = {}
     for label, took in starts:
         seconds.setdefault(label, []).append(took)
@@ -219,11 +223,28 @@ def engine_lines(rows: Sequence[Row], starts: Iterable[tuple[str, float]] = (),
         parts += ["then not started again"] if given_up else []
         return "; ".join(parts)
 
+    versions = server_texts(rows)
     lines = []
     for label, key in engine_keys(row["engine"] for row in rows).items():
-        lines.append(f"engine {key} = {label}" + (f"; {h}" if (h := healthy(label)) else ""))
+        parts = [part for part in (versions.get(label), healthy(label)) if part]
+        lines.append(f"engine {key} = {label}" + "".join(f"; {part}" for part in parts))
     lines += [f"engine {label}: {healthy(label)}" for label in list(seconds)]
     return lines
+
+
+def server_texts(rows: Iterable[Row]) -> dict[str, str]:
+    """Per engine label, which vLLM served it ("vLLM 0.32.0"), by side where the two sides of an
+    A/B ran different ones under one label (only `python` differs, and the label leaves it out):
+    "A: vLLM 0.32.0 / B: vLLM 0.31.0"."""
+    sides: dict[str, dict[str | None, Mapping[str, str]]] = {}
+    for row in rows:
+        if row.get("server"):
+            sides.setdefault(row["engine"], {}).setdefault(side_of(row["test_id"]), row["server"])
+    texts = {}
+    for label, found in sides.items():
+        by_side = "A" in found and "B" in found and server_info.sides_text(found["A"], found["B"])
+        texts[label] = by_side or next(filter(None, map(server_info.describe, found.values())), "")
+    return texts
 
 
 def extra_lines(extras: Iterable[Extra], verdicts: Mapping[str, Status]) -> list[str]:

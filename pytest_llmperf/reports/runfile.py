@@ -20,6 +20,8 @@ Our own complete data sits under the top-level "llmperf" key, which those tools 
      "metrics": {"ttft_s.p50": {"value": 0.21, "spread": 0.004, "n": 3, "direction": "lower"},
                  ...every name of RunMetrics.flat()},
      "server_metrics": {...}, "verdict": "pass", "engine_start_s": 41.2,
+     "server": {"vllm": "0.32.0", "torch": "2.13.0+cpu", "python": "3.11.7",
+                "source": "GET /version"} (which vLLM served it; the fingerprint is the client's),
      "failures": {"overloaded": 2, "cut_off": 1} (failed requests per kind, failures.py),
      "cost": {"usd_per_hour": 2.49, "usd_per_1m_output_tok": 0.46, "usd_per_1m_total_tok": 0.23}
      (with --llmperf-cost-per-hour; {} without),
@@ -179,10 +181,13 @@ def _result_entry(result: Result, verdicts: Mapping[str, Status],
         "server_metrics": {n: _finite(v) for n, v in sorted(result.server_metrics.items())},
         "verdict": _verdict_words(verdicts.get(result.test_id, verdicts.get(result.key))),
         "engine_start_s": _finite(result.engine_start_s),
+        # Which vLLM served it, as the server said (client/server_info.py); {} when not asked.
+        "server": dict(result.server),
         "gate": dict(gates.get(result.test_id, {})),
         # Failed requests per kind (failures.py) of the representative run; {} when none failed.
         "failures": result.failure_kinds(),
         "client": _client(result),
+        "disturbance": _disturbance(result),
         "cost": _cost(estimates, usd_per_hour),
         "roofline": _roofline(result, estimates, root),
     }
@@ -207,6 +212,21 @@ def _cost(estimates: Mapping[str, Estimate], usd_per_hour: float | None) -> dict
                    ("output_throughput_tok_s", "total_throughput_tok_s")}
     return {"usd_per_hour": usd_per_hour,
             **cost.per_million_tokens(throughputs, usd_per_hour)}
+
+
+def _disturbance(result: Result) -> dict[str, Any] | None:
+    """What else used the machine during the run, and whether that made it DISTURBED."""
+    found = result.disturbance
+    if found is None:
+        return None
+    cpu = found.cpu
+    return {"disturbed": found.disturbed, "reasons": found.reasons,
+            "cpu": None if cpu is None else {
+                "other_cores": cpu.other_cores, "machine_busy_share": cpu.machine_busy_share,
+                "steal_share": cpu.steal_share, "top": cpu.top_name, "top_cores": cpu.top_cores},
+            "gpus": [{"index": g.index, "other_processes": list(g.other_processes),
+                      "throttle_reasons": list(g.throttle_reasons),
+                      "sm_clock_share": g.sm_clock_share} for g in found.gpus]}
 
 
 def _client(result) -> dict[str, Any]:

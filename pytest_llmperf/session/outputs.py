@@ -7,6 +7,7 @@ JSON file, whatever the number of workers.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,7 +31,9 @@ def usd_per_hour(session) -> float | None:
 def payload(session, started) -> dict[str, Any]:
     """One process's share of the report, as JSON-able data."""
     # --llmperf-html draws its plots from the run file, so it needs one as much as --llmperf-json.
-    wants_document = session.settings.json or session.settings.save or session.settings.html
+    # The results store (history_run.record_run) appends the run file's document too.
+    wants_document = session.settings.json or session.settings.save or session.settings.html \
+        or session.history is not None
     document = None
     if wants_document and session.results:
         document = runfile.run_document(
@@ -38,6 +41,9 @@ def payload(session, started) -> dict[str, Any]:
             commit=git_commit(session.settings.rootdir), started=started, gates=session.gates,
             usd_per_hour=usd_per_hour(session), annotations=session.annotations,
             root=session.settings.rootdir)
+        # Plain data, as the file will hold it: pytest-xdist's execnet sends builtins only (an
+        # A/B annotation's Status, a str subclass, would stop a worker's hand-over).
+        document = json.loads(json.dumps(document, default=str))
     return {
         "rows": model.summary_rows(session.results, session.verdicts, usd_per_hour(session),
                                     root=session.settings.rootdir),

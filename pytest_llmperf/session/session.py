@@ -9,32 +9,40 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.client import server_info
 from pytest_llmperf.client.measure import Endpoint, Measurement, measure
 from pytest_llmperf.client.openai import ClientOptions
 from pytest_llmperf.client.selfcheck import check_client
+from pytest_llmperf.client.server_kind import VLLM, ServerKind, limits
 from pytest_llmperf.engines.errors import EngineDied, EngineStalled
+from pytest_llmperf.engines.interpreter import engine_versions
 from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.failures import describe_counts
 from pytest_llmperf.ids import result_id, user_nodeid
 from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
+from pytest_llmperf.metrics.disturbance import Disturbance
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.reports import saved_runs
 from pytest_llmperf.reports.notes import Note
-from pytest_llmperf.session import ab_run
+from pytest_llmperf.session import ab_run, history_run
 from pytest_llmperf.session.ab_run import PausedAb
+from pytest_llmperf.session.deployment import Deployment
 from pytest_llmperf.session.provenance import engine_identity, git_commit
 from pytest_llmperf.session.settings import Settings, usable_cores
 from pytest_llmperf.session.updates import BaselineUpdates, PendingUpdate
+from pytest_llmperf.session.watch import watched
 from pytest_llmperf.verdict import baselines, gate, judge
 from pytest_llmperf.verdict.ab import ab_line
 from pytest_llmperf.verdict.status import Status
+from pytest_llmperf.workloads.text_only import as_text
 from pytest_llmperf.workloads.workload import Workload
 
 # More client processes than this only add start-up and merge time: 8 of them measured
@@ -43,6 +51,9 @@ MAX_AUTO_WORKERS = 8
 RUNS_DIR = Path(".llmperf/runs")
 # Machine-local first-run baselines (judge.BaselineTable.local): never committed.
 LOCAL_BASELINES_DIR = Path(".llmperf/baselines")
+
+# A run one of these judged says nothing of its engine: it keeps its verdict, and no baseline.
+UNJUDGED = frozenset({Status.CLIENT_LIMITED, Status.DISTURBED})
 
 
 @dataclass
@@ -65,14 +76,26 @@ class LlmperfSession:
     paused_ab: dict[str, PausedAb] = field(default_factory=dict)
     extras: list[tuple[str, dict[str, Estimate], str]] = field(default_factory=list)
     engine_nice: int = 0
+    # The pid whose descendants are this session's processes (client/neighbours.session_root);
+    # 0: this process.
+    process_root: int = 0
     gpu_count: int = 0  # GPUs this process may use (0 on CPU hardware)
     # Report payloads (outputs.payload) of this process and, on an xdist controller, its workers.
     payloads: list[dict[str, Any]] = field(default_factory=list)
+    history: Any = None  # the results store's side of the session (history_run.SessionHistory)
+    # spec -> its server's identity (server_info.identity), asked once it first was healthy
+    servers: dict[Engine, dict[str, str]] = field(default_factory=dict)
+    # --llmperf-endpoint's server and how to reach it (deployment.py); None: engines we start
+    deployment: Deployment | None = None
     _tokenizers: dict[str, Any] = field(default_factory=dict)
     _saved_run: Any = None
 
     def __post_init__(self) -> None:
         self.pool.on_death = self._note_death
+        if self.deployment is None and self.settings.endpoint:
+            self.deployment = Deployment.from_settings(self.settings, os.environ)
+        if self.deployment is not None:
+            self.notes += [Note(None, line) for line in self.deployment.notes()]
 
     # ------------------------------------------------------------------ measuring
 
@@ -100,16 +123,50 @@ class LlmperfSession:
 
     def endpoint_for(self, engine: Engine, workload: Workload) -> tuple[Endpoint, float | None]:
         """Start (or reuse) the engine; with --llmperf-endpoint, use that server instead."""
-        options = ClientOptions(api=workload.api)
-        if self.settings.endpoint:
-            return Endpoint(self.settings.endpoint, engine.model_name, options), None
+        options = ClientOptions(api=workload.api, server=self.server_kind())
+        if self.deployment is not None:
+            self.deployment.check_model(self.deployment.model_name(engine), "the test's Engine")
+            self.identify(engine, self.deployment.url)
+            return self.deployment.endpoint(engine, options), None
         server = self.pool.get(engine)
+        self.identify(engine, server.base_url)
         return Endpoint(server.base_url, engine.model_name, options), server.start_time_s
+
+    def server_kind(self) -> ServerKind:
+        """vLLM for the engines the plugin starts; --llmperf-endpoint's server as named or
+        detected (deployment.Deployment.kind), said once under the summary when not vLLM."""
+        if self.deployment is None:
+            return VLLM
+        kind = self.deployment.kind()
+        line = self.deployment.kind_note()
+        if line and Note(None, line) not in self.notes:
+            self.notes.append(Note(None, line))
+        return kind
+
+    def identify(self, engine: Engine, base_url: str) -> None:
+        """Which vLLM the spec's server runs, asked once per spec: its GET /version and, for an
+        engine we start, what its interpreter has installed (another vLLM for Engine(python=)).
+        An endpoint's interpreter is not ours to ask, and all its specs share one answer."""
+        if engine in self.servers:
+            return
+        if self.settings.endpoint:
+            known = next(iter(self.servers.values()), None)
+            access = self.deployment.access
+            self.servers[engine] = known or server_info.identity(server_info.fetch_version(
+                base_url, headers=dict(access.headers), verify=access.ssl_context()))
+            return
+        self.servers[engine] = server_info.identity(server_info.fetch_version(base_url),
+                                                    engine_versions(engine))
 
     def run(self, nodeid: str, key: str, engine: Engine, workload: Workload,
             repeat: int) -> Result:
         # The same requests and arrival schedule every repeat: only the engine's timing varies.
         # Built first: a bad dataset or config fails before an engine start is paid for.
+        # A server that takes no token-id prompts gets them as text (workloads/text_only.py).
+        kind = self.server_kind()
+        as_sent = workload if kind.token_id_prompts else as_text(workload)
+        text_prompts = as_sent is not workload
+        workload = as_sent
         requests, warmup = workload.build(self.tokenizer_for(engine))
         endpoint, start_s = self.endpoint_for(engine, workload)
         runs: list[tuple[RunMetrics, Measurement]] = []
@@ -121,6 +178,9 @@ class LlmperfSession:
             if run[1].client_error or died:
                 break  # a client worker or the engine died: what was measured is kept
         result = self.record(nodeid, key, engine, workload, runs, start_s)
+        # What the server could not do, one line each, never measured wrong in silence.
+        self.notes += [Note(result.test_id, line)
+                       for line in limits(kind, result.records, text_prompts)]
         if died:
             self.mark_died([result], died)
             raise died
@@ -141,10 +201,22 @@ class LlmperfSession:
 
     def measure_once(self, engine: Engine, endpoint: Endpoint, requests, workload: Workload,
                       warmup) -> tuple[tuple[RunMetrics, Measurement], EngineDied | None]:
-        measured = measure(endpoint, requests, workload.pattern, seed=workload.seed,
-                           warmup=warmup, duration_s=workload.duration_s,
-                           workers=self.client_workers(),
-                           stall_timeout_s=self.settings.stall_timeout)
+        def call() -> Measurement:
+            with self.one_at_a_time():
+                return measure(endpoint, requests, workload.pattern, seed=workload.seed,
+                               warmup=warmup, duration_s=workload.duration_s,
+                               workers=self.client_workers(),
+                               stall_timeout_s=self.settings.stall_timeout)
+
+        # An endpoint's machine is not ours to watch; this one's neighbours only slow the client
+        # there, which its self-check sees.
+        if self.settings.disturbance == "off" or self.settings.endpoint:
+            measured = call()
+        else:
+            measured, disturbance = watched(call, root=self.process_root or os.getpid(),
+                                            gpus=self.pool.gpus_of(engine) if self.gpu_count
+                                            else ())
+            measured = replace(measured, disturbance=disturbance)
         return (compute_metrics(measured.records), measured), \
             self.engine_death(engine, measured.records, measured.stall)
 
@@ -166,9 +238,14 @@ class LlmperfSession:
             fingerprint=dict(self.fingerprint), engine_start_s=start_s,
             client=check_client(metrics, measured.client, workload.pattern),
             client_error=measured.client_error,
+            disturbance=_disturbance_of(runs), server=dict(self.servers.get(engine, {})),
         )
         self.results.append(result)
-        if result.client_error or result.client.limited:
+        if turns := result.by_turn:  # a conversation's latencies by turn, for the run file
+            self.annotate(result.test_id, by_turn=turns)
+        if result.disturbed:  # the neighbour, not the engine (nor the client), set the numbers
+            self.verdicts[result.test_id] = Status.DISTURBED
+        elif result.client_error or result.client.limited:
             self.verdicts[result.test_id] = Status.CLIENT_LIMITED
         if result.failed:  # what went wrong, by kind, whether or not the error rate is allowed
             self.notes.append(Note(result.test_id, f"{result.failed} of "
@@ -182,7 +259,7 @@ class LlmperfSession:
         one. (An endpoint's server is not ours to judge or restart: a stall there fails the test,
         nothing more.)"""
         if self.settings.endpoint:
-            return EngineStalled(f"the server at {self.settings.endpoint} stalled during the test "
+            return EngineStalled(f"the server at {self.deployment.url} stalled during the test "
                                  f"({stall}); it is not ours to restart") if stall else None
         if not (stall or any(record.error for record in records)):
             return None
@@ -192,6 +269,14 @@ class LlmperfSession:
         then = (f"restarted for the next test ({self.pool.deaths[engine]} of {MAX_DEATHS} "
                 "deaths)" if restarted else "not started again")
         self.notes.append(Note(None, f"{line}; {then}"))
+
+    def one_at_a_time(self) -> AbstractContextManager:
+        """Held for each measurement of an endpoint: the server is shared by every pytest-xdist
+        worker (and any other session in this rootdir), and two loads at once would measure
+        each other (deployment.Deployment.lock)."""
+        if self.deployment is None:
+            return nullcontext()
+        return self.deployment.lock(self.settings.rootdir)
 
     def client_workers(self) -> int:
         """--llmperf-client-workers as a number. auto: every core but the engine's, where the
@@ -262,9 +347,11 @@ class LlmperfSession:
                                  gated=options.gate or gate.DEFAULT_GATED, slo=slo,
                                  known=_known_metric(result_b.metrics))
         self.annotate(result_b.test_id, ab=judgement.ab)
-        if self.verdicts.get(result_b.test_id) != Status.CLIENT_LIMITED:
+        if self.verdicts.get(result_b.test_id) not in UNJUDGED:
             self.verdicts[result_b.test_id] = judgement.status
-        self.notes.append(Note(result_b.test_id, ab_line(judgement.ab)))
+        sides = server_info.sides_text(result_a.server, result_b.server)
+        self.notes.append(Note(result_b.test_id, ab_line(judgement.ab)
+                               + (f"; {sides}" if sides else "")))
         self.notes += [Note(result_b.test_id, verdict.message)
                        for verdict in judgement.report.verdicts if verdict.status != Status.PASS]
         return judgement
@@ -278,16 +365,21 @@ class LlmperfSession:
         reference = None if self.settings.update_baselines else self.reference_for(
             subject, ref, exact)
         judgement = judge.judge(current, reference, gated=gated, tolerance=options.tolerance,
-                                 slo=slo, known=known)
-        limited = self.verdicts.get(subject.test_id) == Status.CLIENT_LIMITED
+                                 slo=slo, known=known,
+                                 also=history_run.trend_checks(self, subject, gated))
+        limited = self.verdicts.get(subject.test_id)
+        limited = limited if limited in UNJUDGED else None
         if self.settings.update_baselines and limited:
-            self.notes.append(Note(subject.test_id, "baseline not updated (client-limited run)"))
+            why = "client-limited" if limited == Status.CLIENT_LIMITED else "disturbed"
+            self.notes.append(Note(subject.test_id, f"baseline not updated ({why} run)"))
         elif self.settings.update_baselines and not judgement.failed:
-            self._owe_update(subject, ref, current, options, gated, exact)
+            written = history_run.baseline_current(self, subject, current, gated,
+                                                   options.tolerance)
+            self._owe_update(subject, ref, written, options, gated, exact)
         elif judgement.record_local and not limited and not judgement.failed:
             self._owe_update(subject, self.local_ref(ref), current, options, gated, exact,
                              local=True)
-        self.verdicts[subject.test_id] = Status.CLIENT_LIMITED if limited else judgement.status
+        self.verdicts[subject.test_id] = limited or judgement.status
         self.notes += [Note(subject.test_id, note) for note in judgement.notes]
         return judgement
 
@@ -298,8 +390,15 @@ class LlmperfSession:
                                         exact=exact)
         provenance = baselines.make_provenance(self.fingerprint, subject.engine,
                                                subject.workload,
-                                               commit=git_commit(self.settings.rootdir))
+                                               commit=git_commit(self.settings.rootdir),
+                                               server=self.server_of(subject.engine))
         self.updates.add(subject.item.nodeid, PendingUpdate(ref, entries, provenance, local))
+
+    def server_of(self, identity: dict[str, Any]) -> dict[str, str]:
+        """The server identity of the spec whose recorded identity is `identity` ({} for one
+        never served: an offline run)."""
+        return next((dict(server) for engine, server in self.servers.items()
+                     if self.engine_identity(engine) == identity), {})
 
     def reference_for(self, subject: judge.Subject, ref: judge.BaselineRef,
                       exact: bool) -> judge.Reference:
@@ -340,6 +439,14 @@ class LlmperfSession:
 
     def runs_dir(self) -> Path:
         return self.settings.path(RUNS_DIR)
+
+
+def _disturbance_of(runs: list[tuple[RunMetrics, Measurement]]) -> Disturbance | None:
+    """A result's disturbance: that of any of its runs that was disturbed (one disturbed repeat
+    moves the median), else the last one watched."""
+    watched_runs = [measured.disturbance for _, measured in runs if measured.disturbance]
+    last = watched_runs[-1] if watched_runs else None
+    return next((d for d in watched_runs if d.disturbed), last)
 
 
 def _known_metric(metrics: RunMetrics):

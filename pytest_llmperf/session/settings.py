@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
+from pytest_llmperf.client.access import parse_api_key, parse_headers
+from pytest_llmperf.client.server_kind import AUTO, KINDS
 from pytest_llmperf.client.watchdog import DEFAULT_STALL_TIMEOUT_S
+from pytest_llmperf.history.location import DEFAULT as HISTORY_DEFAULT
+from pytest_llmperf.history.location import parse_history
 from pytest_llmperf.metrics.cost import CostSetting, parse_cost_per_hour
 from pytest_llmperf.secrets import parse_names
 from pytest_llmperf.verdict.ab import (
@@ -31,6 +35,8 @@ class Option:
     parse: Callable[[str], Any] = str
     flag_only: bool = False  # an action for this run (update baselines), not a standing setting
     metavar: str | None = None
+    secret: bool = False  # a bad value's error never repeats it (an API key, a header)
+    many: bool = False  # a repeatable flag; the values of its flags are joined (tuples)
 
     @property
     def flag(self) -> str:
@@ -70,24 +76,27 @@ def parse_client_workers(text: str) -> str | int:
     return workers
 
 
+def one_of(*modes: str, rule: str = "") -> Callable[[str], str]:
+    """A parser for one word of `modes` (any case); its error lists them: "expected fail or
+    warn", or `rule` where the words need saying more."""
+    expected = rule or (", ".join(modes[:-1]) + " or " + modes[-1])
+
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in modes:
+            raise ValueError(f"expected {expected}")
+        return value
+
+    return parse
+
+
 CLIENT_CHECK_MODES = ("fail", "warn")
-
-
-def parse_client_check(text: str) -> str:
-    value = text.strip().lower()
-    if value not in CLIENT_CHECK_MODES:
-        raise ValueError("expected fail or warn")
-    return value
-
-
+DISTURBANCE_MODES = ("fail", "warn", "off")
 SUMMARY_MODES = ("short", "full")
-
-
-def parse_summary(text: str) -> str:
-    value = text.strip().lower()
-    if value not in SUMMARY_MODES:
-        raise ValueError("expected short (fits 120 columns) or full (every column and note)")
-    return value
+parse_client_check = one_of(*CLIENT_CHECK_MODES)
+parse_disturbance = one_of(*DISTURBANCE_MODES)
+parse_summary = one_of(*SUMMARY_MODES,
+                       rule="short (fits 120 columns) or full (every column and note)")
 
 
 def parse_pairs(text: str) -> int:
@@ -150,6 +159,14 @@ def parse_engine_nice(text: str) -> str | int:
     return nice
 
 
+def parse_server_kind(text: str) -> str:
+    """auto (detect it), or a kind client/server_kind.py knows."""
+    value = text.strip().lower()
+    if value != AUTO and value not in KINDS:
+        raise ValueError(f"expected {AUTO}, {', '.join(KINDS)}")
+    return value
+
+
 def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
@@ -174,12 +191,34 @@ OPTIONS: tuple[Option, ...] = (
            metavar="CLASS[:N]"),
     Option("endpoint", "URL of an already running OpenAI-compatible server to test "
            "instead of starting engines", None, metavar="URL"),
+    Option("server_kind", "what --llmperf-endpoint's server is, which decides the request fields "
+           "sent beyond OpenAI's and the /metrics names read (see docs/deployments.md); auto: "
+           "told from its answers", AUTO, parse_server_kind,
+           metavar=f"{AUTO}|{'|'.join(KINDS)}"),
+    # Reaching that server (pytest_llmperf/session/deployment.py, docs/deployments.md)
+    Option("api_key", "API key --llmperf-endpoint wants, sent as 'Authorization: Bearer KEY' "
+           "(else $OPENAI_API_KEY, as vllm bench serve reads it); never written out", None,
+           parse_api_key, metavar="KEY", secret=True),
+    Option("header", "a header sent with every request to --llmperf-endpoint (repeatable; ini "
+           "and env: one a line); values of names such as Authorization or X-Api-Key are never "
+           "written out", None, parse_headers, metavar="'NAME: VALUE'", secret=True, many=True),
+    Option("ca_bundle", "PEM file of the CA that signed --llmperf-endpoint's TLS certificate "
+           "(a private CA), trusted instead of the system's", None, _optional_path,
+           metavar="PATH"),
+    Option("insecure", "do not check --llmperf-endpoint's TLS certificate (the summary says "
+           "so)", False, parse_bool),
+    Option("model", "the model name --llmperf-endpoint serves, sent instead of each Engine's "
+           "served_model_name or model", None, metavar="NAME"),
     Option("client_workers", "processes that send the requests, each with its own event loop; "
            "auto: the cores the engine does not use (one on a 2-core CPU runner)", "auto",
            parse_client_workers, metavar="N|auto"),
     Option("client_check", "a run the client limited (see docs/client.md): fail its test, or "
            "warn and go on (for smoke runs on small machines); never a baseline either way",
            "fail", parse_client_check, metavar="fail|warn"),
+    Option("disturbance", "a run another process or the card's clocks disturbed (see "
+           "docs/engine-faults.md): fail its test as DISTURBED, warn and go on, or do not "
+           "watch (off); never a baseline either way", "fail", parse_disturbance,
+           metavar="fail|warn|off"),
     Option("baseline_dir", "directory holding <hardware>/<suite>.toml baselines", Path("baselines"),
            Path, metavar="DIR"),
     Option("repeat", "measure each test N times; gate on the median", 1, whole_number(1),
@@ -219,6 +258,16 @@ OPTIONS: tuple[Option, ...] = (
     Option("cost_per_hour", "what the machine costs in US dollars per hour, for $ per 1M tokens; "
            "one price, or one per hardware class (h100=2.49,cpu=0.10)", None,
            parse_cost_per_hour, metavar="USD|CLASS=USD,..."),
+    # The results store and the trend gate (pytest_llmperf/history/, docs/history.md)
+    Option("history", "append every run's results to this store: a SQLite file, a sqlite:/// "
+           "or postgresql:// URL, or off", HISTORY_DEFAULT, parse_history, metavar="PATH|URL|off"),
+    Option("trend", "fail a test whose stored series shows a change for the worse beyond its "
+           "tolerance within the last --llmperf-trend-window runs", False, parse_bool),
+    Option("trend_window", "how many runs back a change still fails the trend gate", 3,
+           whole_number(1), metavar="K"),
+    Option("from_history", "with --llmperf-update-baselines: write the median and spread of the "
+           "last N stored runs since the last change point", None, whole_number(1),
+           flag_only=True, metavar="N"),
     Option("secret_names", "more env and flag names whose values are never written out "
            "(comma-separated); names with a part KEY, SECRET, PASSWORD, AUTH or CREDENTIAL, or "
            "ending in TOKEN, are always hidden", None, parse_names, metavar="NAME,..."),
@@ -234,8 +283,15 @@ class Settings:
     engine_nice: str | int
     hardware: str | None
     endpoint: str | None
+    server_kind: str
+    api_key: str | None = field(repr=False)
+    header: tuple[tuple[str, str], ...] | None = field(repr=False)
+    ca_bundle: Path | None
+    insecure: bool
+    model: str | None
     client_workers: str | int
     client_check: str
+    disturbance: str
     baseline_dir: Path
     repeat: int
     json: Path | None
@@ -251,6 +307,10 @@ class Settings:
     markdown: Path | None
     html: Path | None
     cost_per_hour: CostSetting | None
+    history: str  # a path, a URL, or history.location.OFF
+    trend: bool
+    trend_window: int
+    from_history: int | None
     secret_names: tuple[str, ...] | None
     rootdir: Path = Path(".")
 
@@ -277,7 +337,7 @@ def resolve(get_cli: Callable[[str], Any], get_ini: Callable[[str], Any],
 def _resolve_one(option: Option, get_cli, get_ini, environ) -> Any:
     cli = get_cli(option.name)  # already parsed by argparse (type=option.parse); None if absent
     if cli is not None:
-        return cli
+        return sum(cli, ()) if option.many else cli  # argparse's list of each flag's tuple
     # The environment before the ini file: a CI job sets LLMPERF_* for one run, over what the
     # committed ini says for every run (as pytest's own PYTEST_ADDOPTS adds to the ini's addopts).
     if option.env in environ:
@@ -293,12 +353,15 @@ def _parse(option: Option, text: str, where: str) -> Any:
     try:
         return option.parse(text)
     except ValueError as exc:
-        raise ValueError(f"{where}={text!r}: {exc}") from None
+        raise ValueError(f"{where}{'' if option.secret else f'={text!r}'}: {exc}") from None
 
 
 def _validate(settings: Settings) -> None:
     """Checks that span options. One option's own range is its parser's to check: the parser's
     error is prefixed with where the value came from (flag, ini key or environment variable)."""
+    if settings.server_kind != AUTO and not settings.endpoint:
+        raise ValueError("--llmperf-server-kind names what --llmperf-endpoint's server is; the "
+                         "engines the plugin starts are vLLM: drop it or give the endpoint")
     if settings.ab and settings.endpoint:
         raise ValueError("--llmperf-ab needs engines the plugin starts (side B is the test's "
                          "engine with the overrides); drop --llmperf-endpoint")

@@ -34,6 +34,12 @@ Each gated metric is a table of five fields; provenance says what the numbers we
     torch = "2.13.0+cpu"
     vllm = "0.32.0"
 
+    ["test_fixed[64]".provenance.server]      # which vLLM served it (the client's may differ)
+    python = "3.11.7"
+    source = "GET /version"
+    torch = "2.13.0+cpu"
+    vllm = "0.32.0"
+
     ["test_fixed[64]".provenance.workload]
     input_len = 128
     num_prompts = 64
@@ -302,16 +308,22 @@ def make_provenance(
     workload: Mapping[str, Any],
     commit: str | None = None,
     now: datetime | None = None,
+    server: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The provenance table: what was measured, on what, when, at which commit."""
+    """The provenance table: what was measured, on what, when, at which commit. `server`: which
+    vLLM served it, as the server said (client/server_info.py); the fingerprint names the
+    client's own packages, which an engine run with another interpreter does not share."""
     when = (now or datetime.now(timezone.utc)).isoformat(timespec="seconds")
-    return {
+    provenance = {
         "commit": commit or "unknown",
         "date": when,
         "engine": dict(engine),
         "fingerprint": dict(fingerprint),
         "workload": dict(workload),
     }
+    if server:
+        provenance["server"] = dict(server)
+    return provenance
 
 
 def _show(value: Any) -> str:

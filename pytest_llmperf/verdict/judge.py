@@ -229,7 +229,8 @@ class BaselineTable:
 
 
 # A measurement with one of these verdicts says nothing of its engine, so it judges nothing.
-NOT_REFERENCES = frozenset({Status.CLIENT_LIMITED, Status.ENGINE_DIED, Status.ENGINE_STALLED})
+NOT_REFERENCES = frozenset({Status.CLIENT_LIMITED, Status.DISTURBED, Status.ENGINE_DIED,
+                            Status.ENGINE_STALLED})
 
 
 @dataclass(frozen=True)
@@ -330,13 +331,15 @@ def check_slo(estimates: Mapping[str, Estimate], slo: gate.SLO | None,
 def judge(current: Current, reference: Reference | None, *,
           gated: Sequence[str] = gate.DEFAULT_GATED, tolerance: float | None = None,
           slo: gate.SLO | None = None,
-          known: Callable[[str], bool] | None = None) -> Judgement:
+          known: Callable[[str], bool] | None = None,
+          also: Sequence[Reference] = ()) -> Judgement:
     """The verdict on a measurement: its hard targets first (an SLO names any metric it
-    knows), then its gated metrics against the reference (None: targets only)."""
+    knows), then its gated metrics against the reference (None: targets only), then against
+    each further check in `also` (the trend gate, history/trend.py), judged alike."""
     targets = check_slo(current.estimates, slo, known or current.estimates.__contains__)
-    if reference is None:
-        return targets
-    return combine(targets, reference.compare(current, tuple(gated), tolerance))
+    checks = [check for check in (reference, *also) if check is not None]
+    return combine(targets, *(check.compare(current, tuple(gated), tolerance)
+                              for check in checks))
 
 
 def updated_entries(estimates: dict[str, Estimate], ref: BaselineRef, tolerance: float | None,

@@ -26,6 +26,7 @@ class Status(StrEnum):
     OTHER_HARDWARE = "other hardware"
     NOT_COMPARED = "not compared"
     CLIENT_LIMITED = "client limited"
+    DISTURBED = "disturbed"  # another process or the card's clocks set the numbers
     ENGINE_DIED = "engine died"
     ENGINE_STALLED = "engine stalled"  # no chunk for --llmperf-stall-timeout; killed
     UPDATED = "updated"
@@ -59,6 +60,7 @@ _SUMMARY = {
     Status.STALE: "pass (stale baseline)",
     Status.ERROR: "ERROR",
     Status.CLIENT_LIMITED: "CLIENT LIMITED",
+    Status.DISTURBED: "DISTURBED",
     Status.ENGINE_DIED: "ENGINE DIED",
     Status.ENGINE_STALLED: "ENGINE STALLED",
     Status.SIDE_A: "A/B side A",
@@ -68,7 +70,7 @@ _SUMMARY = {
 # --llmperf-client-check fail and a dead engine fails its test, each by its own path.)
 _FAILING = frozenset({Status.REGRESSION, Status.MISSED, Status.ERROR})
 # Worst first: a test that could not be judged, then a regression, a missed target, a
-# measurement the client limited, an engine that died or stalled.
+# measurement the client or a neighbour limited, an engine that died or stalled.
 _SEVERITY = {Status.ERROR: 0, Status.REGRESSION: 1, Status.MISSED: 2, Status.CLIENT_LIMITED: 3,
-             Status.ENGINE_DIED: 4, Status.ENGINE_STALLED: 4}
+             Status.DISTURBED: 3, Status.ENGINE_DIED: 4, Status.ENGINE_STALLED: 4}
 _BY_SUMMARY = {status.summary: status for status in Status}

@@ -15,9 +15,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-from pytest_llmperf.client.loadgen import Concurrency, LoadPattern, Ramp, Rate
+from pytest_llmperf.client.loadgen import Concurrency, LoadPattern, Ramp, Rate, Trace
+from pytest_llmperf.client.sessions import Sessions
 from pytest_llmperf.records import Request
-from pytest_llmperf.workloads import datasets, profiles, prompts
+from pytest_llmperf.workloads import datasets, profiles, prompts, traces
+from pytest_llmperf.workloads.conversations import ConversationSource, as_distribution
 
 PromptFormat = Literal["token_ids", "text"]
 
@@ -171,6 +173,47 @@ class Workload:
         return cls._make(options.pop("name", Path(path).stem), num_requests, source, **options)
 
     @classmethod
+    def trace(cls, path: str | Path, *, format: traces.TraceFormat, speedup: float = 1.0,
+              start_s: float = 0.0, duration_s: float | None = None,
+              num_requests: int | None = None, max_concurrency: int | None = None,
+              block_tokens: int = traces.MOONCAKE_BLOCK_TOKENS, **options: Any) -> "Workload":
+        """Replay a trace file ("mooncake", "azure", "burstgpt"; workloads/traces.py): its rows
+        in [start_s, start_s + duration_s) of trace time, each sent at its offset / speedup."""
+        if not (isinstance(speedup, (int, float)) and speedup > 0 and math.isfinite(speedup)):
+            raise traces.DatasetError(f"speedup must be a finite number > 0, got {speedup!r}")
+        rows = traces.select(traces.read_trace(path, format), start_s=start_s,
+                             duration_s=duration_s, num_requests=num_requests)
+        first = rows[0].offset_s
+        pattern = Trace(offsets_s=tuple((r.offset_s - first) / speedup for r in rows),
+                        max_concurrency=max_concurrency)
+        source = traces.TraceSource(path=str(path), format=format, rows=tuple(rows),
+                                    block_tokens=block_tokens)
+        suffix = f"-x{speedup:g}" if speedup != 1.0 else ""
+        return cls(name=options.pop("name", f"{Path(path).stem}{suffix}"),
+                   num_requests=len(rows), source=source, pattern=pattern, **options)
+
+    @classmethod
+    def conversations(cls, *, sessions: int, turns: int, input_tokens: Any, output_tokens: Any,
+                      think_time_s: float = 0.0, concurrency: int | None = None,
+                      rate: float | None = None, burstiness: float = 1.0,
+                      ramp: tuple[float, float, str] | None = None,
+                      **options: Any) -> "Workload":
+        """`sessions` chats of `turns` turns (client/sessions.py): each turn's prompt is the
+        conversation so far plus a new message of `input_tokens`; sessions start as
+        concurrency/rate/ramp say (all at once by default)."""
+        if rate is None and ramp is None and concurrency is None:
+            concurrency = sessions
+        start = load_pattern(concurrency=concurrency, rate=rate, burstiness=burstiness,
+                             ramp=ramp)
+        source = ConversationSource(sessions=sessions, turns=turns,
+                                    input_tokens=as_distribution(input_tokens),
+                                    output_tokens=as_distribution(output_tokens))
+        name = options.pop("name", f"chat-{sessions}x{turns}turns")
+        return cls(name=name, num_requests=sessions * turns, source=source,
+                   pattern=Sessions(turns=turns, think_time_s=think_time_s, start=start),
+                   **options)
+
+    @classmethod
     def _make(cls, name: str, num_requests: int, source: Any, *, concurrency: int | None = None,
               rate: float | None = None, burstiness: float = 1.0,
               ramp: tuple[float, float, str] | None = None, **options: Any) -> "Workload":
@@ -223,7 +266,10 @@ def load_pattern(*, concurrency: int | None = None, rate: float | None = None,
 
 
 def _describe(value: Any) -> Any:
-    """A dataclass as a TOML/JSON-friendly dict tagged with its type."""
+    """A dataclass as a TOML/JSON-friendly dict tagged with its type (its own `describe()`
+    where it has one: a trace's every row and offset would swamp a run file)."""
+    if hasattr(value, "describe"):
+        return value.describe()
     if hasattr(value, "__dataclass_fields__"):
         fields = {k: _describe(getattr(value, k)) for k in value.__dataclass_fields__}
         return {"type": type(value).__name__, **{k: v for k, v in fields.items() if v is not None}}
@@ -242,4 +288,9 @@ def pattern_label(pattern: LoadPattern) -> str:
         return f"{rate} req/s{burst}{cap}"
     if isinstance(pattern, Ramp):
         return f"ramp {pattern.start_rps:g}->{pattern.end_rps:g} req/s {pattern.strategy}{cap}"
+    if isinstance(pattern, Trace):
+        return f"trace {len(pattern.offsets_s)} req over {pattern.offsets_s[-1]:g} s{cap}"
+    if isinstance(pattern, Sessions):
+        think = f", think {pattern.think_time_s:g} s" if pattern.think_time_s else ""
+        return f"{pattern.turns} turns{think}, sessions at {pattern_label(pattern.start)}"
     return type(pattern).__name__

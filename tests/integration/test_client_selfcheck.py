@@ -43,7 +43,7 @@ def run_every_run_limited(pytester, mock, *args: str) -> pytest.RunResult:
                           "s.LOOP_LAG_FLOOR_S = float('inf')\n")
     pytester.makepyfile(test_x=TEST_FILE)
     return pytester.runpytest_subprocess(
-        "--llmperf-endpoint", mock.url, "--llmperf-hardware", "cpu",
+        "--llmperf-endpoint", mock.url, "--llmperf-hardware", "cpu", "--llmperf-model", "mock",
         "--llmperf-update-baselines", *args)
 
 

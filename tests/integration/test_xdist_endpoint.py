@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from pytest_llmperf.hardware import software_versions
 from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
 
 pytestmark = requires_vllm
@@ -110,4 +111,73 @@ def test_endpoint_mode_measures_a_server_it_did_not_start(pytester: pytest.Pytes
     assert not logs.exists() or not list(logs.glob("vllm-*.log")), "no engine was started"
     document = json.loads((pytester.path / "run.json").read_text())
     assert document["llmperf"]["results"][0]["key"] == "test_against_endpoint"
+    # Which vLLM the server runs, as it says itself (GET /version); its interpreter is not ours.
+    version = software_versions()["vllm"]
+    assert document["llmperf"]["results"][0]["server"] == {"vllm": version,
+                                                           "source": "GET /version"}
+    result.stdout.re_match_lines([rf"^engine tiny-llama = .*; vLLM {re.escape(version)}$"])
     assert outside_server.running, "the plugin leaves a server it did not start alone"
+
+
+WINDOWS = """
+import json
+import os
+from pathlib import Path
+
+import pytest
+from pytest_llmperf import Engine, Workload
+
+A = Engine(model={model!r})
+B = A.replace(max_num_seqs=8)
+W = Workload.fixed(input_tokens=8, output_tokens=20, num_requests=24, concurrency=4)
+
+
+def window(name, result):
+    '''When this measurement's requests went out and ended (perf_counter: one clock for every
+    process on the machine), and which worker measured it.'''
+    span = [min(r.sent_s for r in result.records), max(r.done_s for r in result.records),
+            os.environ["PYTEST_XDIST_WORKER"]]
+    (Path(__file__).parent / f"window-{{name}}.json").write_text(json.dumps(span))
+
+
+@pytest.mark.engine(A)
+def test_a1(llmperf): window("a1", llmperf.run(W))
+
+@pytest.mark.engine(B)
+def test_b1(llmperf): window("b1", llmperf.run(W))
+
+@pytest.mark.engine(A)
+def test_a2(llmperf): window("a2", llmperf.run(W))
+
+@pytest.mark.engine(B)
+def test_b2(llmperf): window("b2", llmperf.run(W))
+"""
+
+
+@pytest.fixture
+def mock_server():
+    from pytest_llmperf.clientbench.mockprocess import MockProcess
+
+    server = MockProcess(0.01)
+    yield server
+    server.stop()
+
+
+def test_two_workers_never_measure_one_endpoint_at_once(pytester: pytest.Pytester, monkeypatch,
+                                                        mock_server):
+    """Two engine groups on two pytest-xdist workers, one endpoint: each measurement holds the
+    endpoint's lock (session/deployment.py), so the four measurement windows follow each other."""
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    pytester.makepyfile(test_windows=WINDOWS.format(
+        model=str(REPO / "suites" / "models" / "tiny-llama-arch")))
+    result = pytester.runpytest_subprocess(
+        "-n", "2", "-p", "no:cacheprovider", "--llmperf-endpoint", mock_server.url,
+        "--llmperf-hardware", "cpu", "--llmperf-model", "mock", "--llmperf-client-workers", "1",
+        "--llmperf-client-check", "warn", timeout=300)
+    result.assert_outcomes(passed=4)
+    windows = sorted(json.loads(path.read_text())
+                     for path in pytester.path.glob("window-*.json"))
+    assert len(windows) == 4
+    assert len({worker for _, _, worker in windows}) == 2, "both workers measured"
+    for (_, end, _), (start, _, _) in zip(windows, windows[1:]):
+        assert end <= start, windows  # each measurement ended before the next one began

@@ -109,7 +109,7 @@ def test_failed_requests_are_counted_by_kind_in_the_failure_and_the_run_file(
     mock.set_faults(["429", None, "503", "cut", None])
     pytester.makepyfile(test_suite=MOCK_SUITE.format(model=str(ARCH)))
     result = pytester.runpytest("-p", "no:cacheprovider", "--llmperf-endpoint", mock.url,
-                                "--llmperf-hardware", "cpu",
+                                "--llmperf-hardware", "cpu", "--llmperf-model", "mock",
                                 *CALM, "--llmperf-json", "run.json")
     result.assert_outcomes(failed=1)
     overloaded = '{"error": {"message": "mock fault %d", "type": "MockError", "code": %d}}'
@@ -130,7 +130,7 @@ def test_a_stalled_endpoint_fails_its_test_after_the_stall_timeout(pytester: pyt
     mock.set_faults([None, None, "stall"])
     pytester.makepyfile(test_suite=MOCK_SUITE.format(model=str(ARCH)))
     result = pytester.runpytest("-p", "no:cacheprovider", "--llmperf-endpoint", mock.url,
-                                "--llmperf-hardware", "cpu",
+                                "--llmperf-hardware", "cpu", "--llmperf-model", "mock",
                                 *CALM, "--llmperf-stall-timeout", "1")
     result.assert_outcomes(failed=1)
     line = failure_line(result)

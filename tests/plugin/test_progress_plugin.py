@@ -38,7 +38,7 @@ def mock():
 def run(pytester: pytest.Pytester, url: str) -> list[str]:
     pytester.makepyfile(test_suite=SUITE.format(model=str(ARCH)))
     result = pytester.runpytest("-p", "no:cacheprovider", "--llmperf-endpoint", url,
-                                "--llmperf-hardware", "cpu",
+                                "--llmperf-hardware", "cpu", "--llmperf-model", "mock",
                                 *CALM)
     result.assert_outcomes(passed=1)
     return result.stdout.lines

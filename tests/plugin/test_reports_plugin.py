@@ -65,8 +65,10 @@ def test_the_summary_fits_120_columns_and_v_shows_everything(suite):
         "hit%", "$/1M", "out", "$/1M", "tot", "verdict"]
     assert any(line.startswith(f"test_other.py::{LONG} ") for line in full)
     assert sum("gated against this machine's first-run baseline" in line for line in full) == 6
-    assert llmperf_section(suite.runpytest("--llmperf-summary", "full")) == \
-        llmperf_section(suite.runpytest("-v"))
+    # (The store off: each run would add its own "history: run N recorded" line.)
+    assert llmperf_section(suite.runpytest("--llmperf-summary", "full", "--llmperf-history",
+                                           "off")) == \
+        llmperf_section(suite.runpytest("-v", "--llmperf-history", "off"))
 
 
 def test_markdown_file_and_github_step_summary(suite, monkeypatch):

@@ -67,7 +67,7 @@ def test_no_report_baseline_or_terminal_line_holds_a_secret(planted, monkeypatch
         "--junitxml", "j.xml", "--llmperf-save", "saved")
     result.assert_outcomes(passed=1)
     written = {"r.json", "r.md", "r.html", "j.xml", "step.md", "baselines/cpu/test_suite.toml",
-               ".llmperf/runs/saved.json"}
+               ".llmperf/runs/saved.json", ".llmperf/history.sqlite"}  # the results store too
     assert written <= {str(p.relative_to(planted.path)) for p in planted.path.rglob("*")}
     assert leaks(planted.path, result.stdout.str(), result.stderr.str()) == []
 

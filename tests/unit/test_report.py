@@ -87,6 +87,7 @@ def test_a_row_holds_each_column_in_its_metric_unit():
                    "server:prefix_cache_hit_rate": 0.75, "usd_per_1m_output_tok": None,
                    "usd_per_1m_total_tok": None, "roofline_fraction": None,
                    "total_throughput_tok_s": 20.0},
+        "server": {},
     }
     assert cells(row) == ["1", "0", "4.0", "1.00", "250.0", "250.0", "250.00", "250.00", "1000",
                           "62.50", "44", "75"]

@@ -31,10 +31,12 @@ def settings(cli=None, ini=None, env=None, rootdir=Path(".")) -> Settings:
 def test_defaults():
     assert settings() == Settings(
         log_dir=Path(".llmperf/logs"), startup_timeout=900.0, stall_timeout=120.0, keep_engines=1, engine_nice="auto",
-        hardware=None, endpoint=None, client_workers="auto", client_check="fail", baseline_dir=Path("baselines"),
+        hardware=None, endpoint=None, server_kind="auto", api_key=None, header=None, ca_bundle=None, insecure=False,
+        model=None, client_workers="auto", client_check="fail", disturbance="fail", baseline_dir=Path("baselines"),
         repeat=1, json=None, require_baseline=False, update_baselines=False, save=None,
         compare=None, ab=None, ab_pairs=4, ab_tolerance=0.1, ab_confirm_pairs=4, summary="short", markdown=None, html=None,
-        cost_per_hour=None, secret_names=None,
+        cost_per_hour=None, history=".llmperf/history.sqlite", trend=False, trend_window=3,
+        from_history=None, secret_names=None,
         rootdir=Path("."),
     )
 
@@ -130,7 +132,10 @@ def test_flag_only_options_still_read_the_environment_and_the_command_line():
 
 
 def test_flag_only_is_exactly_the_two_actions():
-    assert [o.name for o in OPTIONS if o.flag_only] == ["require_baseline", "update_baselines"]
+    # ... and how the second one takes its numbers (from the results store), which a committed
+    # ini must not turn on for every run either.
+    assert [o.name for o in OPTIONS if o.flag_only] == ["require_baseline", "update_baselines",
+                                                        "from_history"]
 
 
 RANGE_ERRORS = [
@@ -140,6 +145,8 @@ RANGE_ERRORS = [
     ("engine_nice", "-1", "expected auto, or a niceness from 0 to 19"),
     ("startup_timeout", "0", "expected a number of seconds above 0"),
     ("startup_timeout", "inf", "expected a number of seconds above 0"),
+    ("disturbance", "maybe", "expected fail, warn or off"),
+    ("client_check", "off", "expected fail or warn"),
 ]
 
 

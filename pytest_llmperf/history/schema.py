@@ -1,0 +1,123 @@
+"""The store's tables, and the steps that bring an older store forward.
+
+    schema_version  version                          one row: the schema this store is at
+    runs            id, run_uid, started_at,         one pytest session (its controller)
+                    recorded_at, commit,
+                    hardware_class, family,
+                    fingerprint, clocks, host, ci_url
+    results         id, run_id -> runs, test_id,     one measured result of that session
+                    key, verdict, series,
+                    engine_hash, engine, engine_label,
+                    workload_hash, workload,
+                    workload_label, gate, extra
+    metric_values   result_id -> results, name,      every metric of that result (value and
+                    value, spread, n, direction      spread over its repeats, stats.py)
+
+`family`, `engine_hash`, `workload_hash` and `series` are identity.py's keys; `series` is indexed
+with the run, so one series reads in one index range. JSON columns keep what a row was measured
+with (SQLAlchemy's JSON type: PostgreSQL's json, SQLite's text), `extra` whatever else the run
+file says of a result (failures, client, server versions, disturbance), so nothing it recorded
+is lost.
+
+Migrations: MIGRATIONS[i] takes a store from version i to i + 1 (version 0: empty), each in the
+one transaction that also writes the new version, so a store is at one version or the next,
+never between. A store at a version above SCHEMA_VERSION was written by a newer pytest-llmperf
+and is refused (NewerSchema), never rewritten: an older checkout must not damage it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy import (
+    JSON,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    func,
+    inspect,
+    select,
+)
+from sqlalchemy.engine import Connection
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "metric_values", "metadata", "results", "runs",
+           "schema_version", "stored_version", "upgrade"]
+
+metadata = MetaData()
+
+schema_version = Table("schema_version", metadata, Column("version", Integer, nullable=False))
+
+runs = Table(
+    "runs", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_uid", String(64), nullable=False, unique=True),
+    Column("started_at", DateTime(timezone=True)),
+    Column("recorded_at", DateTime(timezone=True), nullable=False),
+    Column("commit", String(80)),
+    Column("hardware_class", String(40)),
+    Column("family", String(80), index=True),
+    Column("fingerprint", JSON, nullable=False),
+    Column("clocks", JSON),
+    Column("host", String(255)),
+    Column("ci_url", String(1000)),
+)
+
+results = Table(
+    "results", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("test_id", String(2000), nullable=False),
+    Column("key", String(2000), nullable=False),
+    Column("verdict", String(80), nullable=False),
+    Column("series", String(32), nullable=False),
+    Column("engine_hash", String(32), nullable=False),
+    Column("engine", JSON, nullable=False),
+    Column("engine_label", String(2000)),
+    Column("workload_hash", String(32), nullable=False),
+    Column("workload", JSON, nullable=False),
+    Column("workload_label", String(2000)),
+    Column("gate", JSON),
+    Column("extra", JSON),
+    Index("ix_results_test_run", "test_id", "run_id"),
+    Index("ix_results_series_run", "series", "run_id"),
+)
+
+metric_values = Table(
+    "metric_values", metadata,
+    Column("result_id", Integer, ForeignKey("results.id", ondelete="CASCADE"),
+           primary_key=True),
+    Column("name", String(200), primary_key=True),
+    Column("value", Float),
+    Column("spread", Float),
+    Column("n", Integer),
+    Column("direction", String(8)),
+)
+
+
+def _create_v1(connection: Connection) -> None:
+    metadata.create_all(connection, tables=[schema_version, runs, results, metric_values])
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_create_v1]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def stored_version(connection: Connection) -> int:
+    """The store's schema version; 0 for an empty database."""
+    if not inspect(connection).has_table(schema_version.name):
+        return 0
+    return connection.execute(select(func.max(schema_version.c.version))).scalar() or 0
+
+
+def upgrade(connection: Connection, current: int) -> None:
+    """Run every step from `current` to SCHEMA_VERSION in the caller's transaction."""
+    for step in MIGRATIONS[current:]:
+        step(connection)
+    connection.execute(schema_version.delete())
+    connection.execute(schema_version.insert().values(version=len(MIGRATIONS)))

@@ -1,0 +1,99 @@
+"""The trend gate (`--llmperf-trend`): a test fails when one of its gated metrics' series has a
+change for the worse, larger than the test's tolerance, whose first run is one of the last
+`window` runs (this one included). A change for the better is a note.
+
+`TrendCheck` is a reference-like check (verdict/judge.py's `Reference`: `compare(current, gated,
+tolerance)`), given to `judge.judge` beside the baseline: the verdict keeps one path. The series
+is the stored one (same test, hardware family, engine spec and workload: identity.py) plus this
+run's values as its last point, judged by changepoints.py's rule at the test's tolerance as the
+minimum effect. A change stays a failure for `window` runs and then becomes the series' level:
+the baseline gate, not the trend gate, keeps failing a regression that was never fixed.
+
+One line says it all: the metric, the levels before and after, the change against the allowed
+factor, the run where it changed and what else changed at that run:
+
+    tpot_s.p50 changed for the worse at run 7 (2026-11-25, commit 1a2b3c4d5e): 2.24 ms -> 2.81
+    ms (+25.4%, allowed +10.0%, lower is better), 2 runs ago in .llmperf/history.sqlite; what
+    changed at run 7: vllm 0.32.0 -> 0.33.0; see: llmperf history "suites/test_cpu.py::test_x"
+    --metric tpot_s.p50
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from pytest_llmperf.history.changepoints import Change
+from pytest_llmperf.history.record import MetricValue
+from pytest_llmperf.history.series import Series, changed_text, run_name, series_of
+from pytest_llmperf.history.store import Point
+from pytest_llmperf.metrics.registry import direction, formatter
+from pytest_llmperf.verdict import gate
+from pytest_llmperf.verdict.judge import Current, Judgement
+from pytest_llmperf.verdict.status import Status
+
+__all__ = ["DEFAULT_WINDOW", "TrendCheck", "change_line", "with_value"]
+
+DEFAULT_WINDOW = 3
+
+
+def _allowed(tolerance: float, ratio: float) -> str:
+    """The gate's factor band on the side the level moved to (gate.py)."""
+    if ratio >= 1:
+        return f"+{tolerance * 100:.1f}%"
+    return f"-{tolerance / (1 + tolerance) * 100:.1f}%"
+
+
+def change_line(series: Series, change: Change, tolerance: float, where: str) -> str:
+    """The message of one change (module docstring), without the `see:` hint."""
+    name = series.metric
+    fmt = formatter(name, change.before, change.after)
+    worse = (change.ratio > 1) == (direction(name) == "lower")
+    ago = len(series.points) - change.index
+    verb = "changed for the worse" if worse else "improved"
+    return (f"{name} {verb} at {run_name(series.at(change))}: {fmt(change.before)} -> "
+            f"{fmt(change.after)} ({(change.ratio - 1) * 100:+.1f}%, allowed "
+            f"{_allowed(tolerance, change.ratio)}, {direction(name)} is better), {ago} run"
+            f"{'s' if ago > 1 else ''} ago in {where}; {changed_text(series, change)}")
+
+
+@dataclass(frozen=True)
+class TrendCheck:
+    """The stored `points` of this test's series, `now` the run being judged (run_id None,
+    values filled from the current estimates at compare time), `where` the store as shown."""
+
+    points: Sequence[Point]
+    now: Point
+    where: str
+    test_id: str
+    window: int = DEFAULT_WINDOW
+
+    def compare(self, current: Current, gated: Sequence[str],
+                tolerance: float | None = None) -> Judgement:
+        band = gate.DEFAULT_TOLERANCE if tolerance is None else tolerance
+        verdicts, notes = [], []
+        for name in gated:
+            estimate = current.estimates.get(name)
+            if estimate is None or not math.isfinite(estimate.value):
+                continue
+            series = series_of([*self.points, self._now_with(name, estimate.value)], name, band)
+            for change in series.recent(self.window):
+                line = change_line(series, change, band, self.where)
+                if (change.ratio > 1) != (direction(name) == "lower"):
+                    notes.append(line)
+                    continue
+                hint = f'; see: llmperf history "{self.test_id}" --metric {name}'
+                verdicts.append(gate.Verdict(
+                    name, Status.REGRESSION, estimate.value, change.before,
+                    (change.ratio - 1) * 100, abs(change.after - change.before), band * 100,
+                    line + hint))
+        return Judgement(report=gate.GateReport(tuple(verdicts)), notes=notes)
+
+    def _now_with(self, name: str, value: float) -> Point:
+        return with_value(self.now, name, value)
+
+
+def with_value(point: Point, name: str, value: float) -> Point:
+    """`point` (the run being measured) holding `value` as its `name`."""
+    return replace(point, values={name: MetricValue(value, None, None, direction(name))})

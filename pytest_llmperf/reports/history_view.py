@@ -1,0 +1,107 @@
+"""What `llmperf history` shows of the results store, as data: for each test, each series (same
+hardware family, engine spec and workload: history/identity.py) and each gated metric, every
+stored run, the change points (history/changepoints.py, at the test's tolerance) and the band of
+its committed baseline, when there is one. history_table.py prints it, history_page.py draws it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_llmperf.history.series import Series, series_of
+from pytest_llmperf.history.store import HistoryStore, Point
+from pytest_llmperf.reports.plotdata import Band, band_of
+from pytest_llmperf.verdict import gate
+from pytest_llmperf.verdict.baselines import BaselineError, load_baseline
+
+__all__ = ["DEFAULT_LAST", "SeriesView", "hardware_label", "views"]
+
+# The runs `llmperf history` reads per test unless told otherwise: a table of them fits a screen
+# or two, and the change points of the last 100 runs take milliseconds (docs/history.md).
+DEFAULT_LAST = 100
+
+
+@dataclass(frozen=True)
+class SeriesView:
+    """One metric of one series: every stored run (`points`, not-points included) and the
+    series the change points were found in (`series`: points only)."""
+
+    test_id: str
+    metric: str
+    points: tuple[Point, ...]
+    series: Series
+    tolerance: float
+    band: Band | None = None
+    baseline_file: str = ""
+
+    @property
+    def last(self) -> Point:
+        return self.points[-1]
+
+    @property
+    def hardware(self) -> str:
+        return hardware_label(self.last)
+
+    @property
+    def engine(self) -> str:
+        return self.last.engine_label or "(engine)"
+
+
+def hardware_label(point: Point) -> str:
+    """"cpu: AMD EPYC, 2 cores (cpu-1a2b3c4d5e)", "h100: 8x NVIDIA H100 80GB HBM3 (...)"."""
+    fp = point.fingerprint
+    if fp.get("hardware_class") == "cpu":
+        model = fp.get("cpu_model") or fp.get("device_name") or "cpu"
+        what = f"{model}, {fp.get('cpu_cores')} cores"
+    else:
+        what = f"{fp.get('device_count')}x {fp.get('device_name')}"
+    return f"{fp.get('hardware_class', '?')}: {what} ({point.family})"
+
+
+def _tolerance(points: Sequence[Point], given: float | None) -> float:
+    """--tolerance, else what the test declared in its latest run, else the gate's default."""
+    if given is not None:
+        return given
+    declared = points[-1].gate.get("tolerance")
+    return float(declared) if isinstance(declared, (int, float)) else gate.DEFAULT_TOLERANCE
+
+
+def _gated(points: Sequence[Point]) -> list[str]:
+    return list((points[-1].gate or {}).get("metrics") or gate.DEFAULT_GATED)
+
+
+def _band(baseline_dir: Path | None, point: Point, test_id: str, metric: str
+          ) -> tuple[Band | None, str]:
+    suite = test_id.split("::", 1)[0]
+    if baseline_dir is None or not suite or not point.hardware_class:
+        return None, ""
+    path = baseline_dir / point.hardware_class / f"{Path(suite).stem}.toml"
+    if not path.is_file():
+        return None, ""
+    try:
+        baseline = load_baseline(path, point.key)
+    except BaselineError:
+        return None, ""  # a broken table is the gate's to report, not the dashboard's
+    entry = baseline.metrics.get(metric) if baseline else None
+    return (band_of(metric, entry, 0.0), str(path)) if entry else (None, "")
+
+
+def views(store: HistoryStore, test_ids: Sequence[str], *, metrics: Sequence[str] | None = None,
+          last: int | None = DEFAULT_LAST, tolerance: float | None = None,
+          baseline_dir: Path | None = None) -> list[SeriesView]:
+    """Every (test, series, metric) of `test_ids`, newest series last."""
+    out = []
+    for test_id in test_ids:
+        groups: dict[str, list[Point]] = {}
+        for point in store.points(test_id, metrics, last=last):
+            groups.setdefault(point.series, []).append(point)
+        for points in sorted(groups.values(), key=lambda p: p[-1].run_id or 0):
+            band_tolerance = _tolerance(points, tolerance)
+            for metric in metrics or _gated(points):
+                band, where = _band(baseline_dir, points[-1], test_id, metric)
+                out.append(SeriesView(test_id, metric, tuple(points),
+                                      series_of(points, metric, band_tolerance),
+                                      band_tolerance, band, where))
+    return out

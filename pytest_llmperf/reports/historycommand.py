@@ -1,0 +1,106 @@
+"""`llmperf history`: the results store's series as tables with their change points, or as a
+self-contained HTML dashboard (`--html PATH`).
+
+    llmperf history                                  the tests the store holds
+    llmperf history TEST [--metric NAME] [--last N]  a test's series, a table per metric
+    llmperf history [TEST ...] --html PATH           the dashboard, every test by default
+
+The store is `--history PATH|URL` (default: $LLMPERF_HISTORY, else .llmperf/history.sqlite, as
+the plugin's); a TEST is a test id as the store has it, or a part of one that names exactly one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from pytest_llmperf.history import location
+from pytest_llmperf.history.store import HistoryError, HistoryStore
+from pytest_llmperf.reports import history_page
+from pytest_llmperf.reports.files import write_text
+from pytest_llmperf.reports.history_table import table_lines
+from pytest_llmperf.reports.history_view import DEFAULT_LAST, views
+
+EXIT_OK, EXIT_USAGE = 0, 2
+
+
+def add_command(commands) -> None:
+    """Register `history` on the `llmperf` command's subparsers."""
+    history = commands.add_parser(
+        "history", help="the results store's series with their change points (table or HTML)",
+        description="Show the stored runs of a test, per metric, with the change points the "
+                    "trend gate sees; --html writes a dashboard of every test.")
+    history.add_argument("tests", nargs="*", metavar="TEST",
+                         help="test ids (or a unique part of one); none: list the tests")
+    history.add_argument("--history", default=os.environ.get("LLMPERF_HISTORY",
+                                                             location.DEFAULT),
+                         metavar="PATH|URL", help="the store (default: $LLMPERF_HISTORY, else "
+                                                  f"{location.DEFAULT})")
+    history.add_argument("--metric", action="append", default=None, metavar="NAME",
+                         help="a metric to show (repeatable; default: the test's gated ones)")
+    history.add_argument("--last", type=int, default=DEFAULT_LAST, metavar="N",
+                         help=f"the newest N runs of each test (default {DEFAULT_LAST})")
+    history.add_argument("--tolerance", type=float, default=None, metavar="FRACTION",
+                         help="the smallest change that counts (default: the test's tolerance)")
+    history.add_argument("--baselines", type=Path, default=Path("baselines"), metavar="DIR",
+                         help="baseline directory for the bands (default: baselines)")
+    history.add_argument("--html", type=Path, default=None, metavar="PATH",
+                         help="write the dashboard here instead of printing tables")
+    history.set_defaults(run=run)
+
+
+def _open(text: str) -> HistoryStore:
+    value = location.parse_history(text)
+    if value == location.OFF:
+        raise HistoryError("--history is off; give a store: a file or a postgresql:// URL")
+    where = location.resolve(value, Path.cwd())
+    if where.is_sqlite and not where.path.is_file():
+        raise HistoryError(f"--history {where.shown}: no store here yet; a pytest run with "
+                           "pytest-llmperf makes it, or give another with --history PATH|URL")
+    return HistoryStore.open(where, check_write=False)
+
+
+def _pick(known: list[str], wanted: str) -> str:
+    if wanted in known:
+        return wanted
+    found = [test for test in known if wanted in test]
+    if len(found) != 1:
+        what = "no test" if not found else f"{len(found)} tests ({', '.join(found[:3])}, ...)"
+        raise HistoryError(f"{wanted!r} names {what} in the store; run `llmperf history` for "
+                           "the list")
+    return found[0]
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        store = _open(args.history)
+        try:
+            return _show(store, args)
+        finally:
+            store.close()
+    except (HistoryError, ValueError) as exc:
+        print(f"llmperf: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _show(store: HistoryStore, args: argparse.Namespace) -> int:
+    known = store.test_ids()
+    if not args.tests and not args.html:
+        for test, count in known:
+            print(f"{count:>6}  {test}")
+        print(f"{len(known)} tests in {store.where.shown}")
+        return EXIT_OK
+    tests = [_pick([t for t, _ in known], wanted) for wanted in args.tests] or \
+        [t for t, _ in known]
+    found = views(store, tests, metrics=args.metric, last=args.last, tolerance=args.tolerance,
+                  baseline_dir=args.baselines)
+    if args.html:
+        print(write_text("history dashboard", "--html", args.html,
+                         history_page.page(found, store.where.shown)))
+        return EXIT_OK
+    for view in found:
+        print("\n".join(table_lines(view)))
+        print()
+    return EXIT_OK

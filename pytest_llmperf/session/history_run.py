@@ -1,0 +1,139 @@
+"""The session's side of the results store (pytest_llmperf/history/): opened when pytest starts,
+so a store this session cannot use is refused before anything is measured; read for the trend
+gate and for baselines from history while tests are judged; appended to at the end of the
+session by the controller alone (pytest-xdist workers hand it their results first, hooks.py).
+
+A SQLite file that does not exist yet is not created at the start (a `pytest --help` or a
+session without any llmperf test must leave nothing behind): its folder is checked for writing
+instead, and the file is made when the first run is recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_llmperf.history import location, record
+from pytest_llmperf.history.clocks import read_clocks
+from pytest_llmperf.history.from_history import baseline_estimates
+from pytest_llmperf.history.identity import engine_hash, family, series_key, workload_hash
+from pytest_llmperf.history.series import NOT_POINTS
+from pytest_llmperf.history.store import RECORD_WAIT_S, HistoryError, HistoryStore, Point
+from pytest_llmperf.history.trend import TrendCheck
+from pytest_llmperf.reports.files import check_writable, merge_documents
+from pytest_llmperf.reports.notes import Note
+from pytest_llmperf.session.provenance import git_commit
+from pytest_llmperf.verdict import gate, judge
+
+__all__ = ["SessionHistory", "baseline_current", "open_history", "record_run", "trend_checks"]
+
+# How many stored runs of a series the trend gate and baselines from history read: the last
+# change point before them is all that matters, and a level is well known after this many.
+READ_LAST = 200
+
+
+@dataclass
+class SessionHistory:
+    where: location.Location
+    store: HistoryStore | None  # None: nothing stored yet, or not needed in this process
+    fingerprint: dict[str, Any]
+    trend: bool = False
+    window: int = 3
+    from_history: int | None = None
+    rootdir: Path = Path(".")
+    _now: dict[str, Any] = field(default_factory=dict)
+
+    def points(self, subject: judge.Subject, gated) -> tuple[list[Point], Point]:
+        """The stored points of the subject's series, and the run being measured."""
+        key = series_key(subject.test_id, family(self.fingerprint),
+                         engine_hash(subject.engine), workload_hash(subject.workload))
+        stored = self.store.points(subject.test_id, gated, series=key, last=READ_LAST) \
+            if self.store else []
+        if not self._now:
+            self._now = {"commit": git_commit(self.rootdir),
+                         "clocks": read_clocks(self.fingerprint.get("hardware_class") != "cpu")}
+        now = Point(run_id=None, run_uid="", started_at=None, commit=self._now["commit"],
+                    verdict="", series=key, family=family(self.fingerprint), engine_label="",
+                    workload_label="", fingerprint=self.fingerprint,
+                    engine=dict(subject.engine), gate={}, clocks=self._now["clocks"])
+        return stored, now
+
+
+def open_history(settings, fingerprint: dict[str, Any], *, worker: bool
+                 ) -> SessionHistory | None:
+    """The session's store, checked now (ValueError: one line naming the store and the fix)."""
+    if settings.from_history and not settings.update_baselines:
+        raise ValueError("--llmperf-from-history N says where updated baselines come from; use "
+                         "it with --llmperf-update-baselines")
+    if settings.history == location.OFF:
+        if settings.trend or settings.from_history:
+            flag = "--llmperf-trend" if settings.trend else "--llmperf-from-history"
+            raise ValueError(f"{flag} reads the results store, which is off "
+                             "(--llmperf-history off); give it a store with --llmperf-history "
+                             "PATH|URL")
+        return None
+    where = location.resolve(settings.history, settings.rootdir)
+    reads = bool(settings.trend or settings.from_history)
+    store = None
+    if where.is_sqlite and not where.path.exists():
+        if not worker:
+            check_writable("--llmperf-history", Path(where.shown), where.path)
+    elif reads or not worker:
+        store = HistoryStore.open(where, check_write=not worker)
+    return SessionHistory(where, store, dict(fingerprint), trend=settings.trend,
+                          window=settings.trend_window, from_history=settings.from_history,
+                          rootdir=settings.rootdir)
+
+
+def _judged(session, subject: judge.Subject) -> bool:
+    """Is the measurement one of its engine (not CLIENT LIMITED, DISTURBED, ...)?"""
+    status = session.verdicts.get(subject.test_id)
+    return status is None or status.summary not in NOT_POINTS
+
+
+def trend_checks(session, subject: judge.Subject, gated) -> tuple[TrendCheck, ...]:
+    """The trend gate's check of this measurement, when --llmperf-trend is on."""
+    history = session.history
+    if history is None or not history.trend or session.settings.update_baselines \
+            or not _judged(session, subject):
+        return ()
+    stored, now = history.points(subject, gated)
+    return (TrendCheck(stored, now, history.where.shown, subject.test_id, history.window),)
+
+
+def baseline_current(session, subject: judge.Subject, current: judge.Current, gated,
+                     tolerance: float | None) -> judge.Current:
+    """With --llmperf-from-history N, the estimates a baseline update writes (from_history.py);
+    the note says over which runs."""
+    history = session.history
+    if history is None or not history.from_history or not _judged(session, subject):
+        return current
+    stored, now = history.points(subject, gated)
+    band = gate.DEFAULT_TOLERANCE if tolerance is None else tolerance
+    estimates, note = baseline_estimates(stored, now, current.estimates, gated,
+                                         history.from_history, band)
+    if note:
+        session.notes.append(Note(subject.test_id, note))
+    return judge.Current(estimates, current.runs)
+
+
+def record_run(session, payloads: list[dict[str, Any]]) -> list[str]:
+    """Append the session's run (every worker's results) to the store; the summary's line."""
+    history = session.history
+    document = merge_documents([p.get("document") for p in payloads])
+    if history is None or not document or not document["llmperf"]["results"]:
+        return []
+    gpu = history.fingerprint.get("hardware_class") != "cpu"
+    run = record.from_document(document, clocks=read_clocks(gpu))
+    try:
+        store = HistoryStore.open(history.where, wait_s=RECORD_WAIT_S)
+        try:
+            number = store.record(run)
+        finally:
+            store.close()
+    except HistoryError as exc:
+        return [f"results not recorded in the history: {exc}"]
+    count = len(run.results)
+    return [f"history: run {number} recorded in {history.where.shown} "
+            f"({count} result{'s' if count > 1 else ''})"]
