@@ -10,13 +10,15 @@ tests/integration/test_llamacpp.py calls `make_tiny_gguf` from a session fixture
    architecture with load_format="dummy": random weights, as here).
 2. llama.cpp's `convert_hf_to_gguf.py`, from the llama-cpp-python sdist of the version installed
    (`pip download --no-binary :all: --no-deps llama-cpp-python==VERSION`; pip's cache keeps it),
-   run in this process with its `gguf-py/` and `conversion/` importable, at f32 (13 MB).
+   run in a child process with its `gguf-py/` and `conversion/` importable, at f32 (13 MB).
 
 The converter recognises a tokenizer's pre-tokenizer by hashing how it splits a test string, and
 refuses the tiny model's generated one ("BPE pre-tokenizer was not recognized"). Its splitting
 is GPT-2's byte-level regex (scripts/make_tiny_model.py, `pre_tokenizers.ByteLevel`), which
 llama.cpp knows as "gpt-2", so that is what `get_vocab_base_pre` answers here: llama.cpp then
-splits text as the test's tokenizer does, and a text prompt has the same length on both sides.
+splits text as the test's tokenizer does, and a text prompt has the same length on both sides
+(the server's usage.prompt_tokens was the tokenizer's count plus BOS for 40 of 40 random
+prompts: docs/deployments.md, "llama.cpp's server, as measured").
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 TINY = REPO / "suites" / "models" / "tiny-llama"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "generation_config.json")
+CONVERTER_PARTS = ("convert_hf_to_gguf.py", "conversion/", "gguf-py/")
 PRE_TOKENIZER = "gpt-2"  # llama.cpp's name for GPT-2's byte-level split (src/llama-vocab.cpp)
 SEED = 0
 
@@ -81,11 +84,13 @@ def _converter_dir(sdist_dir: Path) -> Path:
         subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:",
                         "--no-deps", f"llama-cpp-python=={version}", "-d", str(sdist_dir)],
                        check=True)
+    # Only the converter and what it imports (a few MB of the 170 the sdist unpacks to).
+    wanted = tuple(f"llama_cpp_python-{version}/vendor/llama.cpp/{part}"
+                   for part in CONVERTER_PARTS)
     with tarfile.open(archive) as tar:
-        members = [m for m in tar.getmembers()
-                   if m.name.startswith(f"llama_cpp_python-{version}/vendor/llama.cpp/")
-                   and "/vendor/llama.cpp/vendor/" not in m.name]
+        members = [m for m in tar.getmembers() if m.name.startswith(wanted)]
         tar.extractall(sdist_dir, members=members, filter="data")
+    archive.unlink()  # pip's cache keeps it
     return vendor
 
 

@@ -64,7 +64,7 @@ SGLANG = ServerKind("sglang", "SGLang", extensions=True, token_id_prompts=True,
                     usage_required=True, chunk_per_token=False, metrics=SGLANG_METRICS)
 # llama-cpp-python's server (llama_cpp/server/app.py, types.py): prompts are strings only,
 # min_tokens is dropped and unknown fields ignored, stream_options is not read, no /metrics; it
-# streams one chunk per token (the chunks of 40 requests matched its non-streamed usage:
+# streams one chunk per token (the chunks of 40 of 40 requests matched its non-streamed usage:
 # docs/deployments.md). llama.cpp's own llama-server has /metrics (LLAMACPP_METRICS).
 LLAMACPP = ServerKind("llamacpp", "llama.cpp's server", extensions=False, token_id_prompts=False,
                       usage_required=False, chunk_per_token=True, metrics=LLAMACPP_METRICS)
@@ -76,8 +76,9 @@ KINDS = {kind.name: kind for kind in (VLLM, SGLANG, LLAMACPP, OPENAI)}
 
 # GET /v1/models' `owned_by`, as each server writes it: vLLM's ModelCard
 # (vllm/entrypoints/serve/engine/protocol.py), SGLang's ModelCard (protocol.py above), llama.cpp's
-# llama-server (tools/server in https://github.com/ggml-org/llama.cpp). llama-cpp-python writes
-# "me", which says nothing: its OpenAPI title does (`kind_of_answers`).
+# llama-server (tools/server/server-context.cpp in https://github.com/ggml-org/llama.cpp, whose
+# GET /props has default_generation_settings). llama-cpp-python writes "me", which says nothing:
+# its OpenAPI title does (`kind_of_answers`).
 OWNERS = {"vllm": VLLM, "sglang": SGLANG, "llamacpp": LLAMACPP}
 LLAMA_CPP_PYTHON_TITLE = "llama.cpp Python API"  # FastAPI(title=...) in llama_cpp/server/app.py
 
@@ -103,7 +104,8 @@ def kind_of_answers(owners: Sequence[str], props: object = None, openapi: object
             return OWNERS[owner], f"GET /v1/models: owned_by {owner!r}"
     if isinstance(props, dict) and "default_generation_settings" in props:
         return LLAMACPP, "GET /props answered as llama.cpp's llama-server does"
-    title = openapi.get("info", {}).get("title") if isinstance(openapi, dict) else None
+    info = openapi.get("info") if isinstance(openapi, dict) else None
+    title = info.get("title") if isinstance(info, dict) else None
     if isinstance(title, str) and LLAMA_CPP_PYTHON_TITLE in title:
         return LLAMACPP, f"GET /openapi.json: title {title!r}"
     seen = ", ".join(sorted(set(map(repr, owners)))) or "none"
@@ -143,7 +145,7 @@ def _prompts_line(kind: ServerKind) -> str:
 def _lengths_line(kind: ServerKind, done: Sequence[RequestRecord]) -> str:
     short = sum(record.output_tokens < record.expected_output_tokens for record in done)
     seen = (f"{short} of {len(done)} requests ended before max_tokens" if short
-            else f"all {len(done)} completed requests reached max_tokens")
+            else f"{len(done)} of {len(done)} requests reached max_tokens")
     return (f"output lengths not forced ({kind.label} takes no min_tokens/ignore_eos): "
             f"{seen}")
 

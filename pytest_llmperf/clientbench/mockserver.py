@@ -213,7 +213,10 @@ class _Connection:
         elif url in (b"/health", b"/ping"):
             self.write(_response(200, b""))
         elif url == b"/v1/models":
-            self.write(_response(200, b'{"object":"list","data":[{"id":"mock"}]}'))
+            # owned_by as vLLM writes it: the mock streams vLLM's format, and endpoint mode
+            # tells a server's kind by it (client/server_kind.py)
+            self.write(_response(200, b'{"object":"list","data":[{"id":"mock",'
+                                      b'"owned_by":"vllm"}]}'))
         elif url == b"/metrics":
             self.write(_response(200, b"", b"text/plain"))
         else:

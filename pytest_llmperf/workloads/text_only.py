@@ -7,7 +7,7 @@ same tokenizer: decoding random ids and encoding the text need not give the same
 (neighbours merge), so a prompt's length is what its text encodes to, not what was drawn.
 
 The changed source is part of the workload (`Workload.to_dict`), so a baseline made with token-id
-prompts is not compared with a run that sent text (verdict/judge.py compares workloads first).
+prompts is not compared with a run that sent text (verdict/baselines.workload_mismatch).
 """
 
 from __future__ import annotations

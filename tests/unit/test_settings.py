@@ -352,3 +352,17 @@ def test_ab_overrides_from_the_ini():
                            "llmperf_ab_pairs": "6", "llmperf_ab_confirm_pairs": "0"})
     assert (chosen.ab, chosen.ab_pairs, chosen.ab_confirm_pairs) == (
         {"max_num_seqs": 8, "env": {"X": "1"}}, 6, 0)
+
+
+def test_server_kind_is_auto_or_a_kind_and_only_for_an_endpoint():
+    endpoint = {"LLMPERF_ENDPOINT": "http://127.0.0.1:8080"}
+    assert settings(env={**endpoint, "LLMPERF_SERVER_KIND": "LlamaCpp"}).server_kind == "llamacpp"
+    with pytest.raises(ValueError) as excinfo:
+        settings(env={**endpoint, "LLMPERF_SERVER_KIND": "tgi"})
+    assert str(excinfo.value) == ("$LLMPERF_SERVER_KIND='tgi': expected auto, vllm, sglang, "
+                                  "llamacpp, openai")
+    with pytest.raises(ValueError) as excinfo:
+        settings(ini={"llmperf_server_kind": "sglang"})
+    assert str(excinfo.value) == ("--llmperf-server-kind names what --llmperf-endpoint's server "
+                                  "is; the engines the plugin starts are vLLM: drop it or give "
+                                  "the endpoint")
