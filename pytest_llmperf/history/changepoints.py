@@ -11,18 +11,25 @@ a step does not inflate the noise it is judged against. Per-run spreads (the rep
 session) are not used: repeats share the session's machine state and understate the noise
 between sessions (metrics/stats.py says the same of baselines).
 
-Candidate change points come from ruptures' binary segmentation with the L1 (median) cost
+Candidate change points come from binary segmentation with the L1 (median) cost, penalty
+PENALTY x sigma x log(n), each segment at least MIN_SIZE runs: ruptures' Binseg
 (https://centre-borelli.github.io/ruptures-docs/user-guide/detection/binseg/,
-https://centre-borelli.github.io/ruptures-docs/user-guide/costs/costl1/), penalty
-PENALTY x sigma x log(n), each segment at least MIN_SIZE runs. A candidate is kept only if all
-of these hold, else the weakest one is dropped and the segments are measured again:
+https://centre-borelli.github.io/ruptures-docs/user-guide/costs/costl1/), done here in a few
+lines of numpy that the tests check against ruptures itself, breakpoint for breakpoint.
+Importing ruptures costs half a second (it imports scipy.stats), half of what `llmperf history`
+may take in all; so ruptures is the reference the tests hold this search to, not a dependency.
+A candidate is kept only if all of these hold, else the weakest one is dropped and the segments
+are measured again:
 
 1. the minimum effect size: the medians of the segments on either side differ by more than the
-   factor 1 + min_effect (the test's tolerance, gate.py's floor);
+   factor 1 + min_effect (the test's tolerance) and by more than Z x sigma, one run's noise:
+   the gate's own band, max(tolerance, 3 x noise) (gate.py), since a change smaller than the
+   noise of one run is a coin toss (on this machine's closed-loop TTFT, 8% noise, a floor of
+   the tolerance alone saw changes in 5 of 200 unchanged series; docs/history.md);
 2. significance: that difference is more than Z x its standard error, the standard error of a
    median of m runs being sqrt(pi/2) x sigma / sqrt(m), combined over both sides;
 3. it holds: each of the first MIN_SIZE runs after it is beyond the old level by more than the
-   minimum effect, in the direction of the change (one wild run next to an ordinary one is an
+   floor of rule 1, in the direction of the change (one wild run next to an ordinary one is an
    outlier, not a new level).
 
 So a change is found MIN_SIZE (2) runs after it at the earliest. docs/history.md shows how the
@@ -72,11 +79,36 @@ def noise(logs: np.ndarray) -> float:
     return max(mad, SIGMA_FLOOR)
 
 
-def _candidates(logs: np.ndarray, sigma: float) -> list[int]:
-    import ruptures
+def _l1(logs: np.ndarray, start: int, end: int) -> float:
+    """ruptures' CostL1: the absolute deviations of a segment from its median."""
+    segment = logs[start:end]
+    return float(np.abs(segment - np.median(segment)).sum())
 
-    search = ruptures.Binseg(model="l1", min_size=MIN_SIZE, jump=1).fit(logs.reshape(-1, 1))
-    return [int(b) for b in search.predict(pen=PENALTY * sigma * math.log(len(logs)))][:-1]
+
+def _best_split(logs: np.ndarray, start: int, end: int) -> tuple[float, int] | None:
+    """The split of [start, end) that lowers the L1 cost most: (gain, index); ties go to the
+    later index, as ruptures' Binseg.single_bkp breaks them."""
+    whole = _l1(logs, start, end)
+    splits = [(whole - _l1(logs, start, b) - _l1(logs, b, end), b)
+              for b in range(start + MIN_SIZE, end - MIN_SIZE + 1)]
+    return max(splits) if splits else None
+
+
+def _candidates(logs: np.ndarray, sigma: float) -> list[int]:
+    """Binary segmentation with the L1 cost, stopped by the penalty: ruptures'
+    Binseg(model="l1", min_size=MIN_SIZE, jump=1).predict(pen=...), which
+    tests/unit/test_history_changes.py checks this against breakpoint for breakpoint."""
+    penalty = PENALTY * sigma * math.log(len(logs))
+    bounds = [len(logs)]
+    while True:
+        found = [split for start, end in zip([0, *bounds], bounds)
+                 if (split := _best_split(logs, start, end)) is not None]
+        if not found:
+            return bounds[:-1]
+        gain, index = max(found, key=lambda split: split[0])  # the first of equal gains
+        if gain <= penalty:
+            return bounds[:-1]
+        bounds = sorted([*bounds, index])
 
 
 def _measure(logs: np.ndarray, bounds: list[int], at: int, sigma: float,
@@ -87,7 +119,7 @@ def _measure(logs: np.ndarray, bounds: list[int], at: int, sigma: float,
     before = float(np.median(left))
     shift = float(np.median(right)) - before
     z = abs(shift) / (_MEDIAN_SE * sigma * math.sqrt(1 / left.size + 1 / right.size))
-    floor = math.log1p(min_effect)
+    floor = max(math.log1p(min_effect), Z * sigma)  # the gate's band: max(tolerance, 3 x noise)
     holds = bool(((right[:MIN_SIZE] - before) * math.copysign(1, shift) > floor).all())
     return abs(shift) > floor and z >= Z and holds, z
 

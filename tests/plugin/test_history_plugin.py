@@ -263,3 +263,15 @@ def test_under_xdist_the_controller_records_every_workers_results_as_one_run(sui
     assert_lines(result, "history: run 1 recorded in .llmperf/history.sqlite (2 results)")
     assert sorted(stored_runs(suite)) == [(1, "test_suite.py::test_a", "no baseline"),
                                           (1, "test_suite.py::test_b", "no baseline")]
+
+
+def test_a_postgresql_store_keeps_the_runs_of_sessions_that_keep_nothing(suite, monkeypatch,
+                                                                         postgres_db):
+    """An ephemeral runner: every session starts from an empty folder; the server remembers."""
+    shown = postgres_db.replace("postgresql://", "postgresql+psycopg://", 1)
+    for number in (1, 2):
+        shutil.rmtree(suite.path / ".llmperf", ignore_errors=True)
+        result = run(suite, monkeypatch, 0.01, "--llmperf-history", postgres_db)
+        result.assert_outcomes(passed=1)
+        assert_lines(result, f"history: run {number} recorded in {shown} (1 result)")
+    assert not (suite.path / ".llmperf/history.sqlite").exists()
