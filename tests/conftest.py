@@ -10,6 +10,15 @@ import pytest
 
 from tests.history_db import postgres_db, postgres_server  # noqa: F401  (fixtures)
 
+# Imported once, before any in-process pytester run: pytester takes those runs' newly imported
+# modules out of sys.modules again, and a psycopg imported afresh afterwards has new exception
+# classes, while its C part still raises the first import's; SQLAlchemy then no longer
+# recognises psycopg's errors as the driver's and lets them through unwrapped.
+try:
+    import psycopg  # noqa: F401
+except ImportError:  # the postgres extra is not installed: the PostgreSQL tests skip
+    pass
+
 REPO = Path(__file__).resolve().parent.parent
 VLLM_PROCESS_MARKERS = ("vllm.entrypoints", "VLLM::", "EngineCore", "VllmWorker")
 # Process groups of the engine the integration tests share (tests/integration/conftest.py): it
