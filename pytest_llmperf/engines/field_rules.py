@@ -16,8 +16,9 @@ from pytest_llmperf.numbers import is_real, is_whole
 
 DEFAULT = ", or None for vLLM's default"
 
-_WHOLE_FROM_1 = ("tensor_parallel_size", "pipeline_parallel_size", "max_model_len",
-                 "max_num_seqs", "max_num_batched_tokens", "kv_cache_memory_bytes", "block_size")
+_WHOLE_FROM_1 = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+                 "max_model_len", "max_num_seqs", "max_num_batched_tokens",
+                 "kv_cache_memory_bytes", "block_size")
 _FLAGS = ("enable_prefix_caching", "enable_chunked_prefill", "enforce_eager")
 _SCALARS = (str, Integral, Real)  # bool is an Integral
 

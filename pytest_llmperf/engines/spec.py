@@ -26,6 +26,7 @@ _VALUE_FLAGS = (
     "dtype",
     "tensor_parallel_size",
     "pipeline_parallel_size",
+    "data_parallel_size",
     "max_model_len",
     "max_num_seqs",
     "max_num_batched_tokens",
@@ -80,6 +81,9 @@ class Engine:
     dtype: str | None = None
     tensor_parallel_size: int | None = None
     pipeline_parallel_size: int | None = None
+    # Copies of the model behind one API server, each on TP x PP GPUs of its own (vLLM's
+    # --data-parallel-size): 8 x TP=1 against TP=8 is the same 8 GPUs used two ways.
+    data_parallel_size: int | None = None
     max_model_len: int | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
@@ -113,8 +117,9 @@ class Engine:
 
     @property
     def gpus_needed(self) -> int:
-        """GPUs one instance of this engine occupies (TP x PP)."""
-        return (self.tensor_parallel_size or 1) * (self.pipeline_parallel_size or 1)
+        """GPUs one instance of this engine occupies (TP x PP x DP)."""
+        return ((self.tensor_parallel_size or 1) * (self.pipeline_parallel_size or 1)
+                * (self.data_parallel_size or 1))
 
     @property
     def model_name(self) -> str:
@@ -202,6 +207,7 @@ class Engine:
 _SHORT = {
     "tensor_parallel_size": "tp",
     "pipeline_parallel_size": "pp",
+    "data_parallel_size": "dp",
     "max_num_seqs": "seqs",
     "max_num_batched_tokens": "batched",
     "max_model_len": "len",

@@ -20,7 +20,8 @@ def test_value_flags_use_vllm_names_in_a_fixed_order():
     # Given in a different order than _VALUE_FLAGS: the output order must not depend on it.
     engine = Engine(
         model=TINY, seed=7, max_num_seqs=8, tokenizer="tok", dtype="bfloat16",
-        load_format="dummy", tensor_parallel_size=2, pipeline_parallel_size=1, max_model_len=2048,
+        load_format="dummy", tensor_parallel_size=2, pipeline_parallel_size=1,
+        data_parallel_size=4, max_model_len=2048,
         max_num_batched_tokens=4096, gpu_memory_utilization=0.5,
         kv_cache_memory_bytes=512 << 20, kv_cache_dtype="fp8", quantization="fp8", block_size=16,
         distributed_executor_backend="mp", chat_template="t.jinja", served_model_name="tiny",
@@ -32,6 +33,7 @@ def test_value_flags_use_vllm_names_in_a_fixed_order():
         "--dtype", "bfloat16",
         "--tensor-parallel-size", "2",
         "--pipeline-parallel-size", "1",
+        "--data-parallel-size", "4",
         "--max-model-len", "2048",
         "--max-num-seqs", "8",
         "--max-num-batched-tokens", "4096",
@@ -245,11 +247,22 @@ def test_tensor_parallel_size_below_one_is_refused(tp):
 
 
 @pytest.mark.parametrize(
-    ("tp", "pp", "gpus"), [(None, None, 1), (2, None, 2), (None, 4, 4), (2, 4, 8), (1, 1, 1)]
+    ("tp", "pp", "dp", "gpus"),
+    [(None, None, None, 1), (2, None, None, 2), (None, 4, None, 4), (2, 4, None, 8),
+     (1, 1, 1, 1), (None, None, 8, 8), (2, 1, 4, 8), (2, 2, 2, 8)],
 )
-def test_gpus_needed_is_tp_times_pp(tp, pp, gpus):
-    engine = Engine(model=TINY, tensor_parallel_size=tp, pipeline_parallel_size=pp)
+def test_gpus_needed_is_tp_times_pp_times_dp(tp, pp, dp, gpus):
+    engine = Engine(model=TINY, tensor_parallel_size=tp, pipeline_parallel_size=pp,
+                    data_parallel_size=dp)
     assert engine.gpus_needed == gpus
+
+
+def test_data_parallel_label_and_refusal():
+    assert Engine(model=TINY, data_parallel_size=8).label() == "tiny-llama dp=8"
+    with pytest.raises(ValueError) as excinfo:
+        Engine(model=TINY, data_parallel_size=0)
+    assert str(excinfo.value) == ("Engine(data_parallel_size=0): expected a whole number >= 1, "
+                                  "or None for vLLM's default")
 
 
 def test_model_name_is_the_served_name_when_renamed():
