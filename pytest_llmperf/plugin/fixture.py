@@ -22,7 +22,7 @@ from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.numbers import is_real, is_whole
 from pytest_llmperf.plugin import confirm_later
-from pytest_llmperf.session.settings import Settings, usable_cores
+from pytest_llmperf.session.settings import CLIENT_CHECK_MODES, Settings, usable_cores
 from pytest_llmperf.verdict.ab import DEFAULT_AB_PAIRS, PairedRun, ab_entry, side_b
 from pytest_llmperf.verdict.baselines import TOLERANCE_RULE, is_tolerance
 from pytest_llmperf.verdict.gate import DEFAULT_GATED, GateReport
@@ -42,6 +42,9 @@ class TestOptions:
     max_error_rate: float = 0.0
     tolerance: float | None = None
     gate: tuple[str, ...] | None = None  # the metrics the baseline gates (default: DEFAULT_GATED)
+    # --llmperf-client-check for this test alone: "warn" where the engine's ranks must share
+    # the client's cores (two ranks on a 2-core machine), so a limited client is expected.
+    client_check: str | None = None
 
     def __post_init__(self) -> None:
         # Checked here, not when the baseline is written after minutes of measuring.
@@ -49,6 +52,9 @@ class TestOptions:
             raise ValueError(f"tolerance is {TOLERANCE_RULE}, got {self.tolerance!r}")
         if self.repeat is not None and not _whole_from_1(self.repeat):
             raise ValueError(f"repeat is a whole number >= 1, got {self.repeat!r}")
+        if self.client_check is not None and self.client_check not in CLIENT_CHECK_MODES:
+            raise ValueError(f"client_check is one of {', '.join(CLIENT_CHECK_MODES)} (as "
+                             f"--llmperf-client-check), got {self.client_check!r}")
         if not _fraction_0_to_1(self.max_error_rate):
             raise ValueError("max_error_rate is a fraction from 0 to 1 (0.01 lets 1% of the "
                              f"requests fail), got {self.max_error_rate!r}")
@@ -297,8 +303,7 @@ class Llmperf:
         if judgement.failed:
             pytest.fail(judgement.failure_text(), pytrace=False)
 
-    @staticmethod
-    def _check_client(result: Result, settings: Settings) -> None:
+    def _check_client(self, result: Result, settings: Settings) -> None:
         """A run a neighbour disturbed, or the load generator limited, or lost a worker in,
         measured something else than the engine: it fails here, before any judging (with
         --llmperf-disturbance / --llmperf-client-check warn it warns; the session then writes
@@ -308,7 +313,8 @@ class Llmperf:
         if result.disturbed:  # a neighbour that disturbed the client too is the cause
             _fail_or_warn(result.disturbance.failure(), settings.disturbance, DisturbedWarning)
         elif result.client is not None and result.client.limited:
-            _fail_or_warn(result.client.failure(usable_cores()), settings.client_check,
+            _fail_or_warn(result.client.failure(usable_cores()),
+                          self.options.client_check or settings.client_check,
                           ClientLimitedWarning)
 
     @staticmethod

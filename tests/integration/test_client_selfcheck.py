@@ -34,14 +34,15 @@ def mock():
     server.stop()
 
 
-def run_every_run_limited(pytester, mock, *args: str) -> pytest.RunResult:
+def run_every_run_limited(pytester, mock, *args: str,
+                          test_file: str = TEST_FILE) -> pytest.RunResult:
     """TEST_FILE against the mock, asked to update baselines, with every run client-limited."""
     pytester.makeconftest("import pytest_llmperf.client.selfcheck as s\n"
                           "import pytest_llmperf.metrics.client_check as limits\n"
                           "limits.CPU_LIMIT = 0.0\n"
                           "limits.SCHEDULE_LAG_LIMIT_S = float('inf')\n"
                           "s.LOOP_LAG_FLOOR_S = float('inf')\n")
-    pytester.makepyfile(test_x=TEST_FILE)
+    pytester.makepyfile(test_x=test_file)
     return pytester.runpytest_subprocess(
         "--llmperf-endpoint", mock.url, "--llmperf-hardware", "cpu", "--llmperf-model", "mock",
         "--llmperf-update-baselines", *args)
@@ -70,6 +71,29 @@ def test_warn_mode_lets_the_test_pass_but_still_writes_no_baseline(pytester, moc
         "test_x.py::test_x: baseline not updated (client-limited run)",
     ])
     assert not (pytester.path / "baselines").exists()
+
+
+def test_the_marker_warns_for_its_test_alone(pytester, mock):
+    """@pytest.mark.llmperf(client_check="warn"): a suite whose engine must share the client's
+    cores says so on the test, not on every command line that runs it."""
+    marked = f"""
+import pytest
+from pytest_llmperf import Engine, Workload
+
+pytestmark = pytest.mark.engine(Engine(model={str(TINY_LLAMA)!r}, load_format="dummy"))
+LOAD = Workload.fixed(input_tokens=8, output_tokens=4, num_requests=4, concurrency=2)
+
+@pytest.mark.llmperf(client_check="warn")
+def test_x(llmperf):
+    llmperf.run(LOAD)
+
+def test_y(llmperf):
+    llmperf.run(LOAD)
+"""
+    result = run_every_run_limited(pytester, mock, test_file=marked)
+    result.assert_outcomes(passed=1, failed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*ClientLimitedWarning: client-limited measurement: *",
+                                 "FAILED test_x.py::test_y - *client-limited measurement*"])
 
 
 def test_bad_client_workers_is_one_line_naming_the_option(pytester):

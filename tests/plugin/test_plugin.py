@@ -73,7 +73,9 @@ def test_a_test_without_engine_fails_with_the_fix(pytester: pytest.Pytester):
     ("repeat=0", "repeat is a whole number >= 1, got 0"),
     ("max_error_rate=5", "max_error_rate is a fraction from 0 to 1 (0.01 lets 1% of the requests "
                          "fail), got 5"),  # 5 for 5%
-], ids=["typo", "percentage", "repeat", "error-rate-percentage"])
+    ("client_check='off'", "client_check is one of fail, warn (as --llmperf-client-check), "
+                           "got 'off'"),
+], ids=["typo", "percentage", "repeat", "error-rate-percentage", "client-check"])
 def test_a_bad_llmperf_marker_names_the_test(pytester: pytest.Pytester, marker_args, message):
     pytester.makepyfile(f"""
         import pytest
