@@ -41,8 +41,9 @@ MUST_SHOW = 5
 MIN_TEST_WIDTH = 16
 
 
-def _text_columns(rows: Sequence[Row]) -> list[tuple[str, list[str]]]:
-    keys = engine_keys(row["engine"] for row in rows)
+def _text_columns(rows: Sequence[Row], keys: dict[str, str]) -> list[tuple[str, list[str]]]:
+    """`keys` from engine_keys over the rows in measured order, as the legend numbers them (a
+    table sorted worst first would otherwise number its engines in another order)."""
     return [("engine", [keys[row["engine"]] for row in rows]),
             ("workload", [row["workload"] for row in rows])]
 
@@ -73,8 +74,9 @@ def _layout(header: list[str], lines: list[list[str] | str]) -> list[str]:
 
 def full_table(rows: Sequence[Row]) -> list[str]:
     """Every column that has a value, whole test ids, one line per row, worst first."""
+    keys = engine_keys(row["engine"] for row in rows)
     rows = by_severity(rows)
-    columns = [*_text_columns(rows), *_cells(shown_columns(rows), rows),
+    columns = [*_text_columns(rows, keys), *_cells(shown_columns(rows), rows),
                ("verdict", [verdict_text(row) for row in rows])]
     header = ["test", *(name for name, _ in columns)]
     lines = [[row["test_id"], *(cells[i] for _, cells in columns)] for i, row in enumerate(rows)]
@@ -106,7 +108,7 @@ def short_table(rows: Sequence[Row], width: int = WIDTH) -> list[str]:
     file's name, elided in the middle only if even the first MUST_SHOW columns do not fit."""
     sections = _sections(rows)
     ordered = [row for _, members in sections for row in members]
-    available = dict(_text_columns(ordered))
+    available = dict(_text_columns(ordered, engine_keys(row["engine"] for row in rows)))
     available.update(_cells(shown_columns(ordered), ordered))
     if len(set(available["engine"])) == 1:
         del available["engine"]  # the engine legend under the table names it

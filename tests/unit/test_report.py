@@ -26,6 +26,7 @@ from pytest_llmperf.reports.model import (
     summary_rows,
     verdict_counts,
 )
+from pytest_llmperf.reports import terminal
 from pytest_llmperf.verdict import judge
 from pytest_llmperf.verdict.status import Status
 
@@ -248,3 +249,16 @@ def test_extra_lines_nan_value():
                        {"t::x": Status.MISSED})
     assert line == ["t::x: slo_capacity_req_s = nan (d)  MISSED TARGET"]
 
+
+
+
+def test_a_table_sorted_worst_first_numbers_engines_as_the_legend_does():
+    # Measured: tiny seqs=16 (#1 in the legend), then tiny seqs=1 (#2), which regressed and so
+    # leads the table. Its engine cell must still read #2: the number points into the legend.
+    rows = [dict(row("t::a", "pass"), engine="tiny seqs=16"),
+            dict(row("t::b", "REGRESSION"), engine="tiny seqs=1")]
+    assert engine_lines(rows)[:2] == ["engine tiny#1 = tiny seqs=16", "engine tiny#2 = tiny seqs=1"]
+    for table in (terminal.full_table(rows), terminal.short_table(rows)):
+        [line_b] = [line for line in table if "REGRESSION" in line]
+        [line_a] = [line for line in table if "pass" in line]
+        assert "tiny#2" in line_b and "tiny#1" in line_a
