@@ -1,4 +1,5 @@
-"""The CPU suite, capacity: a rate sweep, the SLO capacity search, and an MLPerf-style Server run.
+"""The CPU suite, capacity: rate and concurrency sweeps, the SLO capacity search, and an
+MLPerf-style Server run.
 
 The SLOs are scaled to the tiny model on two CPU cores; the search's result is gated like any
 other metric (slo_capacity_req_s, higher is better).
@@ -32,6 +33,18 @@ def test_rate_sweep(llmperf):
     sweep = llmperf.sweep(BASE, rates=[4.0, 8.0, 16.0, 32.0])
     throughputs = [point.metrics.output_throughput_tok_s for point in sweep.points]
     assert throughputs[-1] > throughputs[0], "more offered load, more output"
+    print("\n".join(sweep.table()))
+
+
+def test_concurrency_sweep(llmperf):
+    """Closed loop at 1, 4 and 16 requests in flight (the source studies' batch-size curves):
+    more sequences per decode step, more output per second, each step a little slower."""
+    base = Workload.fixed(input_tokens=128, output_tokens=32, num_requests=32, concurrency=1,
+                          warmup_requests=2)
+    sweep = llmperf.sweep(base, concurrencies=[1, 4, 16])
+    first, *_, last = sweep.points
+    assert last.metrics.output_throughput_tok_s > 2 * first.metrics.output_throughput_tok_s
+    assert last.metrics.tpot_s.p50 > first.metrics.tpot_s.p50
     print("\n".join(sweep.table()))
 
 

@@ -5,11 +5,23 @@ Collected last on purpose: offline mode stops the server engines to have the mac
 
 import pytest
 
-from pytest_llmperf import Workload
+from pytest_llmperf import OfflineScenario, Workload, judge_offline, offline_workload
 from suites.tiny import CPU_GATED, CPU_TOLERANCE, TINY_CPU
 
 pytestmark = [pytest.mark.cpu, pytest.mark.engine(TINY_CPU),
               pytest.mark.llmperf(tolerance=CPU_TOLERANCE, gate=CPU_GATED)]
+
+
+def test_mlperf_offline_scenario(llmperf):
+    """MLPerf's Offline scenario through the server: 459 queries sent at once (the fewest that
+    can pass early stopping, the Server scenario's floor too), VALID when all complete; its
+    throughput is what the scenario reports."""
+    scenario = OfflineScenario(min_queries=459)
+    base = Workload.fixed(input_tokens=64, output_tokens=16, num_requests=1, rate=1.0, seed=7)
+    result = llmperf.run(offline_workload(scenario, base))
+    verdict = judge_offline(scenario, result.metrics)
+    assert verdict.valid, str(verdict)
+    assert verdict.stats["output_throughput_tok_s"] == result.output_throughput_tok_s
 
 
 def test_offline_throughput(llmperf):
