@@ -20,9 +20,13 @@ class Request:
     prompt: str | tuple[int, ...]
     prompt_tokens: int
     output_tokens: int
-    # Keep the generated token ids in the record (`output_token_ids`): a conversation's next
-    # turn carries them (client/sessions.py). Off by default: the hot path keeps only counts.
+    # Keep the generated token ids and text in the record (`output_token_ids`, `output_text`):
+    # a conversation's next turn carries them (client/sessions.py). Off by default: the hot path
+    # keeps only counts.
     keep_output: bool = False
+    # Chat messages, (role, content), that go before `prompt` on /v1/chat/completions: a chat
+    # conversation's earlier turns (client/sessions.py). A completions prompt has none.
+    history: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(slots=True)
@@ -48,8 +52,10 @@ class RequestRecord:
     error_kind: str | None = None  # one of failures.KINDS when `error` is set
     # Set when a chunk's token count had to be inferred (the server sent no token ids).
     tokens_estimated: bool = False
-    # The generated token ids, only for a request that asked (`Request.keep_output`).
+    # The generated token ids, and text in the pieces it streamed in, only for a request that
+    # asked (`Request.keep_output`).
     output_token_ids: list[int] | None = None
+    output_text: list[str] | None = None
     # A conversation's session number and 1-based turn (client/sessions.py); None otherwise.
     session: int | None = None
     turn: int | None = None

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 
 from pytest_llmperf.client.local import measure_locally
 from pytest_llmperf.client.measurement import Endpoint, Measurement, run_async
-from pytest_llmperf.client.sessions import Sessions
 from pytest_llmperf.client.watchdog import DEFAULT_STALL_TIMEOUT_S
 from pytest_llmperf.client.workers import measure_in_workers
 from pytest_llmperf.records import Request
@@ -25,9 +24,9 @@ def measure(endpoint: Endpoint, requests: list[Request], pattern, *, seed: int,
             workers: int = 1,
             stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S) -> Measurement:
     """Run the requests against the endpoint; one record per request that was sent."""
-    # A conversation's turns depend on each other's answers: its sessions are not split between
-    # processes (client/sessions.py).
-    if workers > 1 and not isinstance(pattern, Sessions):
+    # A conversation's turns depend on each other's answers: its sessions go to the workers
+    # whole (workers.plan_workers).
+    if workers > 1:
         return measure_in_workers(endpoint, requests, pattern, seed=seed, warmup=list(warmup),
                                   duration_s=duration_s, workers=workers,
                                   stall_timeout_s=stall_timeout_s)

@@ -108,10 +108,11 @@ async def run_measured(client: OpenAIStreamClient, requests: Sequence[Request],
     probe = asyncio.ensure_future(_probe_loop_lag(lags))
     cpu0, coalesced0 = time.process_time(), client.coalesced_chunks
     try:
-        if isinstance(pattern, Sessions):  # conversations: one process (measure.py)
-            records = await run_sessions(requests, client.send, pattern, seed=seed,
-                                         duration_s=duration_s, start_s=start_s,
-                                         stopped=stopped)
+        if isinstance(pattern, Sessions):  # conversations: `only`/`take_next` count sessions
+            records = await run_sessions(requests, client.send, pattern,
+                                         chat=client.options.api == "chat", seed=seed,
+                                         duration_s=duration_s, start_s=start_s, only=only,
+                                         take_next=take_next, stopped=stopped)
         else:
             records = await run_load(requests, client.send, pattern, seed=seed,
                                      duration_s=duration_s, start_s=start_s, only=only,

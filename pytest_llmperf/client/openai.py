@@ -90,7 +90,10 @@ class OpenAIStreamClient:
         if self.options.api == "chat":
             if not isinstance(request.prompt, str):
                 raise ValueError("chat requests need text prompts, not token ids")
-            body["messages"] = [{"role": "user", "content": request.prompt}]
+            # A conversation's earlier turns go first, the answers as the server wrote them.
+            body["messages"] = [*({"role": role, "content": content}
+                                  for role, content in request.history),
+                                {"role": "user", "content": request.prompt}]
         else:
             prompt = request.prompt
             if not (isinstance(prompt, str) or self.options.server.token_id_prompts):
@@ -108,6 +111,7 @@ class OpenAIStreamClient:
             index=index, expected_prompt_tokens=request.prompt_tokens,
             expected_output_tokens=request.output_tokens, scheduled_s=scheduled_s,
             output_token_ids=[] if request.keep_output else None,
+            output_text=[] if request.keep_output else None,
         )
         decoder = StreamDecoder(record, self.options.server.chunk_per_token)
         self.in_flight[id(record)] = record

@@ -10,6 +10,8 @@ sample. A server without `/metrics` (not vLLM, or down) yields an empty summary 
 Names are matched exactly (docs/cpu-engine.md, /metrics): `vllm:num_requests_waiting` is not
 `vllm:num_requests_waiting_by_reason`. Under data parallelism every engine reports its own label
 set (`engine="0"`, `engine="1"`, ...); the values are summed, except the KV-cache usage fraction.
+A labelled counter can keep one label's series apart: speculative decoding's accepted tokens per
+draft position are summed over engines, never over positions.
 Each server kind names its own samples (`MetricNames`: vLLM's, SGLang's, llama.cpp's server's;
 client/server_kind.py picks one); the summary's keys are the same for all of them.
 """
@@ -25,9 +27,11 @@ from types import TracebackType
 import httpx
 
 from pytest_llmperf.client.access import Access
+from pytest_llmperf.metrics import spec_decode
 
 __all__ = ["LLAMACPP_METRICS", "SAMPLE_INTERVAL_S", "SGLANG_METRICS", "VLLM_METRICS",
-           "MetricNames", "ServerMetricsSampler", "parse_metrics", "parse_vllm_metrics"]
+           "MetricNames", "ServerMetricsSampler", "SpecDecodeCounters", "by_label", "labelled",
+           "parse_metrics", "parse_vllm_metrics"]
 
 # One GET every quarter second: fine enough to see a KV-cache peak in a run of a few seconds, cheap
 # for the server (rendering /metrics costs vLLM's API process ~10 ms) and the client alike.
@@ -57,6 +61,33 @@ _MAX_OVER_LABEL_SETS = frozenset({"vllm:kv_cache_usage_perc"})
 
 
 @dataclass(frozen=True)
+class SpecDecodeCounters:
+    """A server's speculative-decoding counters; metrics/spec_decode.py turns their changes over
+    the run into acceptance. `accepted_per_position` has one series per `position_label` value."""
+
+    drafts: str
+    draft_tokens: str
+    accepted_tokens: str
+    accepted_per_position: str
+    position_label: str = "position"
+
+    @property
+    def totals(self) -> tuple[str, str, str]:
+        return (self.drafts, self.draft_tokens, self.accepted_tokens)
+
+
+# vLLM's, exported only by an engine with a speculative_config, from its first sample on (each
+# engine's series are labelled at start-up): vllm/v1/spec_decode/metrics.py,
+# https://github.com/vllm-project/vllm/blob/main/vllm/v1/spec_decode/metrics.py.
+VLLM_SPEC_DECODE = SpecDecodeCounters(
+    drafts="vllm:spec_decode_num_drafts_total",
+    draft_tokens="vllm:spec_decode_num_draft_tokens_total",
+    accepted_tokens="vllm:spec_decode_num_accepted_tokens_total",
+    accepted_per_position="vllm:spec_decode_num_accepted_tokens_per_pos_total",
+)
+
+
+@dataclass(frozen=True)
 class MetricNames:
     """One server kind's Prometheus samples behind the summary's keys: gauges reported as their
     maximum, counters as their change over the run. `server` names the kind in the warning."""
@@ -66,13 +97,24 @@ class MetricNames:
     gauge_maxima: Mapping[str, str] = field(hash=False)  # hashed by the rest: still a key
     counter_deltas: Mapping[str, str] = field(hash=False)
     max_over_label_sets: frozenset[str] = field(default_factory=frozenset)
+    spec_decode: SpecDecodeCounters | None = None
 
     @property
     def sampled(self) -> frozenset[str]:
-        return frozenset(self.gauge_maxima.values()) | frozenset(self.counter_deltas.values())
+        spec = self.spec_decode
+        spec_names = (*spec.totals, spec.accepted_per_position) if spec else ()
+        return (frozenset(self.gauge_maxima.values()) | frozenset(self.counter_deltas.values())
+                | frozenset(spec_names))
+
+    @property
+    def kept_apart(self) -> dict[str, str]:
+        """Sample name -> the label whose series stay apart (see `labelled`)."""
+        spec = self.spec_decode
+        return {spec.accepted_per_position: spec.position_label} if spec else {}
 
 
-VLLM_METRICS = MetricNames("vLLM", "vllm:", GAUGE_MAXIMA, COUNTER_DELTAS, _MAX_OVER_LABEL_SETS)
+VLLM_METRICS = MetricNames("vLLM", "vllm:", GAUGE_MAXIMA, COUNTER_DELTAS, _MAX_OVER_LABEL_SETS,
+                           VLLM_SPEC_DECODE)
 
 # SGLang's names, from https://docs.sglang.io/docs/references/production_metrics and its
 # collector (https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/metrics/collector.py):
@@ -115,11 +157,23 @@ LLAMACPP_METRICS = MetricNames(
 _BOUND_LABELS = ("le", "quantile")
 
 
+def labelled(name: str, label: str, value: str) -> str:
+    """The key of one label value's series of a sample kept apart by that label, written as
+    Prometheus selects it: 'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="0"}'."""
+    return f'{name}{{{label}="{value}"}}'
+
+
+def by_label(values: Mapping[str, float], name: str, label: str) -> dict[str, float]:
+    """The series of `name` kept apart by `label`, from parsed values: {label value: value}."""
+    start = f'{name}{{{label}="'
+    return {key[len(start):-2]: value for key, value in values.items() if key.startswith(start)}
+
+
 def parse_metrics(text: str, names: MetricNames) -> dict[str, float]:
     """The samples `names` reads from a /metrics page. A counter whose family the page declares
     (`# TYPE name counter`) without a sample counts 0: prometheus_client shows a labelled counter
     only from its first increment (SGLang's cached tokens before the first prefix hit)."""
-    values = parse_vllm_metrics(text, names.sampled, names.max_over_label_sets)
+    values = parse_vllm_metrics(text, names.sampled, names.max_over_label_sets, names.kept_apart)
     for name in names.counter_deltas.values():
         if name not in values and f"# TYPE {name} counter" in text:
             values[name] = 0.0
@@ -127,14 +181,15 @@ def parse_metrics(text: str, names: MetricNames) -> dict[str, float]:
 
 
 def parse_vllm_metrics(text: str, names: Collection[str] | None = None,
-                       max_over_label_sets: Collection[str] = _MAX_OVER_LABEL_SETS
-                       ) -> dict[str, float]:
+                       max_over_label_sets: Collection[str] = _MAX_OVER_LABEL_SETS,
+                       kept_apart: Mapping[str, str] | None = None) -> dict[str, float]:
     """Prometheus exposition text -> {sample name: value}, summed over label sets.
 
     Sample names are the exposed ones (`vllm:prompt_tokens_total`, `..._created`). Histogram
     `_bucket` series are left out (see `_BOUND_LABELS`); `_sum` and `_count` are kept. With `names`,
     only those samples are parsed: vLLM's page is ~600 lines and the library takes ~13 ms for all
-    of them, time the load generator's event loop would stall for at every sample.
+    of them, time the load generator's event loop would stall for at every sample. A sample in
+    `kept_apart` (name -> label) is summed per value of that label, under `labelled` keys.
     """
     # Imported here so that importing the plugin does not import prometheus_client.
     from prometheus_client.parser import text_string_to_metric_families
@@ -146,13 +201,17 @@ def parse_vllm_metrics(text: str, names: Collection[str] | None = None,
         for sample in family.samples:
             if any(label in sample.labels for label in _BOUND_LABELS):
                 continue
-            seen = values.get(sample.name)
+            key = sample.name
+            apart = kept_apart.get(key) if kept_apart else None
+            if apart is not None and apart in sample.labels:
+                key = labelled(key, apart, sample.labels[apart])
+            seen = values.get(key)
             if seen is None:
-                values[sample.name] = sample.value
+                values[key] = sample.value
             elif sample.name in max_over_label_sets:
-                values[sample.name] = max(seen, sample.value)
+                values[key] = max(seen, sample.value)
             else:
-                values[sample.name] = seen + sample.value
+                values[key] = seen + sample.value
     return values
 
 
@@ -295,7 +354,8 @@ class ServerMetricsSampler:
 
         A metric this server does not export is NaN; so is the hit rate of a run with no
         prefix-cache queries. Gauge maxima are over the samples: a peak shorter than the
-        interval can fall between two of them.
+        interval can fall between two of them. Speculative decoding's keys are there only where
+        the server exports its counters (`_spec_decode`).
         """
         if self._samples < 2 or self._first is None:
             return {}
@@ -306,5 +366,24 @@ class ServerMetricsSampler:
             out[key] = last.get(name, math.nan) - first.get(name, math.nan)
         queries, hits = out["prefix_cache_queries"], out["prefix_cache_hits"]
         out["prefix_cache_hit_rate"] = hits / queries if queries > 0 else math.nan
+        out.update(self._spec_decode(first, last))
         out["samples"] = self._samples
         return out
+
+    def _spec_decode(self, first: Mapping[str, float], last: Mapping[str, float]
+                     ) -> dict[str, float]:
+        """Acceptance over the run (metrics/spec_decode.py); {} for an engine that does not
+        draft: it has none of the counters. A series missing from the first sample counts from 0,
+        as `vllm bench serve` counts it."""
+        spec = self.names.spec_decode
+        if spec is None or spec.drafts not in last:
+            return {}
+
+        def change(before: Mapping[str, float], after: Mapping[str, float], key: str) -> float:
+            return after.get(key, math.nan) - before.get(key, 0.0)
+
+        totals = [change(first, last, name) for name in spec.totals]
+        before, after = (by_label(values, spec.accepted_per_position, spec.position_label)
+                         for values in (first, last))
+        by_position = {position: change(before, after, position) for position in after}
+        return spec_decode.acceptance(*totals, by_position)

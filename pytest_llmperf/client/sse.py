@@ -154,6 +154,8 @@ class StreamDecoder:
             record.chunk_tokens += map(len, ids)
             if record.output_token_ids is not None:  # a conversation's turn (sessions.py)
                 record.output_token_ids += chain.from_iterable(ids)
+            if record.output_text is not None:  # (a chosen choice without ids has no text)
+                record.output_text += filter(None, map(_text, firsts))
             self.coalesced += sum(map(eq, times, [self._last_read_s, *times[:-1]]))
             self._last_read_s = times[-1]
         self.finished = done
@@ -169,6 +171,7 @@ class StreamDecoder:
         lines = data.split(b"\n")
         self._partial = lines.pop()  # b"" when the read ended on a line break
         record = self.record
+        text_kept = record.output_text  # a conversation's turn (sessions.py), else None
         for line in lines:
             if line[:5] != b"data:":
                 continue  # blank separators, comments, event:/id: fields
@@ -195,6 +198,8 @@ class StreamDecoder:
                 continue
             counted = False
             for choice in event.choices:
+                if text_kept is not None and (piece := _text(choice)):
+                    text_kept.append(piece)
                 if choice.token_ids is not None:
                     tokens = len(choice.token_ids)
                     if record.output_token_ids is not None:

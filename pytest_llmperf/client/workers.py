@@ -6,7 +6,10 @@ do. The split keeps the workload's meaning:
 - open loop: every worker computes the same seeded arrival offsets and sends every N-th arrival at
   its offset from the common start instant; a concurrency cap is split between the workers;
 - closed loop: the concurrency is split, and a shared counter hands out request indices, so a slot
-  freed in any worker takes the next request, exactly as in one process.
+  freed in any worker takes the next request, exactly as in one process;
+- conversations (sessions.Sessions): the same split over the session starts, so a session goes
+  to one worker whole (its turns carry its own answers) and its records keep their request index,
+  session and turn: the merged records number as one process's would.
 perf_counter is the system-wide monotonic clock on Linux, so every worker's timestamps are on one
 time line and the records merge as if one client had taken them.
 
@@ -43,6 +46,7 @@ from pytest_llmperf.client.measurement import (
 )
 from pytest_llmperf.client.openai import OpenAIStreamClient
 from pytest_llmperf.client.server_metrics import ServerMetricsSampler
+from pytest_llmperf.client.sessions import Sessions
 from pytest_llmperf.client.watchdog import DEFAULT_STALL_TIMEOUT_S, Watchdog, abort_reason
 from pytest_llmperf.records import ClientStats, Request
 
@@ -62,8 +66,10 @@ PUBLISH_S = 0.25  # a worker's progress on the board is at most this old when th
 class WorkerPlan:
     """One worker's part: its share of the load, and of the warm-up."""
 
-    pattern: LoadPattern
-    only: tuple[int, ...] | None  # open loop: the arrivals it sends; closed loop: None (counter)
+    pattern: LoadPattern | Sessions
+    # open loop: the arrivals it sends (for conversations, the sessions it starts);
+    # closed loop: None (the shared counter)
+    only: tuple[int, ...] | None
     warmup: tuple[int, ...]  # indices into the warm-up requests
 
 
@@ -72,10 +78,14 @@ def share(total: int, index: int, parts: int) -> int:
     return total // parts + (1 if index < total % parts else 0)
 
 
-def plan_workers(pattern: LoadPattern, n_requests: int, n_warmup: int,
+def plan_workers(pattern: LoadPattern | Sessions, n_requests: int, n_warmup: int,
                  workers: int) -> list[WorkerPlan]:
     """Split one measurement between at most `workers` processes (fewer when the load has fewer
-    slots than that: a worker with no slot would only cost a process)."""
+    slots than that: a worker with no slot would only cost a process). Conversations are split
+    by their session starts (`pattern.start`), never inside a session."""
+    if isinstance(pattern, Sessions):
+        starts = plan_workers(pattern.start, len(pattern.firsts(n_requests)), n_warmup, workers)
+        return [replace(plan, pattern=pattern.with_start(plan.pattern)) for plan in starts]
     cap = pattern.max_concurrency
     active = max(1, min(workers, cap or workers, n_requests))
     plans = []
@@ -190,9 +200,9 @@ def _collect(pending: dict[int, tuple[Any, Connection]], timeout_s: float | None
     return got, failed
 
 
-def measure_in_workers(endpoint: Endpoint, requests: list[Request], pattern: LoadPattern, *,
-                       seed: int, warmup: list[Request], duration_s: float | None,
-                       workers: int, on_started=None,
+def measure_in_workers(endpoint: Endpoint, requests: list[Request],
+                       pattern: LoadPattern | Sessions, *, seed: int, warmup: list[Request],
+                       duration_s: float | None, workers: int, on_started=None,
                        stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S) -> Measurement:
     """`measure.measure` over `workers` processes; `on_started(pids)` lets a benchmark watch
     them."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from pytest_llmperf.metrics import goodput
+from pytest_llmperf.metrics.turns import turn_metrics
 from pytest_llmperf.records import RequestRecord
 
 __all__ = [
@@ -86,6 +87,7 @@ class RunMetrics:
     error_rate: float
     prompt_tokens: int
     output_tokens: int
+    prompt_throughput_tok_s: float
     output_throughput_tok_s: float
     total_throughput_tok_s: float
     request_throughput_req_s: float
@@ -95,6 +97,10 @@ class RunMetrics:
     # when the test has no such limits.
     goodput_req_s: float = math.nan
     goodput_share: float = math.nan
+    # A conversation's metrics by turn index under their gate names ("turn2:ttft_s.p50",
+    # turns.turn_metrics); () for other runs. Per run, so repeats give a median and a spread
+    # and A/B pairs a ratio, like every other metric.
+    turns: tuple[tuple[str, float], ...] = ()
 
     def flat(self) -> dict[str, float]:
         """Every metric by the name `get` accepts: "ttft_s.p50", ..., "output_throughput_tok_s"."""
@@ -105,9 +111,13 @@ class RunMetrics:
                 out[f"{name}.{stat}"] = float(getattr(summary, stat))
         for name in SCALARS:
             out[name] = float(getattr(self, name))
+        out.update(self.turns)
         return out
 
     def get(self, name: str) -> float:
+        turn = dict(self.turns).get(name)
+        if turn is not None:
+            return turn
         base, dot, stat = name.partition(".")
         if dot and base in DISTRIBUTIONS and stat in STATISTICS:
             return float(getattr(getattr(self, base), stat))
@@ -119,7 +129,8 @@ class RunMetrics:
 DISTRIBUTIONS: tuple[str, ...] = tuple(
     f.name for f in fields(RunMetrics) if f.type in ("Summary", Summary)
 )
-SCALARS: tuple[str, ...] = tuple(f.name for f in fields(RunMetrics) if f.name not in DISTRIBUTIONS)
+SCALARS: tuple[str, ...] = tuple(f.name for f in fields(RunMetrics)
+                                 if f.name not in DISTRIBUTIONS and f.name != "turns")
 
 
 def _unknown_metric(name: str) -> str:
@@ -136,9 +147,15 @@ def _gaps(record: RequestRecord) -> list[float]:
 
 
 def request_itls(record: RequestRecord) -> list[float]:
+    # A chunk of k tokens (k accepted draft tokens, a stream interval) is k inter-token gaps of
+    # gap / k each: one value per token, so the percentiles weigh tokens, not chunks, and a
+    # request's mean ITL is its decode time per token, as SGLang's bench_serving expands chunk
+    # gaps (https://github.com/sgl-project/sglang/pull/33193 describes it).
     # A chunk is only recorded when it carries tokens; max(..., 1) keeps a broken zero count
     # from a misbehaving server from dividing by zero (the raw gap is then kept as is).
-    return [gap / max(tokens, 1) for gap, tokens in zip(_gaps(record), record.chunk_tokens[1:])]
+    return [gap / count
+            for gap, tokens in zip(_gaps(record), record.chunk_tokens[1:])
+            for count in (max(tokens, 1),) for _ in range(count)]
 
 
 def request_tpot(record: RequestRecord) -> float:
@@ -164,9 +181,9 @@ def _distributions(
         # vllm: same formula; it re-tokenizes the text when usage is missing, we fall back to
         # the chunk token counts (RequestRecord.output_tokens).
         "tpot_s": Summary.of(request_tpot(r) for r in done if r.output_tokens > 1),
-        # vllm's ITL is the raw per-chunk gap; ours divides by the later chunk's tokens, so
-        # multi-token chunks (speculative decoding, stream intervals) do not inflate it
-        # (https://github.com/vllm-project/vllm/issues/27485).
+        # vllm's ITL is the raw per-chunk gap; ours spreads each gap over the later chunk's
+        # tokens, so multi-token chunks (speculative decoding, stream intervals) do not inflate
+        # it (https://github.com/vllm-project/vllm/issues/27485).
         "itl_s": Summary.of(x for r in done for x in request_itls(r)),
         # Raw gaps between token chunks: this is what vllm calls ITL (AIPerf calls it ICL).
         "icl_s": Summary.of(x for r in done for x in _gaps(r)),
@@ -191,12 +208,16 @@ def _throughputs(
         # No completed request (or clocks that make no sense): no rate can be claimed.
         return {
             "duration_s": 0.0,
+            "prompt_throughput_tok_s": 0.0,
             "output_throughput_tok_s": 0.0,
             "total_throughput_tok_s": 0.0,
             "request_throughput_req_s": 0.0,
         }
     return {
         "duration_s": duration,
+        # Prefill work: not in vllm bench serve, which prints only output and total tok/s; the
+        # prompt tokens are the server's usage, as in the total.
+        "prompt_throughput_tok_s": prompt / duration,
         "output_throughput_tok_s": output / duration,
         # vllm counts the intended prompt lengths; we count the server's usage.
         "total_throughput_tok_s": (prompt + output) / duration,
@@ -239,4 +260,5 @@ def compute_metrics(records: Sequence[RequestRecord],
         output_tokens=output,
         length_mismatches=sum(r.length_mismatch for r in records),
         tokens_estimated=sum(r.tokens_estimated for r in done),
+        turns=turn_metrics(records),
     )

@@ -5,15 +5,16 @@ A decode step reads every weight the step uses once and the KV cache of every se
 batch; no step can take less than those bytes over the GPU's memory bandwidth:
 
     bound per step = (weight bytes / TP + KV bytes per step per GPU) / bandwidth per GPU
-    KV bytes per step = batch x mean context x 2 (K and V) x layers x KV heads per GPU x head dim
-                        x KV bytes per element
+    KV bytes per step per GPU = batch / DP x mean context x 2 (K and V) x layers / PP
+                                x KV heads per GPU x head dim x KV bytes per element
     fraction = bound / measured TPOT p50   (1.0 would be a step at the roofline)
 
 Weight bytes come from the model's config.json (a dense Llama-style decoder: attention, gated
 MLP, norms, the LM head; the embedding table only has its looked-up rows read), the dtype, the
-quantization and the tensor-parallel size. The batch and context are the run's own: the mean
-number of requests decoding at once (Little's law over the decode phase) and the mean context a
-decoding request holds. CPU runs have no roofline (no bandwidth table for CPUs; see the docs).
+quantization and the tensor-parallel size (pipeline and data parallel: see Roofline). The batch
+and context are the run's own: the mean number of requests decoding at once (Little's law over
+the decode phase) and the mean context a decoding request holds. CPU runs have no roofline (no
+bandwidth table for CPUs; see the docs).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.errors import InputError, LlmperfError
+from pytest_llmperf.metrics import gpus
 from pytest_llmperf.model_files import model_dir
 
 # Memory bandwidth per GPU, bytes/s, from NVIDIA's datasheets (docs/roofline.md has the links).
@@ -150,15 +152,40 @@ def decode_load(values: Mapping[str, float]) -> DecodeLoad:
 
 @dataclass(frozen=True)
 class Roofline:
+    """The bound of one decode step: the time in which every running request gains a token.
+
+    Tensor parallel (in ModelBytes) splits every layer: each GPU reads 1/TP of the weights.
+
+    Pipeline parallel splits the layers into PP stages of 1/PP of them each, and still leaves
+    the weights term at weights / TP, not weights / (TP x PP): a token has to pass through every
+    stage in turn, so the stages' weight reads lie one after the other on its path. vLLM keeps
+    PP micro-batches in flight to keep every stage busy; then each stage reads its 1/PP of the
+    weights once per micro-batch, PP times per step: weights / TP again, and the KV of the
+    whole batch over its 1/PP of the layers. Fewer micro-batches make a token's path longer
+    (its micro-batch, a larger share of the batch, has its KV read on every stage in turn);
+    more make each stage read its weights more often than PP times. PP micro-batches is the
+    fastest a step can be, so the bound takes weights / TP and KV / PP.
+
+    Data parallel runs DP copies of the model, each on its own TP x PP GPUs, each with its own
+    share of the requests: the weights term is unchanged and each copy's GPUs read the KV of
+    batch / DP sequences. The run's batch is that of all copies (Little's law over the run); a
+    split uneven between copies only raises the mean bound of a request (the sum of squares of
+    the shares is smallest when they are equal), so the even split keeps it a lower bound.
+    """
+
     model: ModelBytes
     load: DecodeLoad
     bandwidth: float  # bytes/s per GPU
     tpot_s: float  # the measured TPOT p50
+    pipeline_parallel: int = 1
+    data_parallel: int = 1
 
     @property
     def kv_bytes_per_step(self) -> float:
-        """Per GPU."""
-        return self.load.batch * self.load.context_tokens * self.model.kv_bytes_per_token
+        """Per GPU: its copy's share of the batch, over its stage's layers."""
+        batch_per_copy = self.load.batch / self.data_parallel
+        return (batch_per_copy * self.load.context_tokens * self.model.kv_bytes_per_token
+                / self.pipeline_parallel)
 
     @property
     def bound_s(self) -> float:
@@ -176,7 +203,8 @@ class Roofline:
                 "kv_bytes_per_step_per_gpu": self.kv_bytes_per_step,
                 "decode_batch": self.load.batch, "context_tokens": self.load.context_tokens,
                 "tensor_parallel": self.model.tensor_parallel,
-                "bandwidth_bytes_s": self.bandwidth}
+                "pipeline_parallel": self.pipeline_parallel,
+                "data_parallel": self.data_parallel, "bandwidth_bytes_s": self.bandwidth}
 
 
 @functools.lru_cache(maxsize=32)
@@ -215,9 +243,11 @@ def roofline(engine: Mapping[str, Any], fingerprint: Mapping[str, Any],
     tpot = values.get("tpot_s.p50", math.nan)
     if not tpot > 0:
         raise NoRoofline("no roofline: the run has no TPOT")
+    layout = gpus.parallelism(engine)
     model = model_bytes(model_config(str(engine.get("model", "")), root, engine.get("revision")),
                         dtype=engine.get("dtype"),
                         quantization=engine.get("quantization"),
                         kv_cache_dtype=engine.get("kv_cache_dtype"),
-                        tensor_parallel=int(engine.get("tensor_parallel_size") or 1))
-    return Roofline(model, decode_load(values), bw, tpot)
+                        tensor_parallel=layout.tensor)
+    return Roofline(model, decode_load(values), bw, tpot, pipeline_parallel=layout.pipeline,
+                    data_parallel=layout.data)

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import pytest
 
 from pytest_llmperf import ids
+from pytest_llmperf.engines import arg_check
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.errors import InputError, LlmperfError
 from pytest_llmperf.ids import MeasurementId, result_id
@@ -152,6 +153,8 @@ class Llmperf:
         """Measure `workload` on the engine (`repeat` times), then check `slo` (or the
         marker's) and the baseline."""
         options = self.options
+        if self._session.settings.check_args:
+            self._check_args_instead(*self._sides(engine))
         if self._session.settings.ab:
             return self._run_ab(workload, engine, slo or options.slo)
         repeat = repeat or options.repeat or self._session.settings.repeat
@@ -170,6 +173,8 @@ class Llmperf:
         if not is_whole(pairs, 1):
             raise InputError(f"llmperf.ab(pairs={pairs!r}): a whole number of ABBA pairs, "
                              "1 or more")
+        if self._session.settings.check_args:
+            self._check_args_instead(("A/B side A", a), ("A/B side B", b))
         key = self._next_key()
         result_a, result_b = _engine_or_fail(
             self._session.run_ab, user_nodeid(self._item), key, a, b, workload, pairs)
@@ -215,6 +220,9 @@ class Llmperf:
               engine: Engine | None = None) -> sweeps.Sweep:
         """One engine, several loads: a throughput-versus-latency curve. Every point is a row in
         the summary; assert on the returned Sweep (points are not gated one by one)."""
+        if self._session.settings.check_args:
+            self._check_args_instead(("engine", self._engine(engine)))
+
         def measure(point: Workload):
             return self._measure(point, engine, 1, point=True).metrics
 
@@ -224,7 +232,11 @@ class Llmperf:
                  rel_tol: float = 0.1, max_runs: int = 8,
                  engine: Engine | None = None) -> sweeps.Capacity:
         """The highest Poisson rate meeting `slo`, found by search and gated as the metric
-        `slo_capacity_req_s` (higher is better) against the baseline."""
+        `slo_capacity_req_s` (higher is better) against the baseline. For a trace replay
+        (Workload.trace) `low` and `high` are speedups of the trace's own arrivals, and the
+        highest speedup is gated as `slo_capacity_speedup` (sweeps.find_capacity)."""
+        if self._session.settings.check_args:
+            self._check_args_instead(("engine", self._engine(engine)))
         probes: list[Result] = []
 
         def measure(point: Workload):
@@ -248,6 +260,8 @@ class Llmperf:
         """Maximum throughput with vLLM's in-process engine (`LLM.generate`, as `vllm bench
         throughput`), in a child process; gated as offline_*_throughput_* metrics."""
         engine = self._engine(engine)
+        if self._session.settings.check_args:
+            self._check_args_instead(("engine", engine))
         result = _engine_or_fail(self._session.run_offline, engine, workload)
         estimates = {f"offline_{name}": Estimate(getattr(result, name), 0.0, 1) for name in
                      ("output_throughput_tok_s", "total_throughput_tok_s")}
@@ -264,6 +278,26 @@ class Llmperf:
                         "@pytest.mark.engine(Engine(...)) or pass engine=... to llmperf.run",
                         pytrace=False)
         return engine
+
+    def _sides(self, engine: Engine | None) -> tuple[tuple[str, Engine], ...]:
+        """What `run` starts: the engine, or under --llmperf-ab both of its sides."""
+        spec, overrides = self._engine(engine), self._session.settings.ab
+        if not overrides:
+            return (("engine", spec),)
+        return ("A/B side A", spec), ("A/B side B", side_b(spec, overrides))
+
+    @staticmethod
+    def _check_args_instead(*sides: tuple[str, Engine]) -> None:
+        """--llmperf-check-args: the call's engines go through vLLM's own `vllm serve` parser
+        instead of starting (engines/arg_check.py). The test ends here: skipped, saying what
+        was checked, or failed with vLLM's error naming the engine and the flag."""
+        outcome = _engine_or_fail(arg_check.check_engines, sides)
+        if outcome.failure:
+            pytest.fail(outcome.failure, pytrace=False)
+        skipped = pytest.skip.Exception(outcome.summary)
+        # -rs then names the test, not this line: what pytest does for a fixture's skip.
+        skipped._use_item_location = True
+        raise skipped
 
     def _next_key(self) -> str:
         self._measurements += 1

@@ -19,6 +19,7 @@ from pytest_llmperf import hardware as hardware_mod
 from pytest_llmperf import secrets
 from pytest_llmperf.client import progressline
 from pytest_llmperf.client.neighbours import session_root
+from pytest_llmperf.engines import arg_check
 from pytest_llmperf.engines.leases import GpuLeases, visible_gpus
 from pytest_llmperf.engines.pool import EnginePool, vllm_factory
 from pytest_llmperf.engines.server import CPU_ENGINE_NICE
@@ -98,6 +99,8 @@ def pytest_configure(config: pytest.Config) -> None:
                 "--llmperf-endpoint needs --llmperf-hardware too (the hardware of that server, "
                 "e.g. h100:8), so results are compared with the right baselines")
         config.stash[SETTINGS_KEY] = settings
+        if settings.check_args:
+            arg_check.require_vllm()
         secrets.use_names(settings.secret_names or ())  # before any engine is labelled
         deployment = Deployment.from_settings(settings, os.environ)
         hardware = config.hook.pytest_llmperf_detect_hardware(config=config)
@@ -219,6 +222,7 @@ def _stop_engines_on_sigterm(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    arg_check.close_all()  # --llmperf-check-args's parser processes, where any were started
     session = config.stash.get(SESSION_KEY, None)
     if session is not None:
         session.pool.stop_all()
@@ -260,9 +264,13 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
-    """Skip tests whose hardware is absent; group tests by engine so each starts once (and
+    """Skip tests whose hardware is absent (not with --llmperf-check-args, which starts nothing:
+    every selected test's engines are checked); group tests by engine so each starts once (and
     tag the groups for pytest-xdist's loadgroup scheduling)."""
     hardware = config.stash.get(HARDWARE_KEY, None)
+    settings = config.stash.get(SETTINGS_KEY, None)
+    if settings is not None and settings.check_args:
+        hardware = None
     for item in items:
         try:
             requirement = markers.parse_requirements(

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pytest_llmperf.ids import belongs_to
+from pytest_llmperf.metrics.cost import Price
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.reports.model import Extra, summary_rows, verdict_text
 from pytest_llmperf.verdict.status import Status
@@ -27,7 +28,7 @@ def _number(value: float) -> str:
 
 
 def properties(nodeid: str, results: Sequence[Result], verdicts: Mapping[str, Status],
-               extras: Sequence[Extra], usd_per_hour: float | None, *,
+               extras: Sequence[Extra], usd_per_hour: Price | float | None, *,
                root: Path | None = None) -> list[tuple[str, str]]:
     """The properties of the test `nodeid` (as the user types it): every measurement it made, in
     order."""

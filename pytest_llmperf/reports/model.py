@@ -18,13 +18,14 @@ from typing import Any
 
 from pytest_llmperf.client import server_info
 from pytest_llmperf.ids import side_of
-from pytest_llmperf.metrics import cost, registry, roofline
+from pytest_llmperf.metrics import cost, gpus, registry, roofline
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.verdict.status import Status
 
 # {"test_id", "engine", "workload", "status": a Status' value or "", "values": {key: float|None},
-#  "server": which vLLM served it (client/server_info.py)}
+#  "server": which vLLM served it (client/server_info.py), "cost": the engine's share of the
+#  price (cost.Share.describe; "" without a price)}
 Row = dict[str, Any]
 Extra = tuple[str, dict[str, Estimate], str]  # test id, its metrics, what they are
 
@@ -65,6 +66,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("completed", "{:.0f}"),
     Column("failed", "{:.0f}"),
     Column("output_throughput_tok_s", "{:.1f}"),
+    Column(gpus.PER_GPU, "{:.1f}", optional=True),  # GPU runs only
     Column("request_throughput_req_s", "{:.2f}"),
     Column("goodput_req_s", "{:.2f}", optional=True),
     Column("goodput_share", "{:.0f}", optional=True),
@@ -77,6 +79,9 @@ COLUMNS: tuple[Column, ...] = (
     # Server-side, from vLLM's /metrics during the run (blank for servers without them).
     Column("server:kv_cache_usage_max", "{:.0f}"),
     Column("server:prefix_cache_hit_rate", "{:.0f}"),
+    # Only where an engine drafts (speculative decoding).
+    Column("server:spec_decode_acceptance_rate", "{:.0f}", optional=True),
+    Column("server:spec_decode_mean_accepted_length", "{:.2f}", optional=True),
     Column(cost.PER_OUTPUT, "{:.4g}", optional=True),
     Column(cost.PER_TOTAL, "{:.4g}", optional=True),
     Column(roofline.FRACTION, "{:.0f}", optional=True),
@@ -111,7 +116,7 @@ def _finite(value: float | None) -> float | None:
 def _value(result: Result, key: str) -> float | None:
     if key.startswith("server:"):
         return _finite(result.server_metrics.get(key.partition(":")[2]))
-    if key in cost.NAMES or key == roofline.FRACTION:
+    if key in cost.NAMES or key in (roofline.FRACTION, gpus.PER_GPU):
         return None  # derived in summary_rows once the throughputs are known
     return _finite(result.value(key))
 
@@ -127,21 +132,27 @@ def roofline_of(result: Result, root: Path | None = None) -> roofline.Roofline |
 
 
 def summary_rows(results: Sequence[Result], verdicts: Mapping[str, Status],
-                 usd_per_hour: float | None = None, root: Path | None = None) -> list[Row]:
+                 usd_per_hour: cost.Price | float | None = None,
+                 root: Path | None = None) -> list[Row]:
     """A row per result; `verdicts` maps a test id to its verdict,
-    `usd_per_hour` (what the machine costs) adds the cost columns; `root` (pytest's rootdir)
-    is where a relative model path is, for the roofline."""
+    `usd_per_hour` (the price, cost.for_hardware; a bare number is the machine's) adds the cost
+    columns, at each engine's share of it; `root` (pytest's rootdir) is where a relative model
+    path is, for the roofline."""
+    price = cost.as_price(usd_per_hour)
     rows = []
     for result in results:
         keys = [column.key for column in COLUMNS] + list(EXTRA_VALUES)
         values = {key: _value(result, key) for key in keys}
-        values.update(cost.per_million_tokens(values, usd_per_hour))
+        values[gpus.PER_GPU] = gpus.output_per_gpu(values["output_throughput_tok_s"],
+                                                   result.engine, result.fingerprint)
+        share = price and cost.share_of(price, result.engine, result.fingerprint)
+        values.update(cost.per_million_tokens(values, share and share.usd_per_hour))
         found = roofline_of(result, root)
         values[roofline.FRACTION] = None if isinstance(found, str) else _finite(found.fraction)
         rows.append({"test_id": result.test_id, "engine": result.engine_label,
                      "workload": result.workload_label,
                      "status": str(verdicts.get(result.test_id, "")), "values": values,
-                     "server": dict(result.server)})
+                     "server": dict(result.server), "cost": share.describe() if share else ""})
     return rows
 
 
@@ -203,10 +214,11 @@ def engine_keys(labels: Iterable[str]) -> dict[str, str]:
 
 def engine_lines(rows: Sequence[Row], starts: Iterable[tuple[str, float]] = (),
                  deaths: Iterable[tuple[str, int, bool]] = ()) -> list[str]:
-    """The legend of the engine column, with the vLLM each engine ran (server_texts), its start
-    times where this session started it (`starts`: label and seconds to healthy, from every
-    worker) and its restarts after dying or stalling (`deaths`: label, restarts, given up),
-    then engines that started but measured nothing."""
+    """The legend of the engine column, with the vLLM each engine ran (server_texts), its share
+    of the price where the cost columns show (the rows' "cost"), its start times where this
+    session started it (`starts`: label and seconds to healthy, from every worker) and its
+    restarts after dying or stalling (`deaths`: label, restarts, given up), then engines that
+    started but measured nothing."""
     seconds: dict[str, list[float]] = {}
     for label, took in starts:
         seconds.setdefault(label, []).append(took)
@@ -224,9 +236,10 @@ def engine_lines(rows: Sequence[Row], starts: Iterable[tuple[str, float]] = (),
         return "; ".join(parts)
 
     versions = server_texts(rows)
+    costs = {row["engine"]: row["cost"] for row in rows if row.get("cost")}
     lines = []
     for label, key in engine_keys(row["engine"] for row in rows).items():
-        parts = [part for part in (versions.get(label), healthy(label)) if part]
+        parts = [part for part in (versions.get(label), costs.get(label), healthy(label)) if part]
         lines.append(f"engine {key} = {label}" + "".join(f"; {part}" for part in parts))
     lines += [f"engine {label}: {healthy(label)}" for label in list(seconds)]
     return lines

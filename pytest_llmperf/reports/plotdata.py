@@ -3,9 +3,10 @@ here, so every number a picture draws is tested without drawing it (plots.py dra
 
 From one run file: each sweep's throughput-versus-latency points (sweep and search points are
 the results whose key has "@<workload>"), each capacity search's probes against its SLO (results
-that carry "capacity"), the latency distributions (the pytest-benchmark entries' quartiles), and
-the A/B ratios with their band (side B's "ab"). From several: each gated metric over time, with
-the band its baseline file allows (gate.py's own band).
+that carry "capacity"), the latency distributions (the pytest-benchmark entries' quartiles), the
+A/B ratios with their band (side B's "ab"), a conversation's TTFT by turn ("by_turn") and a trace
+replay's offered and achieved request rate over time ("rate_over_time"). From several: each
+gated metric over time, with the band its baseline file allows (gate.py's own band).
 """
 
 from __future__ import annotations
@@ -41,17 +42,22 @@ def metric(result: Mapping[str, Any], name: str) -> float:
 
 def load_of(workload: Mapping[str, Any]) -> tuple[float, str] | None:
     """A point's load and its kind: requests/s of an open loop, in-flight requests of a closed
-    one; None for other patterns (a ramp is no single load)."""
+    one, a trace replay's speedup; None for other patterns (a ramp is no single load)."""
     pattern = workload.get("pattern") or {}
     if pattern.get("type") == "Rate":
         return float(pattern["requests_per_s"]), "rate"
     if pattern.get("type") == "Concurrency":
         return float(pattern["max_concurrency"]), "concurrency"
+    speedup = (workload.get("source") or {}).get("speedup")
+    if pattern.get("type") == "Trace" and speedup is not None:
+        return float(speedup), "speedup"
     return None
 
 
 def load_label(load: float, kind: str) -> str:
     # Three digits: a capacity search's bisected rates (90.5097) only crowd a picture.
+    if kind == "speedup":
+        return f"{load:.3g}x"
     return f"{load:.3g} req/s" if kind == "rate" else f"c={load:g}"
 
 
@@ -61,7 +67,7 @@ def load_label(load: float, kind: str) -> str:
 @dataclass(frozen=True)
 class SweepPoint:
     load: float
-    kind: str  # "rate" or "concurrency"
+    kind: str  # "rate", "concurrency" or "speedup"
     throughput: float  # output tok/s
     latencies: dict[str, float]  # "ttft_s.p50" ... in seconds
 
@@ -102,7 +108,7 @@ def sweeps(document: Document) -> list[Sweep]:
 
 @dataclass(frozen=True)
 class Probe:
-    rate: float  # the nominal rate the probe offered, requests/s
+    load: float  # the nominal rate the probe offered, requests/s; a trace replay's speedup
     passed: bool
     values: dict[str, float]  # each SLO metric's value at this probe
     reason: str = ""
@@ -117,7 +123,8 @@ class CapacitySearch:
     slo_max: dict[str, float]
     slo_min: dict[str, float]
     probes: list[Probe]
-    capacity: float | None = None  # the highest rate that passed
+    capacity: float | None = None  # the highest load that passed
+    kind: str = "rate"  # what the search turned: "rate", or a trace's "speedup"
 
     @property
     def metrics(self) -> list[str]:
@@ -137,16 +144,17 @@ def capacity_searches(document: Document) -> list[CapacitySearch]:
         slo = capacity.get("slo") or {}
         key = (point[0], str(result.get("engine_label", "")))
         search = found.setdefault(key, CapacitySearch(
-            key[0], key[1], dict(slo.get("max") or {}), dict(slo.get("min") or {}), []))
+            key[0], key[1], dict(slo.get("max") or {}), dict(slo.get("min") or {}), [],
+            kind=load[1]))
         names = search.metrics
         search.probes.append(Probe(load[0], bool(capacity.get("passed")),
                                    {name: metric(result, name) for name in names},
                                    str(capacity.get("reason", ""))))
     out = []
     for search in found.values():
-        passed = [probe.rate for probe in search.probes if probe.passed]
+        passed = [probe.load for probe in search.probes if probe.passed]
         out.append(CapacitySearch(search.test, search.engine, search.slo_max, search.slo_min,
-                                  search.probes, max(passed) if passed else None))
+                                  search.probes, max(passed) if passed else None, search.kind))
     return out
 
 
@@ -220,6 +228,88 @@ def ab_metrics(document: Document) -> list[AbMetric]:
                 [float(r) for r in judged.get("ratios") or [] if r is not None],
                 math.nan if judged.get("median") is None else float(judged["median"]),
                 (low, high), worst, str(judged.get("status", ""))))
+    return out
+
+
+# ---------------------------------------------------------------- conversations and traces
+
+
+def _float(value: Any) -> float:
+    return math.nan if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class TurnLatencies:
+    """One conversation run's TTFT per turn index (its "by_turn", metrics/turns.py), seconds."""
+
+    test: str
+    engine: str
+    turns: list[int]
+    ttft_p50: list[float]
+    ttft_p90: list[float]
+    prompt_tokens: list[float]  # each turn's mean prompt length: what turn t carries
+    requests: list[int]
+
+
+def turn_latencies(document: Document) -> list[TurnLatencies]:
+    """Every result with a "by_turn" ({"1": {"ttft_s.p50": ...}, ...}), turns in order."""
+    out = []
+    for result in _results(document):
+        by_turn = result.get("by_turn")
+        if not isinstance(by_turn, Mapping) or not by_turn:
+            continue
+        rows = sorted((int(turn), row) for turn, row in by_turn.items()
+                      if str(turn).isdigit() and isinstance(row, Mapping))
+        out.append(TurnLatencies(
+            str(result.get("test_id", "")), str(result.get("engine_label", "")),
+            [turn for turn, _ in rows], [_float(row.get("ttft_s.p50")) for _, row in rows],
+            [_float(row.get("ttft_s.p90")) for _, row in rows],
+            [_float(row.get("prompt_tokens.mean")) for _, row in rows],
+            [int(row.get("requests") or 0) for _, row in rows]))
+    return out
+
+
+@dataclass(frozen=True)
+class RateTimeline:
+    """A trace replay's requests per second in each bin from its first due send: offered (due
+    by the schedule) and achieved (finished), from its "rate_over_time" counts."""
+
+    test: str
+    engine: str
+    bin_s: float
+    offered_req_s: list[float]
+    achieved_req_s: list[float]
+
+    @property
+    def edges(self) -> list[float]:
+        """The bins' edges in seconds: one more than bins."""
+        return [i * self.bin_s for i in range(len(self.offered_req_s) + 1)]
+
+    @property
+    def behind(self) -> list[float]:
+        """At each bin's end, the requests due so far that had not finished (in flight, queued,
+        or failed): how far the engine is behind the trace."""
+        due = finished = 0.0
+        out = []
+        for offered, achieved in zip(self.offered_req_s, self.achieved_req_s):
+            due, finished = due + offered * self.bin_s, finished + achieved * self.bin_s
+            out.append(round(due - finished, 9))
+        return out
+
+
+def rate_timelines(document: Document) -> list[RateTimeline]:
+    """Every trace replay's timeline but a capacity search's probes' (one picture per probe
+    would bury the rest; the run file keeps their counts)."""
+    out = []
+    for result in _results(document):
+        found = result.get("rate_over_time")
+        test = str(result.get("test_id", ""))
+        if not isinstance(found, Mapping) or "capacity" in result or not found.get("bin_s"):
+            continue
+        width = float(found["bin_s"])
+        out.append(RateTimeline(test, str(result.get("engine_label", "")), width,
+                                [n / width for n in found.get("scheduled") or []],
+                                [n / width for n in found.get("completed") or []]))
     return out
 
 
@@ -321,14 +411,17 @@ class PlotData:
     distributions: dict[str, list[Distribution]] = field(default_factory=dict)
     ab: list[AbMetric] = field(default_factory=list)
     history: list[History] = field(default_factory=list)
+    turns: list[TurnLatencies] = field(default_factory=list)
+    timelines: list[RateTimeline] = field(default_factory=list)
 
 
 def gather(documents: Sequence[Document], baseline_dir: Path | None = None) -> PlotData:
-    """One run file: its sweeps, searches, distributions and A/B ratios. Several (nightly
-    runs): the same for the newest, and each gated metric over all of them."""
+    """One run file: its sweeps, searches, distributions, A/B ratios, turns and trace rates.
+    Several (nightly runs): the same for the newest, and each gated metric over all of them."""
     if not documents:
         return PlotData()
     newest = max(documents, key=lambda d: str(d.get("datetime", "")))
     return PlotData(sweeps(newest), capacity_searches(newest), distributions(newest),
                     ab_metrics(newest),
-                    history(documents, baseline_dir) if len(documents) > 1 else [])
+                    history(documents, baseline_dir) if len(documents) > 1 else [],
+                    turn_latencies(newest), rate_timelines(newest))

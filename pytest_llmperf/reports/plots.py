@@ -135,17 +135,18 @@ def sweep_picture(sweep: plotdata.Sweep) -> Picture:
 
 
 def capacity_picture(search: plotdata.CapacitySearch) -> Picture:
-    """Each probe's value of each SLO metric at its rate, passed (o) or failed (x), numbered in
-    the order the search ran them, against the SLO's limit; the capacity found as a line."""
+    """Each probe's value of each SLO metric at its load (a rate, or a trace replay's speedup),
+    passed (o) or failed (x), numbered in the order the search ran them, against the SLO's
+    limit; the capacity found as a line."""
     names = search.metrics or ["ttft_s.p90"]
     figure, axes = _new_figure(5.2 * len(names), 4.2, columns=len(names))
     for ax, name in zip(axes, names):
         scale, unit = _scale(name)
         for order, probe in enumerate(search.probes, 1):
             value = probe.values.get(name, math.nan) * scale
-            ax.plot(probe.rate, value, "o" if probe.passed else "X", markersize=8,
+            ax.plot(probe.load, value, "o" if probe.passed else "X", markersize=8,
                     color=PASS_COLOR if probe.passed else FAIL_COLOR)
-            ax.annotate(str(order), (probe.rate, value), textcoords="offset points",
+            ax.annotate(str(order), (probe.load, value), textcoords="offset points",
                         xytext=(5, 5), fontsize=8)
         for bound, word in ((search.slo_max.get(name), "max"), (search.slo_min.get(name), "min")):
             if bound is not None:
@@ -153,10 +154,12 @@ def capacity_picture(search: plotdata.CapacitySearch) -> Picture:
                            label=f"SLO {word} {bound * scale:g}{unit.strip(' ()')}")
         if search.capacity is not None:
             ax.axvline(search.capacity, color=PASS_COLOR, linestyle=":",
-                       label=f"capacity {search.capacity:g} req/s")
+                       label=f"capacity {plotdata.load_label(search.capacity, search.kind)}")
         ax.set_xscale("log", base=2)  # the search doubles, then bisects in log space
         ax.xaxis.set_major_formatter("{x:g}")
-        ax.set_xlabel("offered rate (req/s), probes numbered in order")
+        ax.set_xlabel("trace speedup (x its recorded pace), probes numbered in order"
+                      if search.kind == "speedup" else
+                      "offered rate (req/s), probes numbered in order")
         ax.set_ylabel(name + unit)
         _log_if_wide(ax)
         ax.grid(alpha=.3, which="both")
@@ -164,6 +167,60 @@ def capacity_picture(search: plotdata.CapacitySearch) -> Picture:
     figure.suptitle(f"{_short(search.test)}: capacity search (o met the SLO, x missed)")
     return Picture(f"capacity-{slug(search.test)}.png",
                    f"{search.test}: the capacity search's probes against the SLO", _png(figure))
+
+
+def turns_picture(found: plotdata.TurnLatencies) -> Picture:
+    """A conversation run's TTFT at each turn index, p50 solid and p90 dashed; each turn's tick
+    says how long its prompts were (turn t carries the t - 1 turns before it)."""
+    figure, (ax,) = _new_figure(7, 4.2)
+    ax.plot(found.turns, [_ms(v) for v in found.ttft_p50], "-o", color="C0", label="p50")
+    ax.plot(found.turns, [_ms(v) for v in found.ttft_p90], "--x", color="C0", alpha=.6,
+            label="p90")
+    ax.set_xticks(found.turns, [f"{turn}\n{tokens:.0f} tok" if math.isfinite(tokens)
+                                else str(turn)
+                                for turn, tokens in zip(found.turns, found.prompt_tokens)],
+                  fontsize=8)
+    ax.set_xlabel("turn (and its mean prompt length)")
+    ax.set_ylabel("TTFT (ms)")
+    ax.set_ylim(bottom=0)  # turn against turn: a bar from zero reads as the ratio it is
+    ax.grid(alpha=.3)
+    ax.legend(fontsize=8)
+    requests = f", {found.requests[0]} per turn" if len(set(found.requests)) == 1 else ""
+    figure.suptitle(f"{_short(found.test)}: TTFT by turn ({found.engine}{requests})")
+    return Picture(f"turns-{slug(found.test)}.png",
+                   f"{found.test}: TTFT p50 and p90 at each conversation turn", _png(figure))
+
+
+def rate_picture(found: plotdata.RateTimeline) -> Picture:
+    """A trace replay's requests per second over the run: offered (due by the trace's schedule,
+    shaded) and achieved (finished), per bin; where achieved stays under offered, the engine
+    fell behind the trace."""
+    figure, (ax,) = _new_figure(11, 3.8)
+    edges = found.edges
+    ax.stairs(found.offered_req_s, edges, fill=True, color="C0", alpha=.25,
+              label="offered (due by the trace)")
+    ax.stairs(found.offered_req_s, edges, color="C0", linewidth=1)
+    ax.stairs(found.achieved_req_s, edges, color="C1", linewidth=2, label="achieved (finished)")
+    ax.set_xlim(0, edges[-1])
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("seconds since the first request was due")
+    ax.set_ylabel(f"requests/s (bins of {found.bin_s:g} s)")
+    ax.grid(alpha=.3)
+    # How far behind the trace the engine is at each bin's end: due so far minus finished.
+    behind = ax.twinx()
+    behind.plot(edges, [0.0, *found.behind], ":", color="grey", label="due, not yet finished")
+    behind.set_ylim(bottom=0)
+    behind.set_ylabel("requests due, not yet finished", color="grey")
+    lines = ax.get_legend_handles_labels()
+    more = behind.get_legend_handles_labels()
+    ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=8, loc="upper right")
+    offered = sum(found.offered_req_s) * found.bin_s
+    achieved = sum(found.achieved_req_s) * found.bin_s
+    figure.suptitle(f"{_short(found.test)}: offered vs achieved request rate ({found.engine}; "
+                    f"{achieved:.0f} of {offered:.0f} requests finished)")
+    return Picture(f"rate-{slug(found.test)}.png",
+                   f"{found.test}: the trace's offered request rate against the achieved one, "
+                   "per time bin", _png(figure))
 
 
 def distribution_picture(latency: str, found: Sequence[plotdata.Distribution]) -> Picture:
@@ -260,6 +317,8 @@ def pictures(data: PlotData) -> list[Picture]:
     matplotlib."""
     out = [sweep_picture(sweep) for sweep in data.sweeps]
     out += [capacity_picture(search) for search in data.searches]
+    out += [turns_picture(found) for found in data.turns]
+    out += [rate_picture(found) for found in data.timelines]
     out += [distribution_picture(name, found) for name, found in data.distributions.items()]
     if data.ab:
         out.append(ab_picture(data.ab))

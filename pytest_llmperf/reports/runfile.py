@@ -23,13 +23,22 @@ Our own complete data sits under the top-level "llmperf" key, which those tools 
      "server": {"vllm": "0.32.0", "torch": "2.13.0+cpu", "python": "3.11.7",
                 "source": "GET /version"} (which vLLM served it; the fingerprint is the client's),
      "failures": {"overloaded": 2, "cut_off": 1} (failed requests per kind, failures.py),
-     "cost": {"usd_per_hour": 2.49, "usd_per_1m_output_tok": 0.46, "usd_per_1m_total_tok": 0.23}
-     (with --llmperf-cost-per-hour; {} without),
+     "cost": {"usd_per_hour": 0.31, "price_usd_per_hour": 2.49, "price_per": "machine",
+              "engine_gpus": 1, "machine_gpus": 8, "usd_per_1m_output_tok": 0.46,
+              "usd_per_1m_total_tok": 0.23}
+     (with --llmperf-cost-per-hour; {} without: usd_per_hour is the engine's share of the price,
+     cost.Share),
+     "per_gpu": {"gpus": 8, "output_throughput_tok_s_per_gpu": 412.5} (the engine's GPUs, TP x
+     PP x DP, and its median output tok/s over them; {} on a CPU machine; metrics/gpus.py),
      "ab": {"tolerance": 0.1, "pairs": 4, "metrics": {"tpot_s.p50": {"ratios": [1.21, ...],
             "median": 1.2, "interval": [1.18, 1.23], "confidence": 0.875, "status": "regression",
             "message": "..."}}} (side B of a paired A/B run only),
      "capacity": {"slo": {"max": {...}, "min": {...}}, "passed": true, "reason": "..."}
      (a capacity search's probe only),
+     "by_turn": {"1": {"requests": 8, "ttft_s.p50": ..., ...}, ...} (a conversation only,
+     metrics/turns.py; its gate names, "turn1:ttft_s.p50", are under "metrics" too),
+     "rate_over_time": {"bin_s": 1.0, "scheduled": [4, 7, ...], "completed": [2, 6, ...]}
+     (a trace replay only: requests due and finished per bin, metrics/timeline.py),
      "roofline": {"fraction": 0.62, "tpot_bound_s": 0.0048, "weight_bytes": ..., ...} on a GPU
      (roofline.Roofline.to_dict; docs/roofline.md), {"none": "why"} where there is none}]}
 
@@ -55,7 +64,7 @@ from typing import Any
 import numpy as np
 
 from pytest_llmperf.metrics import compute as metrics_mod
-from pytest_llmperf.metrics import cost, registry, roofline
+from pytest_llmperf.metrics import cost, gpus, registry, roofline, timeline
 from pytest_llmperf.metrics.compute import Summary
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate, combine_runs
@@ -84,7 +93,7 @@ def run_document(
     commit: str | None,
     started: datetime,
     gates: Mapping[str, Mapping[str, Any]] | None = None,
-    usd_per_hour: float | None = None,
+    usd_per_hour: cost.Price | float | None = None,
     annotations: Mapping[str, Mapping[str, Any]] | None = None,
     root: Path | None = None,
 ) -> dict[str, Any]:
@@ -93,7 +102,8 @@ def run_document(
     `verdicts` maps a test id (or a baseline key) to its gate verdict, as the summary shows it;
     `gates` maps a test id to the gate settings the test declared ({"tolerance": 0.75,
     "metrics": [...]}), so `llmperf compare` judges each test as the test itself would;
-    `usd_per_hour` (--llmperf-cost-per-hour) adds each result's "cost" (cost.py); `annotations`
+    `usd_per_hour` (--llmperf-cost-per-hour's price, cost.for_hardware; a bare number is the
+    machine's) adds each result's "cost" at its engine's share (cost.py); `annotations`
     maps a test id to more fields of its result ("ab": side B's paired A/B judgement,
     ab.ab_entry; "capacity": a capacity probe's SLO and outcome);
     `root` (pytest's rootdir) is where a relative model path is, for the roofline.
@@ -107,7 +117,8 @@ def run_document(
         "llmperf": {
             "format": FORMAT,
             "fingerprint": dict(fingerprint),
-            "results": [{**_result_entry(result, verdicts, gates or {}, usd_per_hour, root),
+            "results": [{**_result_entry(result, verdicts, gates or {},
+                                         cost.as_price(usd_per_hour), root),
                          **(annotations or {}).get(result.test_id, {})}
                         for result in results],
         },
@@ -158,7 +169,7 @@ def _verdict_words(status: Status | None) -> str:
 
 def _result_entry(result: Result, verdicts: Mapping[str, Status],
                   gates: Mapping[str, Mapping[str, Any]],
-                  usd_per_hour: float | None = None, root: Path | None = None) -> dict[str, Any]:
+                  price: cost.Price | None = None, root: Path | None = None) -> dict[str, Any]:
     runs = result.runs or (result.metrics,)
     estimates = combine_runs([run.flat() for run in runs])
     return {
@@ -188,9 +199,19 @@ def _result_entry(result: Result, verdicts: Mapping[str, Status],
         "failures": result.failure_kinds(),
         "client": _client(result),
         "disturbance": _disturbance(result),
-        "cost": _cost(estimates, usd_per_hour),
+        "cost": _cost(result, estimates, price),
+        "per_gpu": _per_gpu(result, estimates),
         "roofline": _roofline(result, estimates, root),
+        **_rate_over_time(result),
     }
+
+
+def _rate_over_time(result: Result) -> dict[str, Any]:
+    """A trace replay's requests due and finished per time bin, for `llmperf plot`."""
+    if (result.workload.get("pattern") or {}).get("type") != "Trace":
+        return {}
+    found = timeline.rate_timeline(result.records)
+    return {"rate_over_time": found} if found else {}
 
 
 def _roofline(result: Result, estimates: Mapping[str, Estimate],
@@ -204,14 +225,25 @@ def _roofline(result: Result, estimates: Mapping[str, Estimate],
     return {name: _finite(value) for name, value in found.to_dict().items()}
 
 
-def _cost(estimates: Mapping[str, Estimate], usd_per_hour: float | None) -> dict[str, Any]:
-    """$ per 1M tokens at the median throughputs; {} when no price was given."""
-    if usd_per_hour is None:
+def _cost(result: Result, estimates: Mapping[str, Estimate],
+          price: cost.Price | None) -> dict[str, Any]:
+    """$ per 1M tokens at the median throughputs and the engine's share of the price; {} when no
+    price was given."""
+    if price is None:
         return {}
+    share = cost.share_of(price, result.engine, result.fingerprint)
     throughputs = {name: _finite(estimates[name].value) for name in
                    ("output_throughput_tok_s", "total_throughput_tok_s")}
-    return {"usd_per_hour": usd_per_hour,
-            **cost.per_million_tokens(throughputs, usd_per_hour)}
+    return {**share.to_dict(), **cost.per_million_tokens(throughputs, share.usd_per_hour)}
+
+
+def _per_gpu(result: Result, estimates: Mapping[str, Estimate]) -> dict[str, Any]:
+    """The median output tok/s per GPU of the engine; {} on a CPU machine."""
+    if not gpus.on_gpu(result.fingerprint):
+        return {}
+    output = _finite(estimates["output_throughput_tok_s"].value)
+    return {"gpus": gpus.parallelism(result.engine).gpus,
+            gpus.PER_GPU: gpus.output_per_gpu(output, result.engine, result.fingerprint)}
 
 
 def _disturbance(result: Result) -> dict[str, Any] | None:

@@ -24,7 +24,7 @@ from pytest_llmperf.session.provenance import git_commit
 STEP_SUMMARY_LIMIT = 1024 * 1024
 
 
-def usd_per_hour(session) -> float | None:
+def usd_per_hour(session) -> cost.Price | None:
     return cost.for_hardware(session.settings.cost_per_hour, session.hardware_class)
 
 

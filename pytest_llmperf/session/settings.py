@@ -255,9 +255,11 @@ OPTIONS: tuple[Option, ...] = (
            "$GITHUB_STEP_SUMMARY when that is set)", None, _optional_path, metavar="PATH"),
     Option("html", "write the report as one self-contained HTML page, plots included (they "
            "need the plots extra), to this file", None, _optional_path, metavar="PATH"),
-    Option("cost_per_hour", "what the machine costs in US dollars per hour, for $ per 1M tokens; "
-           "one price, or one per hardware class (h100=2.49,cpu=0.10)", None,
-           parse_cost_per_hour, metavar="USD|CLASS=USD,..."),
+    Option("cost_per_hour", "US dollars per hour, for $ per 1M tokens at each engine's share: "
+           "the machine's price (2.49; an engine of n of its N GPUs pays n/N of it), one GPU's "
+           "(2.49/gpu) or one engine's (2.49/engine); one price, or one per hardware class "
+           "(h100=2.49/gpu,cpu=0.10)", None,
+           parse_cost_per_hour, metavar="USD[/gpu|/engine]|CLASS=USD,..."),
     # The results store and the trend gate (pytest_llmperf/history/, docs/history.md)
     Option("history", "append every run's results to this store: a SQLite file, a sqlite:/// "
            "or postgresql:// URL, or off", HISTORY_DEFAULT, parse_history, metavar="PATH|URL|off"),
@@ -271,6 +273,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("secret_names", "more env and flag names whose values are never written out "
            "(comma-separated); names with a part KEY, SECRET, PASSWORD, AUTH or CREDENTIAL, or "
            "ending in TOKEN, are always hidden", None, parse_names, metavar="NAME,..."),
+    # No engine started (pytest_llmperf/engines/arg_check.py, docs/gpu-suites.md)
+    Option("check_args", "start no engine: check every engine a test would start with vLLM's "
+           "own vllm serve parser (hardware skips are bypassed), then skip the test, or fail it "
+           "with vLLM's error", False, parse_bool, flag_only=True),
 )
 
 
@@ -312,6 +318,7 @@ class Settings:
     trend_window: int
     from_history: int | None
     secret_names: tuple[str, ...] | None
+    check_args: bool = False
     rootdir: Path = Path(".")
 
     def path(self, value: Path) -> Path:
@@ -362,6 +369,9 @@ def _validate(settings: Settings) -> None:
     if settings.server_kind != AUTO and not settings.endpoint:
         raise ValueError("--llmperf-server-kind names what --llmperf-endpoint's server is; the "
                          "engines the plugin starts are vLLM: drop it or give the endpoint")
+    if settings.check_args and settings.endpoint:
+        raise ValueError("--llmperf-check-args checks the engines the plugin would start, and "
+                         "with --llmperf-endpoint it starts none: drop one of the two")
     if settings.ab and settings.endpoint:
         raise ValueError("--llmperf-ab needs engines the plugin starts (side B is the test's "
                          "engine with the overrides); drop --llmperf-endpoint")

@@ -38,7 +38,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pytest_llmperf.errors import InputError
-from pytest_llmperf.metrics.registry import UnknownMetricError, formatter
+from pytest_llmperf.metrics.registry import UnknownMetricError, formatter, turn_of, turn_problem
 from pytest_llmperf.metrics.registry import direction as metric_direction
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.numbers import is_real
@@ -279,13 +279,16 @@ def check_names(
         return
     parts = []
     for name in unknown:
+        if turn_of(name) or turn_problem(name):  # a turn's metric: say what a turn has
+            why = turn_problem(name) or f"this run has no turn {turn_of(name)[0]}"
+            parts.append(f"{name!r} ({why})")
+            continue
         close = [] if callable(known) else difflib.get_close_matches(name, known, n=1)
         parts.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
     plural = "s" if len(unknown) > 1 else ""
-    raise UnknownMetricError(
-        f"{what} names unknown metric{plural} {', '.join(parts)}; use the metric names of the "
-        "report, e.g. 'ttft_s.p50' or 'output_throughput_tok_s'"
-    )
+    hint = "" if all(turn_of(name) or turn_problem(name) for name in unknown) else (
+        "; use the metric names of the report, e.g. 'ttft_s.p50' or 'output_throughput_tok_s'")
+    raise UnknownMetricError(f"{what} names unknown metric{plural} {', '.join(parts)}{hint}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -3,7 +3,9 @@
 A sweep runs one workload at several loads and gives the throughput-versus-latency curve
 (Lambda's graphs, `vllm bench serve --request-rate` repeated). A capacity search finds the
 highest Poisson rate at which a hard target (gate.SLO) still holds, so "how much load does this
-engine serve within its SLO" becomes one number that can be gated like any other metric.
+engine serve within its SLO" becomes one number that can be gated like any other metric. For a
+trace replay the load is the trace's own arrivals, so the search scales their pace instead: the
+highest `speedup` (how many times faster than recorded) that meets the SLO.
 
 Pure: the caller's `measure(workload) -> RunMetrics` does the serving; nothing here imports
 HTTP, vLLM or pytest.
@@ -16,9 +18,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from pytest_llmperf.client.loadgen import Concurrency, Ramp, Rate, arrival_offsets
+from pytest_llmperf.client.loadgen import Concurrency, Ramp, Rate, Trace, arrival_offsets
+from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics.compute import DISTRIBUTIONS, SCALARS, STATISTICS, RunMetrics
 from pytest_llmperf.verdict import gate
+from pytest_llmperf.workloads.traces import TraceSource, check_speedup, replay_offsets
 from pytest_llmperf.workloads.workload import Workload
 
 __all__ = [
@@ -26,6 +30,7 @@ __all__ = [
     "KEEP_UP",
     "Capacity",
     "CapacityRun",
+    "Knob",
     "Measure",
     "Sweep",
     "SweepPoint",
@@ -33,8 +38,10 @@ __all__ = [
     "concurrency_workload",
     "find_capacity",
     "judge_rate",
+    "knob_of",
     "offered_rate",
     "rate_workload",
+    "speedup_workload",
     "sweep",
 ]
 
@@ -50,6 +57,10 @@ KEEP_UP = 0.9
 BRACKET_FACTOR = 2.0
 
 LoadKind = Literal["rate", "concurrency"]
+# What a capacity search turns: a Poisson rate, or the pace of a trace replay.
+Knob = Literal["rate", "speedup"]
+CAPACITY_METRICS: dict[str, str] = {"rate": "slo_capacity_req_s",
+                                    "speedup": "slo_capacity_speedup"}
 
 
 @dataclass(frozen=True)
@@ -117,6 +128,39 @@ def rate_workload(base: Workload, rate: float) -> Workload:
     return replace(base, name=f"{base.name}-rate{rate:g}", pattern=new)
 
 
+def speedup_workload(base: Workload, speedup: float) -> Workload:
+    """`base`, a trace replay, `speedup` times faster than recorded: the rate_workload of a
+    trace. Only the pace changes; the rows, their lengths and prompts, the concurrency cap, the
+    seed and the warm-up stay. (A trace's arrivals are its point: a search that swapped them for
+    Poisson ones would measure another workload.)"""
+    source = base.source
+    if not isinstance(source, TraceSource):
+        raise InputError(f"speedup_workload: {base.name!r} is no trace replay; a speedup "
+                         "applies to Workload.trace(...)")
+    speedup = check_speedup(speedup)
+    pattern = Trace(offsets_s=replay_offsets(source.rows, speedup),
+                    max_concurrency=getattr(base.pattern, "max_concurrency", None))
+    return replace(base, name=f"{base.name}-speedup{speedup:g}", pattern=pattern,
+                   source=replace(source, speedup=speedup))
+
+
+def knob_of(workload: Workload) -> Knob:
+    """What a capacity search of `workload` turns: a trace replay's speedup, else the rate."""
+    return "speedup" if isinstance(workload.pattern, Trace) else "rate"
+
+
+def _at(knob: Knob) -> Callable[[Workload, float], Workload]:
+    return speedup_workload if knob == "speedup" else rate_workload
+
+
+def _load(workload: Workload, knob: Knob) -> float:
+    return workload.source.speedup if knob == "speedup" else workload.pattern.requests_per_s
+
+
+def _shown(load: float, knob: Knob) -> str:
+    return f"{load:g}x" if knob == "speedup" else f"{load:g} req/s"
+
+
 def concurrency_workload(base: Workload, concurrency: int) -> Workload:
     pattern = Concurrency(max_concurrency=concurrency)
     return replace(base, name=f"{base.name}-c{concurrency}", pattern=pattern)
@@ -176,50 +220,75 @@ def achieved_rate(metrics: RunMetrics) -> float:
 
 @dataclass(frozen=True)
 class CapacityRun:
-    """One probe of the search: the nominal rate, whether it met everything, and why not.
+    """One probe of the search: its load (the nominal rate in requests/s, or a trace's speedup:
+    `knob` says which), whether it met everything, and why not.
 
-    `offered_req_s` is what the probe's seeded schedule really offered (offered_rate).
+    `offered_req_s` is what the probe's schedule really offered (offered_rate).
     """
 
-    rate: float
+    load: float
     passed: bool
     metrics: RunMetrics
     limiting_metric: str | None = None
     reason: str = ""
     offered_req_s: float = math.nan
+    knob: Knob = "rate"
 
 
 @dataclass(frozen=True)
 class Capacity:
-    """The highest rate that met the SLO (0.0 if even `low` failed), and how it was found.
+    """The highest load that met the SLO (0.0 if even `low` failed), and how it was found:
+    `value` is a rate in requests/s (`rate_req_s`), or for a trace replay a speedup
+    (`speedup`); `knob` says which.
 
     Rates are nominal (the `rate=` a workload is given). With the seed fixed, a schedule
     offers the same fraction of its nominal rate at every rate, so capacities of one workload
-    compare like for like; each run's `offered_req_s` shows the realized rate.
+    compare like for like; each run's `offered_req_s` shows the realized rate. A speedup scales
+    the trace's own schedule, so it offers exactly `speedup` times the trace's recorded rate.
 
-    `limiting_metric` is what failed at the lowest failing rate (None if nothing failed);
-    `converged` is True when passing and failing rates are within `rel_tol` of each other.
+    `limiting_metric` is what failed at the lowest failing load (None if nothing failed);
+    `converged` is True when passing and failing loads are within `rel_tol` of each other.
     """
 
-    rate_req_s: float
+    value: float
     runs: list[CapacityRun]
     limiting_metric: str | None
     engine_runs: int
     converged: bool
     note: str = ""
+    knob: Knob = "rate"
+
+    @property
+    def rate_req_s(self) -> float:
+        """A rate search's capacity, requests/s."""
+        if self.knob != "rate":
+            raise AttributeError("a trace replay's capacity is a speedup: read "
+                                 "capacity.speedup (gated as slo_capacity_speedup)")
+        return self.value
+
+    @property
+    def speedup(self) -> float:
+        """A trace replay's capacity: how many times faster than recorded it can be replayed."""
+        if self.knob != "speedup":
+            raise AttributeError("this capacity is a rate: read capacity.rate_req_s (gated as "
+                                 "slo_capacity_req_s)")
+        return self.value
 
     def as_metric(self) -> dict[str, float]:
-        """The capacity as a metric for the gate and baselines; higher is better."""
-        return {"slo_capacity_req_s": self.rate_req_s}
+        """The capacity as a metric for the gate and baselines (slo_capacity_req_s, or
+        slo_capacity_speedup for a trace replay); higher is better."""
+        return {CAPACITY_METRICS[self.knob]: self.value}
 
 
 _KNOWN_METRICS = tuple(f"{d}.{s}" for d in DISTRIBUTIONS for s in STATISTICS) + SCALARS
 
 
 def judge_rate(workload: Workload, metrics: RunMetrics, slo: gate.SLO) -> CapacityRun:
-    """Does this run of a rate workload count as served within the SLO? Every reason it does
-    not, joined into one line; the first one is the limiting metric."""
-    rate = workload.pattern.requests_per_s
+    """Does this run of a rate workload (or a trace replay at a speedup) count as served within
+    the SLO? Every reason it does not, joined into one line; the first one is the limiting
+    metric."""
+    knob = knob_of(workload)
+    load = _load(workload, knob)
     failures: list[tuple[str, str]] = []
     if metrics.error_rate > 0:
         failures.append(("error_rate", f"{metrics.failed} requests failed "
@@ -236,9 +305,9 @@ def judge_rate(workload: Workload, metrics: RunMetrics, slo: gate.SLO) -> Capaci
     report = gate.check_targets(metrics.flat(), slo)
     failures += [(verdict.name, verdict.message) for verdict in report.failures]
     if not failures:
-        return CapacityRun(rate, True, metrics, None, "met every target", offered)
+        return CapacityRun(load, True, metrics, None, "met every target", offered, knob)
     reason = "; ".join(message for _, message in failures)
-    return CapacityRun(rate, False, metrics, failures[0][0], reason, offered)
+    return CapacityRun(load, False, metrics, failures[0][0], reason, offered, knob)
 
 
 def _check_search(slo: gate.SLO, low: float, high: float, rel_tol: float, max_runs: int) -> None:
@@ -264,48 +333,52 @@ def find_capacity(
     max_runs: int = 8,
 ) -> Capacity:
     """The highest rate (requests/s) at which every SLO target holds, no request fails and the
-    engine keeps up (KEEP_UP); at most `max_runs` measurements.
+    engine keeps up (KEEP_UP); at most `max_runs` measurements. For a trace replay
+    (Workload.trace) `low` and `high` are speedups and the result is the highest speedup
+    (speedup_workload): the trace's own arrivals, replayed faster.
 
     `low` first (if it fails there is no capacity to find); then `high`, doubled while it still
-    passes; then bisection in log space (rates span orders of magnitude and the tolerance is
-    relative) until high/low - 1 < rel_tol. The result is the highest rate that passed.
+    passes; then bisection in log space (loads span orders of magnitude and the tolerance is
+    relative) until high/low - 1 < rel_tol. The result is the highest load that passed.
     """
     _check_search(slo, low, high, rel_tol, max_runs)
+    knob = knob_of(base)
+    at = _at(knob)
     runs: list[CapacityRun] = []
 
-    def probe(rate: float) -> CapacityRun:
-        workload = rate_workload(base, rate)
+    def probe(load: float) -> CapacityRun:
+        workload = at(base, load)
         runs.append(judge_rate(workload, measure(workload), slo))
         return runs[-1]
 
     first = probe(low)
     if not first.passed:
-        note = (f"no capacity: even the lowest rate {low:g} req/s missed: {first.reason}; "
-                "lower `low`")
-        return Capacity(0.0, runs, first.limiting_metric, len(runs), False, note)
+        note = (f"no capacity: even the lowest {knob} {_shown(low, knob)} missed: "
+                f"{first.reason}; lower `low`")
+        return Capacity(0.0, runs, first.limiting_metric, len(runs), False, note, knob)
     lo, hi = low, high
     while (top := probe(hi)).passed:
         lo, hi = hi, hi * BRACKET_FACTOR
         if len(runs) >= max_runs:
-            note = (f"still within the SLO at {lo:g} req/s after {len(runs)} runs; "
+            note = (f"still within the SLO at {_shown(lo, knob)} after {len(runs)} runs; "
                     "raise `high` or max_runs")
-            return Capacity(lo, runs, None, len(runs), False, note)
+            return Capacity(lo, runs, None, len(runs), False, note, knob)
     return _bisect(probe, runs, lo, top, rel_tol=rel_tol, max_runs=max_runs)
 
 
 def _bisect(probe: Callable[[float], CapacityRun], runs: list[CapacityRun], lo: float,
             failing: CapacityRun, *, rel_tol: float, max_runs: int) -> Capacity:
-    """Narrow [lo passes, failing.rate fails] until within rel_tol or out of runs."""
-    hi = failing.rate
+    """Narrow [lo passes, failing.load fails] until within rel_tol or out of runs."""
+    hi, knob = failing.load, failing.knob
     while hi / lo - 1 >= rel_tol and len(runs) < max_runs:
         # Geometric midpoint: each step halves log(high / low), which rel_tol bounds.
         mid = probe(math.sqrt(lo * hi))
         if mid.passed:
-            lo = mid.rate
+            lo = mid.load
         else:
-            hi, failing = mid.rate, mid
+            hi, failing = mid.load, mid
     converged = hi / lo - 1 < rel_tol
     state = "" if converged else f"not converged after {len(runs)} runs (raise max_runs): "
-    note = (f"{state}passes at {lo:g} req/s, fails at {hi:g} req/s "
+    note = (f"{state}passes at {_shown(lo, knob)}, fails at {_shown(hi, knob)} "
             f"({hi / lo - 1:.1%} apart, rel_tol {rel_tol:.1%}): {failing.reason}")
-    return Capacity(lo, runs, failing.limiting_metric, len(runs), converged, note)
+    return Capacity(lo, runs, failing.limiting_metric, len(runs), converged, note, knob)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -34,8 +35,8 @@ from pytest_llmperf.records import Request
 from pytest_llmperf.workloads import prompts
 from pytest_llmperf.workloads.datasets import DatasetError
 
-__all__ = ["FORMATS", "MOONCAKE_BLOCK_TOKENS", "TraceRow", "TraceSource", "read_trace",
-           "select"]
+__all__ = ["FORMATS", "MOONCAKE_BLOCK_TOKENS", "TraceRow", "TraceSource", "check_speedup",
+           "read_trace", "replay_offsets", "select"]
 
 TraceFormat = Literal["mooncake", "azure", "burstgpt"]
 FORMATS: tuple[str, ...] = ("mooncake", "azure", "burstgpt")
@@ -182,19 +183,38 @@ def select(rows: list[TraceRow], *, start_s: float = 0.0, duration_s: float | No
     return chosen
 
 
+def check_speedup(speedup: Any) -> float:
+    """`speedup` as a float, or the one line that says what a speedup must be."""
+    if isinstance(speedup, bool) or not (isinstance(speedup, (int, float)) and speedup > 0
+                                         and math.isfinite(speedup)):
+        raise DatasetError(f"speedup must be a finite number > 0, got {speedup!r}")
+    return float(speedup)
+
+
+def replay_offsets(rows: tuple[TraceRow, ...] | list[TraceRow],
+                   speedup: float) -> tuple[float, ...]:
+    """When each row is sent, in seconds from the first: its trace offset / speedup."""
+    first = rows[0].offset_s
+    return tuple((r.offset_s - first) / speedup for r in rows)
+
+
 @dataclass(frozen=True, kw_only=True)
 class TraceSource:
     """A trace's selected rows as token-id prompts; warm-up requests (asked for beyond the rows)
-    come first, with the first row's lengths and prompts of their own."""
+    come first, with the first row's lengths and prompts of their own. `speedup` is the pace
+    the rows are replayed at (the workload's schedule is replay_offsets(rows, speedup)): kept
+    here so a capacity search can replay the same rows faster (sweeps.speedup_workload)."""
 
     path: str
     format: str
     rows: tuple[TraceRow, ...] = field(repr=False)
     block_tokens: int = MOONCAKE_BLOCK_TOKENS
+    speedup: float = 1.0
 
     def describe(self) -> dict[str, Any]:
         return {"type": "TraceSource", "path": self.path, "format": self.format,
-                "rows": len(self.rows), "block_tokens": self.block_tokens}
+                "rows": len(self.rows), "block_tokens": self.block_tokens,
+                "speedup": self.speedup}
 
     def requests(self, n: int, tokenizer: Any, rng: np.random.Generator) -> list[Request]:
         extra = n - len(self.rows)

@@ -18,7 +18,7 @@ import numpy as np
 from pytest_llmperf.client.loadgen import Concurrency, LoadPattern, Ramp, Rate, Trace
 from pytest_llmperf.client.sessions import Sessions
 from pytest_llmperf.records import Request
-from pytest_llmperf.workloads import datasets, profiles, prompts, traces
+from pytest_llmperf.workloads import conversation_files, datasets, profiles, prompts, traces
 from pytest_llmperf.workloads.conversations import ConversationSource, as_distribution
 
 PromptFormat = Literal["token_ids", "text"]
@@ -179,15 +179,13 @@ class Workload:
               block_tokens: int = traces.MOONCAKE_BLOCK_TOKENS, **options: Any) -> "Workload":
         """Replay a trace file ("mooncake", "azure", "burstgpt"; workloads/traces.py): its rows
         in [start_s, start_s + duration_s) of trace time, each sent at its offset / speedup."""
-        if not (isinstance(speedup, (int, float)) and speedup > 0 and math.isfinite(speedup)):
-            raise traces.DatasetError(f"speedup must be a finite number > 0, got {speedup!r}")
+        speedup = traces.check_speedup(speedup)
         rows = traces.select(traces.read_trace(path, format), start_s=start_s,
                              duration_s=duration_s, num_requests=num_requests)
-        first = rows[0].offset_s
-        pattern = Trace(offsets_s=tuple((r.offset_s - first) / speedup for r in rows),
+        pattern = Trace(offsets_s=traces.replay_offsets(rows, speedup),
                         max_concurrency=max_concurrency)
         source = traces.TraceSource(path=str(path), format=format, rows=tuple(rows),
-                                    block_tokens=block_tokens)
+                                    block_tokens=block_tokens, speedup=speedup)
         suffix = f"-x{speedup:g}" if speedup != 1.0 else ""
         return cls(name=options.pop("name", f"{Path(path).stem}{suffix}"),
                    num_requests=len(rows), source=source, pattern=pattern, **options)
@@ -197,20 +195,50 @@ class Workload:
                       think_time_s: float = 0.0, concurrency: int | None = None,
                       rate: float | None = None, burstiness: float = 1.0,
                       ramp: tuple[float, float, str] | None = None,
+                      prompt_format: PromptFormat | None = None,
                       **options: Any) -> "Workload":
         """`sessions` chats of `turns` turns (client/sessions.py): each turn's prompt is the
         conversation so far plus a new message of `input_tokens`; sessions start as
-        concurrency/rate/ramp say (all at once by default)."""
-        if rate is None and ramp is None and concurrency is None:
-            concurrency = sessions
-        start = load_pattern(concurrency=concurrency, rate=rate, burstiness=burstiness,
-                             ramp=ramp)
+        concurrency/rate/ramp say (all at once by default). Messages are token ids, or text
+        with api="chat" (or prompt_format="text")."""
+        start = _session_start(sessions, concurrency, rate, burstiness, ramp)
         source = ConversationSource(sessions=sessions, turns=turns,
                                     input_tokens=as_distribution(input_tokens),
-                                    output_tokens=as_distribution(output_tokens))
+                                    output_tokens=as_distribution(output_tokens),
+                                    prompt_format=_message_format(prompt_format, options))
         name = options.pop("name", f"chat-{sessions}x{turns}turns")
         return cls(name=name, num_requests=sessions * turns, source=source,
                    pattern=Sessions(turns=turns, think_time_s=think_time_s, start=start),
+                   **options)
+
+    @classmethod
+    def conversation_file(cls, path: str | Path, *,
+                          format: conversation_files.ConversationFormat,
+                          sessions: int | None = None, max_turns: int | None = None,
+                          think_time_s: float = 0.0, concurrency: int | None = None,
+                          rate: float | None = None, burstiness: float = 1.0,
+                          ramp: tuple[float, float, str] | None = None,
+                          prompt_format: PromptFormat | None = None,
+                          skip_bad_records: bool = False, **options: Any) -> "Workload":
+        """The first `sessions` conversations of 2 or more turns in a ShareGPT or
+        inference-benchmarker JSON file (workloads/conversation_files.py; all of them with
+        None), each cut to `max_turns`: each turn's prompt is the conversation so far plus the
+        record's next user message, its output length the recorded answer's. The file is read
+        and checked here: a bad record fails where the workload is written."""
+        conversations, skipped = conversation_files.read_conversations(
+            path, format, sessions=sessions, max_turns=max_turns,
+            skip_bad_records=skip_bad_records)
+        source = conversation_files.ConversationFileSource(
+            path=str(path), format=format, conversations=tuple(conversations),
+            prompt_format=_message_format(prompt_format, options), max_turns=max_turns,
+            skipped_records=skipped)
+        lengths = source.session_turns
+        pattern = Sessions(turns=max(lengths), think_time_s=think_time_s,
+                           start=_session_start(len(lengths), concurrency, rate, burstiness,
+                                                ramp),
+                           session_turns=lengths)
+        name = options.pop("name", f"{Path(path).stem}-{len(lengths)}sessions")
+        return cls(name=name, num_requests=sum(lengths), source=source, pattern=pattern,
                    **options)
 
     @classmethod
@@ -243,6 +271,22 @@ class Workload:
 
     def label(self) -> str:
         return f"{self.name} x{self.num_requests} @ {pattern_label(self.pattern)}"
+
+
+def _session_start(sessions: int, concurrency: int | None, rate: float | None,
+                   burstiness: float, ramp: tuple[float, float, str] | None) -> LoadPattern:
+    """When conversations start: as concurrency/rate/ramp say; all at once by default."""
+    if rate is None and ramp is None and concurrency is None:
+        concurrency = sessions
+    return load_pattern(concurrency=concurrency, rate=rate, burstiness=burstiness, ramp=ramp)
+
+
+def _message_format(prompt_format: PromptFormat | None, options: dict[str, Any]) -> PromptFormat:
+    """A conversation's messages: text for a chat (its messages are text), else token ids
+    (exact lengths), unless `prompt_format` says."""
+    if prompt_format is not None:
+        return prompt_format
+    return "text" if options.get("api") == "chat" else "token_ids"
 
 
 def load_pattern(*, concurrency: int | None = None, rate: float | None = None,
@@ -292,5 +336,6 @@ def pattern_label(pattern: LoadPattern) -> str:
         return f"trace {len(pattern.offsets_s)} req over {pattern.offsets_s[-1]:g} s{cap}"
     if isinstance(pattern, Sessions):
         think = f", think {pattern.think_time_s:g} s" if pattern.think_time_s else ""
-        return f"{pattern.turns} turns{think}, sessions at {pattern_label(pattern.start)}"
+        most = "up to " if len(set(pattern.session_turns)) > 1 else ""
+        return f"{most}{pattern.turns} turns{think}, sessions at {pattern_label(pattern.start)}"
     return type(pattern).__name__

@@ -161,7 +161,8 @@ def test_html_page_with_its_plots_and_the_roofline_none_on_cpu(suite):
 def test_cost_per_hour_in_the_json_and_per_hardware_class_from_ini(suite):
     suite.runpytest("--llmperf-cost-per-hour", "0.36", "--llmperf-json", "r.json")
     [first, *_] = json.loads((suite.path / "r.json").read_text())["llmperf"]["results"]
-    assert first["cost"] == {"usd_per_hour": 0.36,
+    assert first["cost"] == {"usd_per_hour": 0.36, "price_usd_per_hour": 0.36,
+                             "price_per": "machine", "engine_gpus": 1, "machine_gpus": 0,
                              "usd_per_1m_output_tok": pytest.approx(1.9, rel=1e-12),
                              "usd_per_1m_total_tok": pytest.approx(0.36 / 94.7368421 / 0.0036,
                                                                    rel=1e-6)}
@@ -180,9 +181,41 @@ def test_a_bad_price_is_one_line_naming_the_option(suite, where):
         expected = "ERROR: pytest-llmperf: ini llmperf_cost_per_hour='two dollars': expected *"
     else:
         result = suite.runpytest("--llmperf-cost-per-hour", "-1")
-        expected = "*error: argument --llmperf-cost-per-hour: expected what the machine costs *"
+        expected = "*error: argument --llmperf-cost-per-hour: expected US dollars per hour, *"
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([expected])
+
+
+def test_a_cpu_price_per_gpu_is_refused_in_one_line(suite):
+    suite.makeini("[pytest]\nllmperf_cost_per_hour = h100=2.49/gpu, cpu=0.1/gpu\n")
+    result = suite.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "ERROR: pytest-llmperf: ini llmperf_cost_per_hour='h100=2.49/gpu, cpu=0.1/gpu': "
+        "cpu=0.1/gpu: hardware class cpu has no GPUs; price the machine (cpu=0.1) or one engine "
+        "(cpu=0.1/engine)"])
+
+
+# The injected results carry the session's fingerprint, as measured ones do.
+GPU_CONFTEST = CONFTEST.replace("records=())", "records=(), fingerprint=session.fingerprint)")
+
+
+def test_on_gpus_an_engine_pays_its_share_and_shows_output_per_gpu(pytester, monkeypatch):
+    # A fake 8-GPU H100 machine (the hardware override): the GPU path, checked on the CPU.
+    pytester.makeconftest(GPU_CONFTEST)
+    pytester.makepyfile(test_suite=SUITE.replace("max_num_seqs=32", "tensor_parallel_size=2"))
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    result = pytester.runpytest("-v", "--llmperf-hardware", "h100:8", "--llmperf-cost-per-hour",
+                                "2.4", "--llmperf-json", "r.json")
+    result.assert_outcomes(passed=3)
+    section = llmperf_section(result)
+    assert section[0].split()[3:8] == ["ok", "fail", "out", "tok/s", "out/GPU"]
+    assert "engine m = m tp=2; cost 0.6 USD/h: 2 of 8 GPUs of a 2.4 USD/h machine" in section
+    [first, *_] = json.loads((pytester.path / "r.json").read_text())["llmperf"]["results"]
+    assert first["per_gpu"] == {"gpus": 2,
+                                "output_throughput_tok_s_per_gpu": pytest.approx(52.6316 / 2,
+                                                                                 rel=1e-5)}
+    assert (first["cost"]["usd_per_hour"], first["cost"]["machine_gpus"]) == (0.6, 8)
 
 
 # Every other request takes twice the TTFT: under a 150 ms TTFT limit, half of them are good.

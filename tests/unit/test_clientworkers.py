@@ -11,7 +11,9 @@ from __future__ import annotations
 import pytest
 
 from pytest_llmperf.client.loadgen import Concurrency, Ramp, Rate
+from pytest_llmperf.client.sessions import Sessions
 from pytest_llmperf.client.workers import WorkerPlan, plan_workers, share
+from pytest_llmperf.errors import InputError
 from pytest_llmperf.records import ClientStats
 
 # ------------------------------------------------------------------ share
@@ -120,6 +122,40 @@ def test_ramp_is_an_open_loop_too():
 def test_open_loop_with_one_worker_sends_every_arrival():
     plans = plan_workers(Rate(requests_per_s=3.0), 4, 0, 1)
     assert [p.only for p in plans] == [(0, 1, 2, 3)]
+
+
+# ------------------------------------------------------------------ conversations
+
+
+def test_conversations_split_their_sessions_whole_in_a_closed_loop():
+    """6 sessions of 3 turns (18 requests), 4 going at once, 2 workers: each worker keeps 2
+    going, and the shared counter hands out sessions, not requests."""
+    pattern = Sessions(turns=3, think_time_s=0.5, start=Concurrency(max_concurrency=4))
+    plans = plan_workers(pattern, n_requests=18, n_warmup=0, workers=2)
+    half = Sessions(turns=3, think_time_s=0.5, start=Concurrency(max_concurrency=2))
+    assert plans == [WorkerPlan(half, None, ()), WorkerPlan(half, None, ())]
+
+
+def test_conversations_on_a_rate_go_round_robin_by_session():
+    lengths = (2, 4, 3, 1, 2)
+    pattern = Sessions(turns=4, session_turns=lengths, start=Rate(requests_per_s=2.0))
+    plans = plan_workers(pattern, n_requests=sum(lengths), n_warmup=3, workers=2)
+    assert [p.only for p in plans] == [(0, 2, 4), (1, 3)]  # sessions, not requests
+    assert all(p.pattern == pattern for p in plans)  # no cap: the pattern is not touched
+    assert [p.warmup for p in plans] == [(0, 2), (1,)]
+
+
+def test_conversations_use_no_more_workers_than_sessions():
+    pattern = Sessions(turns=5, start=Concurrency(max_concurrency=8))
+    plans = plan_workers(pattern, n_requests=10, n_warmup=0, workers=4)  # 2 sessions
+    assert [p.pattern.start for p in plans] == [Concurrency(max_concurrency=4)] * 2
+
+
+def test_conversations_that_do_not_fit_their_requests_say_why():
+    pattern = Sessions(turns=3, start=Concurrency(max_concurrency=2))
+    with pytest.raises(InputError, match=r"^10 requests do not make whole conversations of 3 "
+                                         r"turns$"):
+        plan_workers(pattern, n_requests=10, n_warmup=0, workers=2)
 
 
 # ------------------------------------------------------------------ warm-up

@@ -12,13 +12,15 @@ from pytest_llmperf.metrics.compute import (
     RunMetrics,
     Summary,
     compute_metrics,
+    request_itls,
 )
 from pytest_llmperf.metrics.registry import direction as direction_of
 from pytest_llmperf.records import RequestRecord
 
 UNKNOWN_TTFT = (
     "unknown metric 'ttft.p50': use a scalar (duration_s, completed, failed, error_rate, "
-    "prompt_tokens, output_tokens, output_throughput_tok_s, total_throughput_tok_s, "
+    "prompt_tokens, output_tokens, prompt_throughput_tok_s, output_throughput_tok_s, "
+    "total_throughput_tok_s, "
     "request_throughput_req_s, length_mismatches, tokens_estimated, goodput_req_s, "
     "goodput_share) or a distribution with a "
     "statistic (ttft_s.p50; distributions: ttft_s, tpot_s, itl_s, icl_s, e2el_s, queue_s; "
@@ -124,8 +126,8 @@ def test_single_request_hand_computed():
     assert m.queue_s.mean == pytest.approx(0.1)  # 10.0 - 9.9
     # Raw chunk gaps: 0.1, 0.2.
     assert (m.icl_s.n, m.icl_s.min, m.icl_s.max) == (2, pytest.approx(0.1), pytest.approx(0.2))
-    # Token-normalized: 0.1 / 1, 0.2 / 2.
-    assert (m.itl_s.n, m.itl_s.min, m.itl_s.max) == (2, pytest.approx(0.1), pytest.approx(0.1))
+    # Token-normalized: 0.1 / 1, then 0.2 / 2 for each of the last chunk's 2 tokens.
+    assert (m.itl_s.n, m.itl_s.min, m.itl_s.max) == (3, pytest.approx(0.1), pytest.approx(0.1))
     assert (m.ttft_s.n, m.e2el_s.n, m.tpot_s.n) == (1, 1, 1)
 
 
@@ -138,15 +140,27 @@ def test_multi_token_chunks_itl_differs_from_icl():
     assert m.tpot_s.mean == pytest.approx(1.6 / 5)  # (1.9 - 0.3) / (6 - 1)
 
 
+def test_a_chunk_of_k_tokens_counts_as_k_inter_token_gaps():
+    # Speculative decoding: 1 token, then 4 accepted tokens 0.4 s later, then 1 token 0.3 s later.
+    r = record(10.0, [10.2, 10.6, 10.9], [1, 4, 1], usage_out=6)
+    assert request_itls(r) == pytest.approx([0.1, 0.1, 0.1, 0.1, 0.3])
+    m = compute_metrics([r])
+    assert (m.itl_s.n, m.itl_s.p50) == (5, pytest.approx(0.1))
+    # Per token, the mean is the request's TPOT, (10.9 - 10.2) / (6 - 1); one value per chunk
+    # would make it (0.1 + 0.3) / 2.
+    assert m.itl_s.mean == pytest.approx(m.tpot_s.mean) == pytest.approx(0.14)
+    assert m.icl_s.n == 2  # the raw gaps stay one per chunk
+
+
 def test_gaps_are_pooled_across_requests():
     m = compute_metrics([request_a(), request_b()])
-    # icl pooled: [0.1, 0.2, 1.6]; itl pooled: [0.1, 0.1, 1.6/3].
+    # icl pooled: [0.1, 0.2, 1.6]; itl pooled, one value per token: [0.1] * 3 + [1.6/3] * 3.
     assert m.icl_s.n == 3
     assert m.icl_s.mean == pytest.approx(1.9 / 3)
     assert m.icl_s.p50 == pytest.approx(0.2)
-    assert m.itl_s.n == 3
-    assert m.itl_s.mean == pytest.approx((0.2 + 1.6 / 3) / 3)
-    assert m.itl_s.p50 == pytest.approx(0.1)
+    assert m.itl_s.n == 6
+    assert m.itl_s.mean == pytest.approx(1.9 / 6)
+    assert m.itl_s.p50 == pytest.approx((0.1 + 1.6 / 3) / 2)
     assert m.ttft_s.p50 == pytest.approx(0.25)  # median of 0.2 and 0.3
 
 
@@ -202,7 +216,7 @@ def test_empty_input():
     assert (m.prompt_tokens, m.output_tokens) == (0, 0)
     assert (m.length_mismatches, m.tokens_estimated) == (0, 0)
     assert m.duration_s == 0.0
-    assert m.total_throughput_tok_s == 0.0
+    assert (m.prompt_throughput_tok_s, m.total_throughput_tok_s) == (0.0, 0.0)
     assert all(getattr(m, name).n == 0 for name in ("ttft_s", "tpot_s", "itl_s", "queue_s"))
 
 
@@ -233,6 +247,8 @@ def test_throughput_is_tokens_over_first_send_to_last_chunk():
     assert m.duration_s == pytest.approx(2.0)  # 12.0 - 10.0
     assert m.output_throughput_tok_s == pytest.approx(10 / 2.0)
     assert m.total_throughput_tok_s == pytest.approx((20 + 10) / 2.0)
+    # Prefill: the completed requests' prompt tokens (20, the failed one's not counted).
+    assert m.prompt_throughput_tok_s == pytest.approx(20 / 2.0)
     assert m.request_throughput_req_s == pytest.approx(2 / 2.0)
 
 
@@ -247,7 +263,7 @@ def test_zero_duration_gives_zero_rates():
     m = compute_metrics([record(10.0, [10.0], [1], usage_out=1)])
     assert m.completed == 1
     assert (m.duration_s, m.output_throughput_tok_s, m.total_throughput_tok_s) == (0, 0, 0)
-    assert m.request_throughput_req_s == 0.0
+    assert (m.prompt_throughput_tok_s, m.request_throughput_req_s) == (0, 0)
 
 
 # Names
@@ -255,12 +271,13 @@ def test_zero_duration_gives_zero_rates():
 
 def test_flat_has_every_metric_by_name():
     flat = compute_metrics([request_a(), request_b()]).flat()
-    assert len(flat) == 6 * 9 + 13
+    assert len(flat) == 6 * 9 + 14
     assert flat["ttft_s.p50"] == pytest.approx(0.25)
     assert flat["ttft_s.n"] == 2.0
     assert flat["itl_s.max"] == pytest.approx(1.6 / 3)
     assert flat["completed"] == 2.0
     assert flat["output_throughput_tok_s"] == pytest.approx(5.0)
+    assert flat["prompt_throughput_tok_s"] == pytest.approx(10.0)
     assert "ttft_s" not in flat
 
 
@@ -303,6 +320,7 @@ def test_get_rejects_malformed_names(name):
         ("failed", "lower"),
         ("length_mismatches", "lower"),
         ("completed", "higher"),
+        ("prompt_throughput_tok_s", "higher"),
         ("output_throughput_tok_s", "higher"),
         ("total_throughput_tok_s", "higher"),
         ("request_throughput_req_s", "higher"),

@@ -6,14 +6,17 @@ make a test pass or fail by accident.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
 from pytest_llmperf.metrics.compute import compute_metrics
+from pytest_llmperf.metrics.cost import Price
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.records import RequestRecord
+from pytest_llmperf.reports import terminal
 from pytest_llmperf.reports.model import (
     COLUMNS,
     by_severity,
@@ -26,7 +29,6 @@ from pytest_llmperf.reports.model import (
     summary_rows,
     verdict_counts,
 )
-from pytest_llmperf.reports import terminal
 from pytest_llmperf.verdict import judge
 from pytest_llmperf.verdict.status import Status
 
@@ -65,6 +67,16 @@ def ok_result(**server) -> Result:
     return result(OK_ID, [streamed()], server=server)
 
 
+H100_X8 = {"hardware_class": "h100", "device_name": "NVIDIA H100 80GB HBM3", "device_count": 8}
+
+
+def on_h100s(res: Result, **engine) -> Result:
+    """The result as measured on 8 H100s by an engine with these fields (a fake: only GPU
+    machines measure such results for real)."""
+    return dataclasses.replace(res, engine={"model": "tiny", **engine}, fingerprint=H100_X8,
+                               engine_label=" ".join(["tiny", *map(str, engine.values())]))
+
+
 def cells(row) -> list[str]:
     """The row's cell under every column that is not optional (goodput and cost are)."""
     return [column.cell(row["values"]) for column in COLUMNS if not column.optional]
@@ -81,18 +93,22 @@ def test_a_row_holds_each_column_in_its_metric_unit():
     assert row == {
         "test_id": OK_ID, "engine": ENGINE, "workload": WORKLOAD, "status": "regression",
         "values": {"completed": 1.0, "failed": 0.0, "output_throughput_tok_s": 4.0,
+                   "output_throughput_tok_s_per_gpu": None,
                    "request_throughput_req_s": 1.0, "goodput_req_s": None,
                    "goodput_share": None, "ttft_s.p50": 0.25, "ttft_s.p99": 0.25,
                    "tpot_s.p50": 0.25, "itl_s.p50": 0.25, "e2el_s.p50": 1.0,
                    "queue_s.p99": 0.0625, "server:kv_cache_usage_max": 0.4375,
-                   "server:prefix_cache_hit_rate": 0.75, "usd_per_1m_output_tok": None,
+                   "server:prefix_cache_hit_rate": 0.75,
+                   "server:spec_decode_acceptance_rate": None,
+                   "server:spec_decode_mean_accepted_length": None, "usd_per_1m_output_tok": None,
                    "usd_per_1m_total_tok": None, "roofline_fraction": None,
                    "total_throughput_tok_s": 20.0},
-        "server": {},
+        "server": {}, "cost": "",
     }
     assert cells(row) == ["1", "0", "4.0", "1.00", "250.0", "250.0", "250.00", "250.00", "1000",
                           "62.50", "44", "75"]
-    assert [cell(row, h) for h in ("good/s", "good%", "$/1M out", "$/1M tot")] == ["-"] * 4
+    assert [cell(row, h) for h in ("good/s", "good%", "$/1M out", "$/1M tot", "out/GPU")] == \
+        ["-"] * 5
 
 
 def test_a_price_adds_the_cost_per_million_tokens():
@@ -101,6 +117,30 @@ def test_a_price_adds_the_cost_per_million_tokens():
     assert row["values"]["usd_per_1m_output_tok"] == pytest.approx(25.0, rel=1e-12)
     assert row["values"]["usd_per_1m_total_tok"] == pytest.approx(5.0, rel=1e-12)
     assert [cell(row, "$/1M out"), cell(row, "$/1M tot")] == ["25", "5"]
+    # A CPU machine is priced whole, and said so under the table.
+    assert row["cost"] == "cost 0.36 USD/h: the whole machine"
+    assert engine_lines([row]) == [
+        f"engine tiny-llama = {ENGINE}; cost 0.36 USD/h: the whole machine"]
+
+
+def test_on_gpus_a_row_has_output_per_gpu_and_pays_the_engines_share():
+    # 4 output tok/s over TP 2 x DP 2 = 4 GPUs; 4 of the 8 GPUs of a $0.72/h machine: $0.36/h,
+    # so the dollars are those of the whole-machine test above.
+    [row] = summary_rows([on_h100s(ok_result(), tensor_parallel_size=2, data_parallel_size=2)],
+                         {}, usd_per_hour=Price(0.72))
+    assert row["values"]["output_throughput_tok_s_per_gpu"] == 1.0
+    assert cell(row, "out/GPU") == "1.0"
+    assert row["values"]["usd_per_1m_output_tok"] == pytest.approx(25.0, rel=1e-12)
+    assert row["cost"] == "cost 0.36 USD/h: 4 of 8 GPUs of a 0.72 USD/h machine"
+    assert engine_lines([row]) == [
+        "engine tiny = tiny 2 2; cost 0.36 USD/h: 4 of 8 GPUs of a 0.72 USD/h machine"]
+    assert "out/GPU" in [c.header for c in shown_columns([row])]
+    # A price per GPU: $0.09 x 4 GPUs.
+    [per_gpu] = summary_rows([on_h100s(ok_result(), tensor_parallel_size=4)], {},
+                             usd_per_hour=Price(0.09, "gpu"))
+    assert per_gpu["values"]["usd_per_1m_output_tok"] == pytest.approx(25.0, rel=1e-12)
+    assert per_gpu["values"]["output_throughput_tok_s_per_gpu"] == 1.0
+    assert per_gpu["cost"] == "cost 0.36 USD/h: 4 GPUs at 0.09 USD/h each"
 
 
 def test_nan_distributions_show_a_dash():
@@ -174,15 +214,20 @@ def test_cost_columns_only_where_a_row_has_a_cost():
     priced = summary_rows([ok_result()], {}, usd_per_hour=1.0)
     assert [c.header for c in shown_columns(unpriced)][-2:] == ["KV max%", "hit%"]
     assert [c.header for c in shown_columns(priced)][-2:] == ["$/1M out", "$/1M tot"]
+    assert "out/GPU" not in [c.header for c in shown_columns(priced)]  # a CPU run: no GPUs
 
 
 def test_the_legend_names_what_the_shown_columns_mean_once_each():
     assert legend(COLUMNS) == (
         "latencies in ms (TTFT time to first token, TPOT time per output token after the first, "
         "ITL token-normalized inter-token latency, E2EL end to end, queue = client lag); "
+        "out/GPU = output tok/s per GPU the engine uses (TP x PP x DP); "
         "good/s, good% = goodput: requests/s meeting every per-request SLO limit, and their "
-        "share; KV max% = peak KV-cache use; hit% = prefix-cache hit rate; $/1M out, $/1M tot = "
-        "dollars per million output and total tokens; roof% = the GPU memory-bandwidth lower bound "
+        "share; KV max% = peak KV-cache use; hit% = prefix-cache hit rate; acc% = draft tokens "
+        "accepted (speculative decoding); acc len = tokens per drafting step (1 + accepted per "
+        "draft); $/1M out, $/1M tot = "
+        "dollars per million output and total tokens, at the engine's share of the price (on its "
+        "engine line); roof% = the GPU memory-bandwidth lower bound "
         "of a decode step as a share of the measured TPOT p50 (docs/roofline.md)")
     assert legend([c for c in COLUMNS if c.header in ("ok", "out tok/s")]) == "latencies in ms"
 
@@ -248,7 +293,6 @@ def test_extra_lines_nan_value():
     line = extra_lines([("t::x", {"slo_capacity_req_s": Estimate(math.nan, math.nan, 1)}, "d")],
                        {"t::x": Status.MISSED})
     assert line == ["t::x: slo_capacity_req_s = nan (d)  MISSED TARGET"]
-
 
 
 

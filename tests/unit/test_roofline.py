@@ -3,6 +3,8 @@ hand below), and that a CPU run has none."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pytest_llmperf.metrics import roofline
@@ -71,6 +73,48 @@ def test_the_bound_and_the_fraction():
     assert found.fraction == pytest.approx(0.5106567565, rel=1e-9)
     tp8 = Roofline(model_bytes(LLAMA_70B, tensor_parallel=8), load, 4.8e12, tpot_s=0.010)
     assert tp8.bound_s == (2 * 69_503_033_344 / 8 + 16 * 1000 * 40_960) / 4.8e12  # 3.756 ms
+
+
+def test_pipeline_parallel_keeps_the_weights_on_the_path_and_splits_the_kv():
+    # Llama 3 70B, TP=4 x PP=2 on H200s: a token still crosses all the weights (over the 4 GPUs
+    # of a stage, stage after stage), while each GPU holds the KV of its 40 layers: half.
+    load = DecodeLoad(16.0, 1000.0)
+    model = model_bytes(LLAMA_70B, tensor_parallel=4)  # 2 KV heads per GPU: 81,920 B a token
+    pp2 = Roofline(model, load, 4.8e12, tpot_s=0.010, pipeline_parallel=2)
+    assert pp2.kv_bytes_per_step == 16 * 1000 * 81_920 / 2
+    assert pp2.bound_s == (2 * 69_503_033_344 / 4 + 16 * 1000 * 81_920 / 2) / 4.8e12  # 7.377 ms
+    # Not weights / (TP x PP): that would be the bound of 8 GPUs splitting every layer (TP=8),
+    # which reads the same KV per GPU, and a pipeline is never faster per token than that.
+    tp8 = Roofline(model_bytes(LLAMA_70B, tensor_parallel=8), load, 4.8e12, tpot_s=0.010)
+    assert tp8.kv_bytes_per_step == pp2.kv_bytes_per_step
+    assert pp2.bound_s > tp8.bound_s
+
+
+def test_data_parallel_keeps_the_weights_and_splits_the_batch():
+    # 8B on 8 H100s as DP=8 of TP=1: each copy reads all its weights for its 2 of the 16
+    # requests decoding at once.
+    load = DecodeLoad(16.0, 1000.0)
+    dp8 = Roofline(model_bytes(LLAMA_8B), load, 3.35e12, tpot_s=0.010, data_parallel=8)
+    assert dp8.kv_bytes_per_step == 2 * 1000 * 131_072
+    assert dp8.bound_s == (2 * WEIGHTS_8B + 2 * 1000 * 131_072) / 3.35e12  # 4.559 ms
+    one_copy = Roofline(model_bytes(LLAMA_8B), DecodeLoad(2.0, 1000.0), 3.35e12, tpot_s=0.010)
+    assert dp8.bound_s == one_copy.bound_s  # the same as one copy with its share of the load
+    assert dp8.to_dict()["data_parallel"] == 8 and dp8.to_dict()["pipeline_parallel"] == 1
+
+
+def test_the_engine_spec_gives_the_layout(tmp_path):
+    (tmp_path / "llama").mkdir()
+    (tmp_path / "llama" / "config.json").write_text(json.dumps(LLAMA_8B))
+    values = {"tpot_s.p50": 0.010, "completed": 64, "duration_s": 32.0, "e2el_s.mean": 8.25,
+              "ttft_s.mean": 0.25, "prompt_tokens": 64 * 936, "output_tokens": 64 * 128}
+    found = roofline.roofline({"model": "llama", "tensor_parallel_size": 2,
+                               "pipeline_parallel_size": 2, "data_parallel_size": 2},
+                              {"hardware_class": "h100", "device_name": "NVIDIA H100 80GB HBM3"},
+                              values, root=tmp_path)
+    assert (found.model.tensor_parallel, found.pipeline_parallel, found.data_parallel) == (2, 2, 2)
+    # 16 decoding over 2 copies, 1000 tokens of context, 4 KV heads of 8 per GPU, half the layers.
+    assert found.kv_bytes_per_step == 8 * 1000 * 65_536 / 2
+    assert found.bound_s == (2 * WEIGHTS_8B / 2 + 8 * 1000 * 65_536 / 2) / 3.35e12
 
 
 def test_bandwidths_from_the_datasheets():

@@ -3,6 +3,7 @@ exact error messages."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 from pytest_llmperf.metrics.compute import compute_metrics
+from pytest_llmperf.metrics.cost import Price
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports.runfile import run_document, write_run
@@ -383,3 +385,39 @@ def test_a_run_file_without_gate_settings_reads_as_the_defaults(tmp_path):
     del data["llmperf"]["results"][0]["gate"]  # as files written before it was recorded
     saved = read_run(write_json(tmp_path / "old.json", data)).results["test_fixed[64]"]
     assert (saved.tolerance, saved.gated) == (None, None)
+
+
+H100_X8 = {"hardware_class": "h100", "device_name": "NVIDIA H100 80GB HBM3", "device_count": 8}
+
+
+def test_prompt_throughput_is_a_metric_of_every_result():
+    [entry] = document(make_result())["llmperf"]["results"]
+    # 4 prompts of 8 tokens from the first send (0 s) to the last token (3 + 0.2 + 3 x 0.01 s).
+    assert entry["metrics"]["prompt_throughput_tok_s"] == pytest.approx(
+        {"value": 32 / 3.23, "spread": 0.0, "n": 1, "direction": "higher"})
+
+
+def test_on_gpus_each_result_has_its_output_per_gpu_and_its_share_of_the_price():
+    # A fake: only a GPU machine records such a result for real. TP 2 x PP 2: 4 of the 8 GPUs.
+    gpu = dataclasses.replace(make_result(), fingerprint=H100_X8, engine={
+        "model": "tiny", "tensor_parallel_size": 2, "pipeline_parallel_size": 2})
+    doc = run_document([gpu], verdicts={}, fingerprint=H100_X8, commit=None, started=STARTED,
+                       usd_per_hour=Price(2.4))
+    [entry] = doc["llmperf"]["results"]
+    output = entry["metrics"]["output_throughput_tok_s"]["value"]
+    assert entry["per_gpu"] == {"gpus": 4, "output_throughput_tok_s_per_gpu": output / 4}
+    assert entry["cost"] == {
+        "usd_per_hour": 1.2, "price_usd_per_hour": 2.4, "price_per": "machine",
+        "engine_gpus": 4, "machine_gpus": 8,
+        "usd_per_1m_output_tok": pytest.approx(1.2 / (output * 3600) * 1e6, rel=1e-12),
+        "usd_per_1m_total_tok": pytest.approx(1.2 / (output * 3 * 3600) * 1e6, rel=1e-12)}
+
+
+def test_on_a_cpu_no_output_per_gpu_and_the_whole_machine_priced():
+    doc = run_document([make_result()], verdicts={}, fingerprint=FINGERPRINT, commit=None,
+                       started=STARTED, usd_per_hour=Price(0.36))
+    [entry] = doc["llmperf"]["results"]
+    assert entry["per_gpu"] == {}
+    assert entry["cost"]["usd_per_hour"] == 0.36
+    assert (entry["cost"]["engine_gpus"], entry["cost"]["machine_gpus"]) == (1, 0)
+    assert document(make_result())["llmperf"]["results"][0]["cost"] == {}  # no price

@@ -211,6 +211,42 @@ def test_counters_are_deltas_over_the_run_and_hit_rate_is_their_ratio():
     assert fake.gets == 2  # one on entry, one on exit
 
 
+def test_a_run_on_two_data_parallel_engines_sums_their_counters_and_keeps_the_fullest_cache():
+    # What the sampler reads from vLLM with --data-parallel-size 2: one label set per engine.
+    page = Template("""\
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} $kv0
+vllm:kv_cache_usage_perc{engine="1",model_name="m"} $kv1
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} $running0
+vllm:num_requests_running{engine="1",model_name="m"} $running1
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{engine="0",model_name="m"} $gen0
+vllm:generation_tokens_total{engine="1",model_name="m"} $gen1
+# TYPE vllm:prompt_tokens_total counter
+vllm:prompt_tokens_total{engine="0",model_name="m"} $prompt0
+vllm:prompt_tokens_total{engine="1",model_name="m"} $prompt1
+""")
+    values = dict(kv0=0.0, kv1=0.0, running0=0.0, running1=0.0, gen0=100.0, gen1=40.0,
+                  prompt0=800.0, prompt1=300.0)
+
+    async def sampled() -> ServerMetricsSampler:
+        transport = httpx.MockTransport(
+            lambda request: httpx.Response(200, text=page.substitute(values)))
+        async with httpx.AsyncClient(transport=transport) as http:
+            async with ServerMetricsSampler("http://vllm", http, interval_s=60.0) as sampler:
+                values.update(kv0=0.25, kv1=0.5, running0=3.0, running1=2.0, gen0=160.0,
+                              gen1=120.0, prompt0=1200.0, prompt1=900.0)
+        return sampler
+
+    summary = asyncio.run(sampled()).summary()
+    # Counters: each engine's change, added (60 + 80 generated, 400 + 600 prompt tokens).
+    assert (summary["generation_tokens"], summary["prompt_tokens"]) == (140.0, 1000.0)
+    # Gauges: requests add up over the engines; KV use is the fullest engine's.
+    assert summary["requests_running_max"] == 5.0
+    assert summary["kv_cache_usage_max"] == 0.5
+
+
 def test_no_prefix_cache_queries_means_no_hit_rate():
     async def idle():
         pass

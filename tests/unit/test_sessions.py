@@ -9,23 +9,29 @@ import numpy as np
 import pytest
 
 from pytest_llmperf.client.loadgen import Concurrency, Rate, Trace, arrival_offsets, run_load
-from pytest_llmperf.client.sessions import NO_TOKEN_IDS, Sessions, run_sessions
+from pytest_llmperf.client.sessions import NO_TEXT, NO_TOKEN_IDS, Sessions, run_sessions
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics.turns import by_turn
 from pytest_llmperf.records import Request, RequestRecord
 
 
 class Echo:
-    """Answers request i with token ids 1000+i (output_tokens of them), after `sleep_s`."""
+    """Answers request i with token ids 1000+i (output_tokens of them) and the text "<i>" in
+    as many pieces, after `sleep_s`."""
 
-    def __init__(self, sleep_s: float = 0.002, ids: bool = True, fail: frozenset = frozenset()):
-        self.sleep_s, self.ids, self.fail = sleep_s, ids, fail
-        self.prompts: dict[int, tuple[int, ...]] = {}
+    def __init__(self, sleep_s: float = 0.002, ids: bool = True, text: bool = True,
+                 fail: frozenset = frozenset()):
+        self.sleep_s, self.ids, self.text, self.fail = sleep_s, ids, text, fail
+        self.prompts: dict[int, tuple[int, ...] | str] = {}
+        self.histories: dict[int, tuple[tuple[str, str], ...]] = {}
+        self.expected: dict[int, int] = {}
         self.in_flight = self.max_in_flight = 0
 
     async def __call__(self, index: int, request: Request, scheduled_s: float) -> RequestRecord:
         sent_s = time.perf_counter()
         self.prompts[index] = request.prompt
+        self.histories[index] = request.history
+        self.expected[index] = request.prompt_tokens
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         await asyncio.sleep(self.sleep_s)
@@ -36,11 +42,15 @@ class Echo:
                                scheduled_s=scheduled_s, sent_s=sent_s, chunk_times_s=[now],
                                chunk_tokens=[request.output_tokens], done_s=now,
                                usage_output_tokens=request.output_tokens,
-                               output_token_ids=[] if request.keep_output else None)
+                               output_token_ids=[] if request.keep_output else None,
+                               output_text=[] if request.keep_output else None)
         if index in self.fail:
             record.error = "HTTP 500: boom"
-        elif self.ids and request.keep_output:
-            record.output_token_ids += [1000 + index] * request.output_tokens
+        elif request.keep_output:
+            if self.ids:
+                record.output_token_ids += [1000 + index] * request.output_tokens
+            if self.text:
+                record.output_text += [f"<{index}>"] * request.output_tokens
         return record
 
 
@@ -64,6 +74,76 @@ def test_each_turn_carries_the_conversation_with_the_servers_answers():
     assert send.prompts[4] == (3, 3, 1003, 1003, 1003, 4, 4)
     assert [r.expected_prompt_tokens for r in records[:3]] == [2, 7, 12]
     assert all(r.output_token_ids is None for r in records)  # carried on, not kept twice
+
+
+def texts(sessions: int, turns: int) -> list[Request]:
+    return [Request(prompt=f"m{i}.", prompt_tokens=2, output_tokens=3)
+            for i in range(sessions * turns)]
+
+
+def test_text_turns_on_completions_carry_the_answers_text():
+    """A server that takes no token ids (text_only.py) gets the conversation as one text."""
+    send = Echo()
+    records = run(texts(2, 3), send, Sessions(turns=3, start=Concurrency(max_concurrency=2)))
+    assert all(r.ok for r in records)
+    assert send.prompts[0] == "m0."
+    assert send.prompts[1] == "m0.<0><0><0>m1."
+    assert send.prompts[2] == "m0.<0><0><0>m1.<1><1><1>m2."
+    assert send.prompts[4] == "m3.<3><3><3>m4."
+    assert [send.expected[i] for i in range(3)] == [2, 7, 12]
+    assert set(send.histories.values()) == {()}
+    assert all(r.output_text is None for r in records)  # carried on, not kept twice
+
+
+def test_chat_turns_carry_the_answers_as_assistant_messages():
+    send = Echo()
+    requests = texts(2, 3)
+    requests[3] = Request(prompt="m3.", prompt_tokens=5, output_tokens=3,
+                          history=(("system", "be brief"),))  # a file's system prompt
+    records = run(requests, send, Sessions(turns=3, start=Concurrency(max_concurrency=2)),
+                  chat=True)
+    assert all(r.ok for r in records)
+    assert [send.prompts[i] for i in range(3)] == ["m0.", "m1.", "m2."]
+    assert send.histories[0] == ()
+    assert send.histories[1] == (("user", "m0."), ("assistant", "<0><0><0>"))
+    assert send.histories[2] == (("user", "m0."), ("assistant", "<0><0><0>"),
+                                 ("user", "m1."), ("assistant", "<1><1><1>"))
+    assert send.histories[3] == (("system", "be brief"),)
+    assert send.histories[4] == (("system", "be brief"), ("user", "m3."),
+                                 ("assistant", "<3><3><3>"))
+    assert [send.expected[i] for i in range(3, 6)] == [5, 10, 15]
+
+
+def test_a_server_without_answer_text_fails_a_text_turn_with_why():
+    records = run(texts(1, 2), Echo(text=False),
+                  Sessions(turns=2, start=Concurrency(max_concurrency=1)), chat=True)
+    assert [r.error for r in records] == [
+        "the server streamed no answer text, so the next turn cannot carry this answer (its "
+        "chunks counted tokens but held no text)"]
+    assert records[0].error == NO_TEXT
+
+
+def test_conversations_of_different_lengths_keep_their_own_turns():
+    send = Echo()
+    pattern = Sessions(turns=3, session_turns=(2, 3, 1), start=Concurrency(max_concurrency=3))
+    records = run(turns(1, 6), send, pattern)
+    assert [(r.index, r.session, r.turn) for r in records] == [
+        (0, 0, 1), (1, 0, 2), (2, 1, 1), (3, 1, 2), (4, 1, 3), (5, 2, 1)]
+    assert send.prompts[2] == (2, 2)  # session 1 starts afresh
+    assert send.prompts[4] == (2, 2, 1002, 1002, 1002, 3, 3, 1003, 1003, 1003, 4, 4)
+
+
+def test_a_share_of_the_sessions_keeps_their_global_numbers():
+    """What a client worker runs (workers.py): `only` names the sessions it starts (open loop),
+    `take_next` hands out session numbers (closed loop)."""
+    rate = Sessions(turns=2, start=Rate(requests_per_s=1000, burstiness=np.inf))
+    records = run(turns(3, 2), Echo(), rate, only=[1])
+    assert [(r.index, r.session, r.turn) for r in records] == [(2, 1, 1), (3, 1, 2)]
+    counter = iter([2, 0, 3, 4])
+    closed = Sessions(turns=2, start=Concurrency(max_concurrency=1))
+    records = run(turns(3, 2), Echo(), closed, take_next=counter.__next__)
+    assert [(r.index, r.session, r.turn) for r in records] == [
+        (0, 0, 1), (1, 0, 2), (4, 2, 1), (5, 2, 2)]
 
 
 def test_think_time_separates_a_turn_from_the_previous_ones_end():
@@ -122,9 +202,23 @@ def test_bad_sessions_say_why():
     with pytest.raises(InputError, match=r"^5 requests do not make whole conversations of 2 "
                                          r"turns$"):
         run(turns(1, 5), Echo(), Sessions(turns=2, start=Concurrency(max_concurrency=1)))
-    text = [Request(prompt="hi", prompt_tokens=1, output_tokens=1)]
-    with pytest.raises(InputError, match=r"^conversation turns need token-id prompts"):
-        run(text, Echo(), Sessions(turns=1, start=Concurrency(max_concurrency=1)))
+    one = Sessions(turns=1, start=Concurrency(max_concurrency=1))
+    ids = [Request(prompt=(1,), prompt_tokens=1, output_tokens=1)]
+    with pytest.raises(InputError, match=r"^chat conversations need text prompts \(a chat "
+                                         r"turn's messages are text\): use "
+                                         r"prompt_format='text'$"):
+        run(ids, Echo(), one, chat=True)
+    mixed = [*ids, Request(prompt="hi", prompt_tokens=1, output_tokens=1)]
+    with pytest.raises(InputError, match=r"^a conversation's turns are all token ids or all "
+                                         r"text, not both$"):
+        run(mixed, Echo(), Sessions(turns=2, start=Concurrency(max_concurrency=1)))
+    with pytest.raises(InputError, match=r"^Sessions.session_turns must be ints from 1 to turns "
+                                         r"\(3\), got 4$"):
+        Sessions(turns=3, session_turns=(2, 4), start=Concurrency(max_concurrency=1))
+    with pytest.raises(InputError, match=r"^6 requests do not make the 2 conversations of 5 "
+                                         r"turns in all$"):
+        run(turns(3, 2), Echo(), Sessions(turns=3, session_turns=(2, 3),
+                                          start=Concurrency(max_concurrency=1)))
 
 
 def test_by_turn_summarises_each_turn_index():

@@ -39,7 +39,8 @@ def run_metrics(*, ttft: Summary, tpot: Summary, e2el: Summary, duration_s: floa
         ttft_s=ttft, tpot_s=tpot, itl_s=tpot, icl_s=tpot, e2el_s=e2el, queue_s=dist(0.0),
         duration_s=duration_s, completed=completed, failed=failed,
         error_rate=failed / (completed + failed), prompt_tokens=completed * 128,
-        output_tokens=output_tokens, output_throughput_tok_s=output_tokens / duration_s,
+        output_tokens=output_tokens, prompt_throughput_tok_s=completed * 128 / duration_s,
+        output_throughput_tok_s=output_tokens / duration_s,
         total_throughput_tok_s=(output_tokens + completed * 128) / duration_s,
         request_throughput_req_s=completed / duration_s, length_mismatches=0, tokens_estimated=0,
     )
@@ -214,7 +215,7 @@ def test_capacity_is_found_within_rel_tol_of_the_knee():
     mid1 = math.sqrt(8 * 16)
     mid2 = math.sqrt(mid1 * 16)
     mid3 = math.sqrt(mid2 * 16)
-    assert [run.rate for run in capacity.runs] == [1, 4, 8, 16, mid1, mid2, mid3]
+    assert [run.load for run in capacity.runs] == [1, 4, 8, 16, mid1, mid2, mid3]
     assert [run.passed for run in capacity.runs] == [True, True, True, False, True, True, True]
     assert capacity.engine_runs == len(engine.calls) == 7
     assert capacity.limiting_metric == "ttft_s.p99"
@@ -237,7 +238,7 @@ def test_runs_are_bounded_by_max_runs_and_an_unfinished_search_says_so():
 def test_bracket_that_never_fails_within_max_runs():
     engine = FakeEngine(capacity=1000.0)
     capacity = find_capacity(engine, BASE, SLO_TTFT, low=1.0, high=2.0, max_runs=3)
-    assert [run.rate for run in capacity.runs] == [1.0, 2.0, 4.0]
+    assert [run.load for run in capacity.runs] == [1.0, 2.0, 4.0]
     assert capacity.rate_req_s == 4.0 and not capacity.converged
     assert capacity.limiting_metric is None
     assert capacity.note == "still within the SLO at 4 req/s after 3 runs; raise `high` or max_runs"
@@ -268,7 +269,7 @@ def test_saturation_is_caught_even_when_latency_percentiles_look_fine():
     assert limit / capacity.rate_req_s - 1 < 0.1
     assert capacity.limiting_metric == "request_throughput_req_s"
     failing = next(run for run in capacity.runs if not run.passed)
-    offered = offered_rate(rate_workload(BASE, failing.rate))
+    offered = offered_rate(rate_workload(BASE, failing.load))
     assert failing.offered_req_s == offered
     assert failing.reason == (f"saturated: completed 10.00 req/s < 0.9 x offered "
                               f"{offered:.2f} req/s")

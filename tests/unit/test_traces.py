@@ -95,7 +95,7 @@ def test_speedup_window_and_schedule(mooncake):
                                              "max_concurrency": None}
     assert workload.to_dict()["source"] == {"type": "TraceSource", "path": str(mooncake),
                                             "format": "mooncake", "rows": 3,
-                                            "block_tokens": 512}
+                                            "block_tokens": 512, "speedup": 2.0}
     assert workload.label() == "trace-x2 x3 @ trace 3 req over 0.625 s"
     short = Workload.trace(mooncake, format="mooncake", duration_s=1.0)
     assert short.num_requests == 3

@@ -1,0 +1,148 @@
+"""Engine arguments checked by vLLM's own `vllm serve` parser, no engine started
+(`--llmperf-check-args`).
+
+A GPU suite runs where there are GPUs: nightly, on a runner CI does not have. A misspelt flag in
+one (`extra_args={"max-num-seqz": 8}`, `kv_cache_dtype="fp9"`, `dtype="bf16"`, broken JSON in
+`speculative_config`) would otherwise be found there, after the machine was booked. Here each
+`Engine.server_args()` goes through the parser the server builds for itself
+(engines/arg_check_worker.py says how), so a refusal is vLLM's own words.
+
+The parser lives in a child process of the interpreter the engine would run with (this one, or
+`Engine(python=...)`'s other vLLM install), as the server and the offline worker do: the test
+process never imports vLLM (seconds of torch import, and a vLLM that configures logging and
+warnings for the whole process). One child per interpreter per session: the import is paid once,
+and each check after it takes milliseconds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import select
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from pytest_llmperf.engines.errors import EngineError
+from pytest_llmperf.engines.spec import Engine
+
+__all__ = ["ArgCheckError", "CheckOutcome", "check_engines", "close_all", "require_vllm"]
+
+WORKER_MODULE = "pytest_llmperf.engines.arg_check_worker"
+# The child imports vLLM (torch) before its first answer: ~6 s on a 2-core CI machine.
+START_TIMEOUT_S = 180.0
+ANSWER_TIMEOUT_S = 60.0
+
+
+class ArgCheckError(EngineError):
+    """The checking child could not be started or stopped answering. One line."""
+
+
+def require_vllm() -> None:
+    """ValueError (one line) where this interpreter has no vLLM; checked before any test runs."""
+    if importlib.util.find_spec("vllm") is None:
+        raise ValueError("--llmperf-check-args parses engine arguments with vLLM's own parser, "
+                         "and vLLM is not installed here: install it (pip install -e '.[cpu]' "
+                         "or '.[gpu]') or drop the flag")
+
+
+class _Checker:
+    """One child process holding vLLM's parser: a JSON argument list in, {"refusal": ...} out."""
+
+    def __init__(self, python: str, env: Mapping[str, str]) -> None:
+        self.python = python
+        self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        self._process = subprocess.Popen(
+            [python, "-m", WORKER_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._stderr, text=True, env=dict(env))
+        self.version = str(self._answer(START_TIMEOUT_S).get("vllm", "unknown"))
+
+    def refusal(self, args: list[str]) -> str | None:
+        stdin: TextIO = self._process.stdin  # type: ignore[assignment]
+        try:
+            stdin.write(json.dumps(args) + "\n")
+            stdin.flush()
+        except OSError:
+            raise self._ended() from None
+        return self._answer(ANSWER_TIMEOUT_S).get("refusal")
+
+    def _answer(self, timeout_s: float) -> dict[str, Any]:
+        stdout: TextIO = self._process.stdout  # type: ignore[assignment]
+        ready, _, _ = select.select([stdout], [], [], timeout_s)
+        line = stdout.readline() if ready else ""
+        if not line:
+            if not ready:
+                self.close()
+                raise ArgCheckError(f"the vLLM argument check ({self.python} -m {WORKER_MODULE}) "
+                                    f"gave no answer in {timeout_s:.0f} s")
+            raise self._ended()
+        return json.loads(line)
+
+    def _ended(self) -> ArgCheckError:
+        self.close()
+        self._stderr.seek(0)
+        lines = [line.strip() for line in self._stderr.read().splitlines() if line.strip()]
+        last = lines[-1] if lines else "no output"
+        return ArgCheckError(f"the vLLM argument check ({self.python} -m {WORKER_MODULE}) ended "
+                             f"before answering: {last}")
+
+    def close(self) -> None:
+        if self._process.poll() is None:
+            self._process.stdin.close()  # type: ignore[union-attr]  - it ends at end of input
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._stderr.close()
+
+
+_CHECKERS: dict[tuple[str, tuple[tuple[str, str], ...]], _Checker] = {}
+
+
+def _checker(engine: Engine) -> _Checker:
+    """The child for the interpreter `engine` runs with, in the environment it gets (its `env`
+    can point PYTHONPATH at another vLLM), started on first use."""
+    python = engine.python or sys.executable
+    env = {**os.environ, **engine.environment()}
+    key = (python, tuple(sorted((k, v) for k, v in env.items() if k.startswith("PYTHON"))))
+    if key not in _CHECKERS:
+        _CHECKERS[key] = _Checker(python, env)
+    return _CHECKERS[key]
+
+
+def close_all() -> None:
+    """End every checking child (the session's end)."""
+    while _CHECKERS:
+        _CHECKERS.popitem()[1].close()
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """One measurement call's engines checked: `failure` is its line when vLLM refused one,
+    else None and `summary` says what was checked."""
+
+    failure: str | None
+    summary: str
+
+
+def check_engines(engines: Sequence[tuple[str, Engine]]) -> CheckOutcome:
+    """Check each (role, engine) - role "engine", "A/B side A", ... - in order; the first
+    refusal is the failure: "A/B side B (llama-3.1-8b ...): vLLM 0.32.0 refuses its arguments:
+    unrecognized arguments: --max-num-seqz". ArgCheckError where no child answers."""
+    versions = []
+    for role, engine in engines:
+        checker = _checker(engine)
+        problem = checker.refusal(engine.server_args())
+        if problem is not None:
+            return CheckOutcome(f"{role} ({engine.label()}): vLLM {checker.version} refuses its "
+                                "arguments: " + problem, "")
+        versions.append(checker.version)
+    labels = "; ".join(f"{role} ({engine.label()})" for role, engine in engines)
+    shown = " and ".join(dict.fromkeys(versions))
+    return CheckOutcome(None, f"engine arguments checked: {labels} (vLLM {shown}'s vllm serve "
+                              "parser)")
