@@ -93,3 +93,27 @@ def test_mooncake_trace_replay(llmperf):
     assert result.length_mismatches == 0
     assert result.queue_s.p99 < 0.010  # sent on the trace's offsets
     assert result.server_metrics["prefix_cache_hit_rate"] > 0.3
+
+
+def test_chat_conversations_carry_the_servers_text_answers(llmperf):
+    """The same chats on the chat API: each turn sends the messages so far, the assistant's
+    being the text the server streamed (the tiny model ships a chat template)."""
+    result = llmperf.run(Workload.conversations(sessions=4, turns=4, input_tokens=32,
+                                                output_tokens=48, think_time_s=0.1,
+                                                api="chat"))
+    assert result.completed == 16
+    assert list(result.by_turn) == ["1", "2", "3", "4"]
+    # Turn 4 carries three earlier questions and answers: its prompt is the longest.
+    assert result.by_turn["4"]["prompt_tokens.mean"] > 3 * result.by_turn["1"][
+        "prompt_tokens.mean"]
+
+
+def test_sharegpt_conversation_file(llmperf):
+    """suites/data/sharegpt-tiny.json: six ShareGPT-format chats of four turns (one with a
+    system prompt), each turn's output as long as its recorded answer, on the chat API."""
+    result = llmperf.run(Workload.conversation_file(DATA / "sharegpt-tiny.json",
+                                                    format="sharegpt", concurrency=3,
+                                                    api="chat"))
+    assert result.completed == 24
+    assert result.length_mismatches == 0
+    assert result.server_metrics["prefix_cache_hit_rate"] > 0.3

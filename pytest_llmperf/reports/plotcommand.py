@@ -1,6 +1,7 @@
 """`llmperf plot RUN.json [RUN.json ...] -o DIR`: the run files' pictures as PNGs (plots.py).
 
-One run file gives its sweeps, capacity searches, latency distributions and A/B ratios; several
+One run file gives its sweeps, capacity searches, a conversation's TTFT by turn, a trace
+replay's offered against achieved rate, latency distributions and A/B ratios; several
 (nightly runs) add each gated metric over time with its baseline's band.
 """
 
@@ -20,7 +21,7 @@ def add_command(commands) -> None:
     """Register `plot` on the `llmperf` command's subparsers."""
     plot = commands.add_parser(
         "plot", help="draw run files (--llmperf-json) as PNGs: sweeps, capacity searches, "
-                     "latencies, A/B ratios, metrics over time",
+                     "TTFT by turn, trace rates, latencies, A/B ratios, metrics over time",
         description="Write PNGs of one or more run files. Several files (nightly runs) add each "
                     "gated metric over time with its baseline's band. Needs the plots extra: "
                     "pip install 'pytest-llmperf[plots]'.")
