@@ -36,3 +36,13 @@ def test_prefix_caching_cuts_time_to_first_token(llmperf):
                      a=TINY_CPU.replace(enable_prefix_caching=False),
                      b=TINY_CPU.replace(enable_prefix_caching=True), pairs=2)
     assert run.median("ttft_s.p50") < 0.8
+
+
+def test_prefix_caching_serves_later_turns_of_a_conversation(llmperf):
+    """Prefix caching on (B) against off (A) on 4 chats of 5 turns: with it, each turn's prompt
+    but the new message comes from the cache, so the later turns start sooner."""
+    run = llmperf.ab(Workload.conversations(sessions=4, turns=5, input_tokens=64,
+                                            output_tokens=128, think_time_s=0.1),
+                     a=TINY_CPU.replace(enable_prefix_caching=False),
+                     b=TINY_CPU.replace(enable_prefix_caching=True), pairs=2)
+    assert run.median("turn5:ttft_s.p50") < 0.9

@@ -5,6 +5,8 @@ The SLOs are scaled to the tiny model on two CPU cores; the search's result is g
 other metric (slo_capacity_req_s, higher is better).
 """
 
+from pathlib import Path
+
 import pytest
 
 from pytest_llmperf import SLO, ServerScenario, Workload, judge_server, server_workload
@@ -26,6 +28,7 @@ PROBE = Workload.fixed(input_tokens=128, output_tokens=32, num_requests=2000, ra
 # target found noise, not a knee (the search failed at its lowest rate). At 200 ms the limit is
 # the engine's: there TPOT p90 went 19 ms at 8 req/s -> 126 ms at 16.
 TINY_SLO = SLO(max={"ttft_s.p90": 0.2, "tpot_s.p90": 0.02})
+TRACE = Path(__file__).resolve().parent / "data" / "mooncake-tiny.jsonl"
 
 
 def test_rate_sweep(llmperf):
@@ -54,6 +57,15 @@ def test_slo_capacity(llmperf):
     # one (family 25) the knee is between 8 and 16 req/s.
     capacity = llmperf.capacity(PROBE, TINY_SLO, low=2.0, high=32.0, rel_tol=0.15, max_runs=8)
     assert capacity.rate_req_s > 0, capacity.note
+
+
+def test_trace_capacity_by_speedup(llmperf):
+    """How much faster than recorded can the engine replay suites/data/mooncake-tiny.jsonl (48
+    requests over 12 s, prompts up to ~1,000 tokens) and still meet the SLO? The search's knob
+    is the trace's speedup; gated as slo_capacity_speedup."""
+    trace = Workload.trace(TRACE, format="mooncake", warmup_requests=2)
+    capacity = llmperf.capacity(trace, TINY_SLO, low=1.0, high=16.0, rel_tol=0.25, max_runs=6)
+    assert capacity.speedup >= 1.0, capacity.note
 
 
 def test_mlperf_server_scenario(llmperf):
