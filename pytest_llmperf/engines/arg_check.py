@@ -54,11 +54,16 @@ class _Checker:
     """One child process holding vLLM's parser: a JSON argument list in, {"refusal": ...} out."""
 
     def __init__(self, python: str, env: Mapping[str, str]) -> None:
-        self.python = python
+        self.command = f"{python} -m {WORKER_MODULE}"
         self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
-        self._process = subprocess.Popen(
-            [python, "-m", WORKER_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._stderr, text=True, env=dict(env))
+        try:
+            self._process = subprocess.Popen(
+                [python, "-m", WORKER_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=self._stderr, text=True, env=dict(env))
+        except OSError as exc:
+            self._stderr.close()
+            raise ArgCheckError(f"the vLLM argument check ({self.command}) could not start: "
+                                f"{exc.strerror or exc}") from None
         self.version = str(self._answer(START_TIMEOUT_S).get("vllm", "unknown"))
 
     def refusal(self, args: list[str]) -> str | None:
@@ -66,7 +71,7 @@ class _Checker:
         try:
             stdin.write(json.dumps(args) + "\n")
             stdin.flush()
-        except OSError:
+        except (OSError, ValueError):  # its end of the pipe is gone (or closed)
             raise self._ended() from None
         return self._answer(ANSWER_TIMEOUT_S).get("refusal")
 
@@ -74,31 +79,44 @@ class _Checker:
         stdout: TextIO = self._process.stdout  # type: ignore[assignment]
         ready, _, _ = select.select([stdout], [], [], timeout_s)
         line = stdout.readline() if ready else ""
-        if not line:
-            if not ready:
-                self.close()
-                raise ArgCheckError(f"the vLLM argument check ({self.python} -m {WORKER_MODULE}) "
-                                    f"gave no answer in {timeout_s:.0f} s")
-            raise self._ended()
-        return json.loads(line)
+        if not ready:
+            self.close()
+            raise ArgCheckError(f"the vLLM argument check ({self.command}) gave no answer in "
+                                f"{timeout_s:.0f} s")
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError:  # "" at its end; anything else is not our worker
+            raise self._ended() from None
 
     def _ended(self) -> ArgCheckError:
-        self.close()
+        """The child's end, told by its last line on stderr (vLLM's ImportError, say)."""
+        self._stop()
         self._stderr.seek(0)
         lines = [line.strip() for line in self._stderr.read().splitlines() if line.strip()]
-        last = lines[-1] if lines else "no output"
-        return ArgCheckError(f"the vLLM argument check ({self.python} -m {WORKER_MODULE}) ended "
-                             f"before answering: {last}")
+        self.close()
+        return ArgCheckError(f"the vLLM argument check ({self.command}) ended before answering: "
+                             f"{lines[-1] if lines else 'no output'}")
 
-    def close(self) -> None:
+    def _stop(self) -> None:
         if self._process.poll() is None:
-            self._process.stdin.close()  # type: ignore[union-attr]  - it ends at end of input
+            try:
+                self._process.stdin.close()  # type: ignore[union-attr]  - ends at end of input
+            except OSError:
+                pass
             try:
                 self._process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
-        self._stderr.close()
+
+    def close(self) -> None:
+        self._stop()
+        for stream in (self._process.stdin, self._process.stdout, self._stderr):
+            if stream is not None and not stream.closed:
+                try:
+                    stream.close()
+                except OSError:  # a pipe whose reader is gone
+                    pass
 
 
 _CHECKERS: dict[tuple[str, tuple[tuple[str, str], ...]], _Checker] = {}
@@ -137,7 +155,12 @@ def check_engines(engines: Sequence[tuple[str, Engine]]) -> CheckOutcome:
     versions = []
     for role, engine in engines:
         checker = _checker(engine)
-        problem = checker.refusal(engine.server_args())
+        try:
+            problem = checker.refusal(engine.server_args())
+        except ArgCheckError:  # that child is gone: the next check starts another
+            for key in [key for key, known in _CHECKERS.items() if known is checker]:
+                del _CHECKERS[key]
+            raise
         if problem is not None:
             return CheckOutcome(f"{role} ({engine.label()}): vLLM {checker.version} refuses its "
                                 "arguments: " + problem, "")
