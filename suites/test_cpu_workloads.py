@@ -117,3 +117,13 @@ def test_sharegpt_conversation_file(llmperf):
     assert result.completed == 24
     assert result.length_mismatches == 0
     assert result.server_metrics["prefix_cache_hit_rate"] > 0.3
+
+
+@pytest.mark.engine(TINY_CPU_NO_TOKENIZER)
+def test_conversations_without_a_tokenizer(llmperf):
+    """The GPU suites' conversation path: a config-only model served with skip_tokenizer_init,
+    token-id prompts, and each answer carried forward as the token ids the server streamed."""
+    result = llmperf.run(Workload.conversations(sessions=4, turns=3, input_tokens=48,
+                                                output_tokens=64))
+    assert result.completed == 12
+    assert result.by_turn["3"]["prompt_tokens.mean"] == 3 * 48 + 2 * 64

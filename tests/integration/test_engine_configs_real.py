@@ -1,0 +1,98 @@
+"""The source studies' engine configurations on real vLLM: suites/test_cpu_engine_configs.py,
+run as a user runs it, so CI proves each one starts, serves and is measured.
+
+Tensor, pipeline and data parallel (two ranks, one per core), ngram speculative decoding, chunked
+prefill on against off and 512 against 2048 batched tokens (paired A/B), and compiled mode.
+The run file's numbers are what the closing notes and docs/cpu-engine.md report.
+
+Two ranks and the client share the machine's two cores, and a CI runner has neighbours: the
+disturbance check only warns here. What this test is about is that every configuration runs and
+reports what it should, not how fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
+
+pytestmark = requires_vllm
+
+SUITE = REPO / "suites" / "test_cpu_engine_configs.py"
+
+
+@pytest.fixture(scope="module")
+def run_file(tmp_path_factory):
+    """One run of the suite in a fresh directory (no baselines, nothing of the repo's)."""
+    where = tmp_path_factory.mktemp("engine-configs")
+    shutil.copy(SUITE, where / SUITE.name)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", SUITE.name, "-p",
+         "no:cacheprovider", "-p", "no:randomly", "--llmperf-disturbance", "warn",
+         "--llmperf-summary", "full", "--llmperf-json", "run.json"],
+        cwd=where, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+        timeout=900)
+    assert leftover_vllm_processes() == []
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+    return json.loads((where / "run.json").read_text())["llmperf"]["results"], run.stdout
+
+
+def _result(results: list[dict], key: str) -> dict:
+    return next(r for r in results if r["key"] == key)
+
+
+@pytest.mark.parametrize(("case", "field", "value"), [
+    ("tp2", "tensor_parallel_size", 2), ("pp2-compiled", "pipeline_parallel_size", 2),
+    ("dp2", "data_parallel_size", 2)])
+def test_each_parallel_layout_started_and_served(run_file, case, field, value):
+    results, _ = run_file
+    found = _result(results, f"test_parallel_engine_serves_every_request[{case}]")
+    assert found["engine"][field] == value
+    assert found["engine"]["env"] == {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}
+    assert found["metrics"]["completed"]["value"] == 16
+    # Both ranks' tokens: the data-parallel server reports one label set per engine, summed.
+    assert found["server_metrics"]["generation_tokens"] >= 16 * 32
+
+
+def test_compiled_mode_is_in_the_engine_line(run_file):
+    results, stdout = run_file
+    found = _result(results, "test_parallel_engine_serves_every_request[pp2-compiled]")
+    assert found["engine"]["enforce_eager"] is False
+    assert "pp=2" in stdout and "eager=False" in stdout
+
+
+def test_speculative_decoding_reports_vllms_acceptance(run_file):
+    results, _ = run_file
+    server = _result(results, "test_ngram_speculative_decoding_accepts_drafts")["server_metrics"]
+    assert server["spec_decode_drafts"] > 0
+    assert server["spec_decode_accepted_tokens"] <= server["spec_decode_draft_tokens"]
+    assert server["spec_decode_acceptance_rate"] == pytest.approx(
+        server["spec_decode_accepted_tokens"] / server["spec_decode_draft_tokens"])
+    assert server["spec_decode_mean_accepted_length"] == pytest.approx(
+        1 + server["spec_decode_accepted_tokens"] / server["spec_decode_drafts"])
+    assert {f"spec_decode_acceptance_pos_{i}" for i in range(3)} <= set(server)
+
+
+@pytest.mark.parametrize("test", ["test_chunked_prefill_on_against_off",
+                                  "test_512_batched_tokens_against_2048"])
+def test_batching_ab_tests_record_their_paired_ratios(run_file, test):
+    results, _ = run_file
+    side_b = _result(results, f"{test} (B)")
+    ttft = side_b["ab"]["metrics"]["ttft_s.p50"]
+    assert len(ttft["ratios"]) == 4
+    assert _result(results, f"{test} (A)")["engine"] != side_b["engine"]
+
+
+def test_multi_token_chunks_count_per_token(run_file):
+    """--stream-interval 4: ITL per token, ICL per chunk, mean ITL = mean TPOT."""
+    results, _ = run_file
+    metrics = _result(results, "test_stream_interval_chunks_are_counted_per_token")["metrics"]
+    assert metrics["itl_s.p50"]["value"] < 0.5 * metrics["icl_s.p50"]["value"]
+    assert metrics["itl_s.mean"]["value"] == pytest.approx(metrics["tpot_s.mean"]["value"],
+                                                            rel=0.1)
