@@ -17,7 +17,7 @@ before a GPU night depends on it (docs/cpu-engine.md, "Engine configurations", h
 
 import pytest
 
-from pytest_llmperf import Workload
+from pytest_llmperf import SLO, Workload
 from suites.tiny import CPU_GATED, CPU_TOLERANCE, TINY_CPU
 
 pytestmark = [pytest.mark.cpu, pytest.mark.llmperf(tolerance=CPU_TOLERANCE, gate=CPU_GATED,
@@ -36,8 +36,12 @@ NGRAM = TINY_CPU.replace(speculative_config={"method": "ngram", "num_speculative
 # The server sends a chunk every 4 tokens (vLLM's --stream-interval): chunks of several tokens
 # without speculative decoding.
 STREAM_EVERY_4 = TINY_CPU.replace(extra_args={"stream-interval": 4})
-# vLLM needs max_num_batched_tokens >= max_model_len (2048) when chunked prefill is off.
-BATCHED_2048 = TINY_CPU.replace(max_num_batched_tokens=2048, enable_chunked_prefill=True)
+# vLLM needs max_num_batched_tokens >= max_model_len (2048) when chunked prefill is off. Prefix
+# caching off on every side: the classification profile's prompts share documents, and an engine
+# that served another test first starts with them cached (a CI run saw hit rates of 95% on one
+# side and 66% on the other), which is no batching difference.
+BATCHED_2048 = TINY_CPU.replace(max_num_batched_tokens=2048, enable_chunked_prefill=True,
+                                enable_prefix_caching=False)
 
 SMALL = Workload.fixed(input_tokens=256, output_tokens=32, num_requests=16, concurrency=4,
                        warmup_requests=2)
@@ -57,7 +61,8 @@ def test_parallel_engine_serves_every_request(llmperf, engine):
 
 def test_ngram_speculative_decoding_accepts_drafts(llmperf):
     result = llmperf.run(Workload.fixed(input_tokens=64, output_tokens=128, num_requests=8,
-                                        concurrency=2, warmup_requests=1), engine=NGRAM)
+                                        concurrency=2, warmup_requests=1), engine=NGRAM,
+                         slo=SLO(min={"server:spec_decode_acceptance_rate": 0.5}))
     assert result.completed == 8
     server = result.server_metrics
     assert server["spec_decode_draft_tokens"] > 0
@@ -80,17 +85,19 @@ def test_stream_interval_chunks_are_counted_per_token(llmperf):
 
 def test_chunked_prefill_on_against_off(llmperf):
     """On (B) against off (A) at 2048 batched tokens: with 800-1,200-token prompts a step holds
-    one or two whole prompts either way, so chunking changes little here (B/A TTFT p50 medians
-    0.86 and 1.19 in two runs on the 2-core machine). The band fails only if one side breaks."""
+    one or two whole prompts either way, so chunking changes less here than the noise of two
+    shared cores (B/A TTFT p50 pairs from 0.30 to 1.34, median 0.71, on the 2-core machine).
+    The band fails only if one side breaks."""
     run = llmperf.ab(LONG_PROMPTS, a=BATCHED_2048.replace(enable_chunked_prefill=False),
                      b=BATCHED_2048, pairs=4)
-    assert 0.5 < run.median("ttft_s.p50") < 2.0
+    assert 0.4 < run.median("ttft_s.p50") < 2.5
 
 
 def test_512_batched_tokens_against_2048(llmperf):
     """512 (B) against 2048 (A) batched tokens per step: B splits each long prompt over two or
     three steps, so no step carries two whole prefills and the decode tokens that share a step
-    wait less (B/A TPOT p50 medians 0.43 and 0.77 in two runs on the 2-core machine)."""
+    wait less; the first token comes later. On the 2-core machine: B/A TPOT p50 0.14-0.51 over
+    4 ABBA pairs (median 0.32), TTFT p50 median 1.38."""
     run = llmperf.ab(LONG_PROMPTS, a=BATCHED_2048,
                      b=BATCHED_2048.replace(max_num_batched_tokens=512), pairs=4)
     assert run.median("tpot_s.p50") < 1.0

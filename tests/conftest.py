@@ -18,6 +18,15 @@ try:
     import psycopg  # noqa: F401
 except ImportError:  # the postgres extra is not installed: the PostgreSQL tests skip
     pass
+# matplotlib likewise (reports/plots.py imports it when a run draws its plots): re-imported
+# after pytester dropped it, its new Figure meets classes the old import cached, and
+# Figure.subplots fails ("Single argument to subplot must be a three-digit integer, not
+# GridSpec(1, 1)[0:1, 0:1]"), seen in an --llmperf-html run after another in-process run.
+try:
+    import matplotlib.figure  # noqa: F401
+    from matplotlib.backends import backend_agg  # noqa: F401
+except ImportError:  # the plots extra is not installed: the plot tests skip
+    pass
 
 REPO = Path(__file__).resolve().parent.parent
 VLLM_PROCESS_MARKERS = ("vllm.entrypoints", "VLLM::", "EngineCore", "VllmWorker")

@@ -9,12 +9,13 @@ where we differ, so numbers from the two tools can be compared knowingly
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 
 import numpy as np
 
 from pytest_llmperf.metrics import goodput
+from pytest_llmperf.metrics.registry import SERVER_PREFIX, lookup
 from pytest_llmperf.metrics.turns import turn_metrics
 from pytest_llmperf.records import RequestRecord
 
@@ -101,6 +102,11 @@ class RunMetrics:
     # turns.turn_metrics); () for other runs. Per run, so repeats give a median and a spread
     # and A/B pairs a ratio, like every other metric.
     turns: tuple[tuple[str, float], ...] = ()
+    # The server's /metrics summary of this run under its gate names ("server:
+    # spec_decode_acceptance_rate", metrics/registry.py), so an SLO, a baseline or an A/B can
+    # judge what only the server knows (a prefix-cache hit rate, a draft acceptance rate);
+    # () where the server reported none.
+    server: tuple[tuple[str, float], ...] = ()
 
     def flat(self) -> dict[str, float]:
         """Every metric by the name `get` accepts: "ttft_s.p50", ..., "output_throughput_tok_s"."""
@@ -112,12 +118,20 @@ class RunMetrics:
         for name in SCALARS:
             out[name] = float(getattr(self, name))
         out.update(self.turns)
+        out.update(self.server)
         return out
 
     def get(self, name: str) -> float:
         turn = dict(self.turns).get(name)
         if turn is not None:
             return turn
+        server = dict(self.server).get(name)
+        if server is not None:
+            return server
+        if name.startswith(SERVER_PREFIX):
+            raise KeyError(f"server metric {name!r}: this run's server did not report it (it "
+                           "is read from vLLM's /metrics, and only some engines have it: "
+                           "spec_decode_* needs speculative decoding)")
         base, dot, stat = name.partition(".")
         if dot and base in DISTRIBUTIONS and stat in STATISTICS:
             return float(getattr(getattr(self, base), stat))
@@ -130,7 +144,8 @@ DISTRIBUTIONS: tuple[str, ...] = tuple(
     f.name for f in fields(RunMetrics) if f.type in ("Summary", Summary)
 )
 SCALARS: tuple[str, ...] = tuple(f.name for f in fields(RunMetrics)
-                                 if f.name not in DISTRIBUTIONS and f.name != "turns")
+                                 if f.name not in DISTRIBUTIONS and f.name not in
+                                 ("turns", "server"))
 
 
 def _unknown_metric(name: str) -> str:
@@ -236,9 +251,11 @@ def _request_latencies(record: RequestRecord) -> dict[str, float] | None:
 
 
 def compute_metrics(records: Sequence[RequestRecord],
-                    goodput_limits: goodput.Limits | None = None) -> RunMetrics:
+                    goodput_limits: goodput.Limits | None = None,
+                    server_metrics: Mapping[str, float] | None = None) -> RunMetrics:
     """`goodput_limits`: per-request limits (goodput.py); by default those of the SLO of the
-    test being measured, if any."""
+    test being measured, if any. `server_metrics`: the run's /metrics summary
+    (client/server_metrics.py), kept under "server:" names."""
     # Same as vllm: a request completes when it streamed tokens without an error; failed ones
     # are counted, never folded into the distributions.
     done = [r for r in records if r.ok]
@@ -261,4 +278,8 @@ def compute_metrics(records: Sequence[RequestRecord],
         length_mismatches=sum(r.length_mismatch for r in records),
         tokens_estimated=sum(r.tokens_estimated for r in done),
         turns=turn_metrics(records),
+        # Only what the registry knows: the summary also counts its own samples.
+        server=tuple((SERVER_PREFIX + name, float(value))
+                     for name, value in sorted((server_metrics or {}).items())
+                     if lookup(SERVER_PREFIX + name)),
     )

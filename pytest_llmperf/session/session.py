@@ -217,7 +217,8 @@ class LlmperfSession:
                                             gpus=self.pool.gpus_of(engine) if self.gpu_count
                                             else ())
             measured = replace(measured, disturbance=disturbance)
-        return (compute_metrics(measured.records), measured), \
+        return (compute_metrics(measured.records, server_metrics=measured.server_metrics),
+                measured), \
             self.engine_death(engine, measured.records, measured.stall)
 
     def record(self, nodeid: str, key: str, engine: Engine, workload: Workload,
@@ -327,7 +328,7 @@ class LlmperfSession:
         self.gates[result.test_id] = {k: v for k, v in declared.items() if v is not None}
         if options.gate:
             try:
-                gate.check_names(list(options.gate), known)
+                gate.check_names(list(options.gate), known, what="gate")
             except gate.UnknownMetricError as exc:
                 judgement = judge.Judgement(error=f"@pytest.mark.llmperf(gate=...): {exc}")
                 self.verdicts[result.test_id] = judgement.status

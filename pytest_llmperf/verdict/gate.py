@@ -38,7 +38,14 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pytest_llmperf.errors import InputError
-from pytest_llmperf.metrics.registry import UnknownMetricError, formatter, turn_of, turn_problem
+from pytest_llmperf.metrics.registry import (
+    SERVER_PREFIX,
+    UnknownMetricError,
+    formatter,
+    lookup,
+    turn_of,
+    turn_problem,
+)
 from pytest_llmperf.metrics.registry import direction as metric_direction
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.numbers import is_real
@@ -283,10 +290,16 @@ def check_names(
             why = turn_problem(name) or f"this run has no turn {turn_of(name)[0]}"
             parts.append(f"{name!r} ({why})")
             continue
+        if name.startswith(SERVER_PREFIX) and lookup(name):  # ours, not on this server's page
+            parts.append(f"{name!r} (this run's server did not report it: server metrics are "
+                         "read from vLLM's /metrics; spec_decode_* needs speculative decoding)")
+            continue
         close = [] if callable(known) else difflib.get_close_matches(name, known, n=1)
         parts.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
     plural = "s" if len(unknown) > 1 else ""
-    hint = "" if all(turn_of(name) or turn_problem(name) for name in unknown) else (
+    hint = "" if all(turn_of(name) or turn_problem(name)
+                     or (name.startswith(SERVER_PREFIX) and lookup(name))
+                     for name in unknown) else (
         "; use the metric names of the report, e.g. 'ttft_s.p50' or 'output_throughput_tok_s'")
     raise UnknownMetricError(f"{what} names unknown metric{plural} {', '.join(parts)}{hint}")
 

@@ -2,7 +2,8 @@
 run as a user runs it, so CI proves each one starts, serves and is measured.
 
 Tensor, pipeline and data parallel (two ranks, one per core), ngram speculative decoding, chunked
-prefill on against off and 512 against 2048 batched tokens (paired A/B), and compiled mode.
+prefill on against off and 512 against 2048 batched tokens (paired A/B), compiled mode, several
+tokens per chunk; and from the other CPU suites MLPerf's Offline scenario and a concurrency sweep.
 The run file's numbers are what the closing notes and docs/cpu-engine.md report.
 
 Two ranks and the client share the machine's two cores, and a CI runner has neighbours: the
@@ -25,6 +26,10 @@ from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
 pytestmark = requires_vllm
 
 SUITE = REPO / "suites" / "test_cpu_engine_configs.py"
+# Two tests of other CPU suites that the studies' questions need on the real engine too: MLPerf's
+# Offline scenario judged by judge_offline, and a concurrency sweep.
+ALSO = {"test_offline.py": "test_mlperf_offline_scenario",
+        "test_cpu_capacity.py": "test_concurrency_sweep"}
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +37,11 @@ def run_file(tmp_path_factory):
     """One run of the suite in a fresh directory (no baselines, nothing of the repo's)."""
     where = tmp_path_factory.mktemp("engine-configs")
     shutil.copy(SUITE, where / SUITE.name)
+    for name in ALSO:
+        shutil.copy(SUITE.parent / name, where / name)
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", SUITE.name, "-p",
+        [sys.executable, "-m", "pytest", SUITE.name,
+         *(f"{name}::{test}" for name, test in ALSO.items()), "-p",
          "no:cacheprovider", "-p", "no:randomly", "--llmperf-disturbance", "warn",
          "--llmperf-summary", "full", "--llmperf-json", "run.json"],
         cwd=where, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
@@ -96,3 +104,11 @@ def test_multi_token_chunks_count_per_token(run_file):
     assert metrics["itl_s.p50"]["value"] < 0.5 * metrics["icl_s.p50"]["value"]
     assert metrics["itl_s.mean"]["value"] == pytest.approx(metrics["tpot_s.mean"]["value"],
                                                             rel=0.1)
+
+
+def test_offline_scenario_and_concurrency_sweep_ran(run_file):
+    results, _ = run_file
+    offline = _result(results, "test_mlperf_offline_scenario")
+    assert offline["metrics"]["completed"]["value"] == 459
+    sweep = [r for r in results if r["key"].startswith("test_concurrency_sweep@")]
+    assert len(sweep) == 3

@@ -285,6 +285,12 @@ CASES: list[tuple[str, Callable[[Path], None], str]] = [
     ('SLO(max={"turn9:ttft_s.p50": ...}) on a conversation of 2 turns',
      turn_slo("turn9:ttft_s.p50"),
      "SLO: SLO names unknown metric 'turn9:ttft_s.p50' (this run has no turn 9)"),
+    ('SLO(min={"server:spec_decode_acceptance_rate": ...}) on an engine without speculative '
+     'decoding',
+     turn_slo("server:spec_decode_acceptance_rate"),
+     "SLO: SLO names unknown metric 'server:spec_decode_acceptance_rate' (this run's server did "
+     "not report it: server metrics are read from vLLM's /metrics; spec_decode_* needs "
+     "speculative decoding)"),
 ]
 
 

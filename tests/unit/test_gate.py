@@ -304,6 +304,15 @@ def test_unknown_metric_names_with_a_predicate():
     check_names(["ttft_s.p99"], lambda name: True)  # all known: no error
 
 
+def test_a_server_metric_this_server_did_not_report_says_so():
+    with pytest.raises(UnknownMetricError) as info:
+        check_names(["server:spec_decode_acceptance_rate"], lambda name: False, what="gate")
+    assert str(info.value) == (
+        "gate names unknown metric 'server:spec_decode_acceptance_rate' (this run's server did "
+        "not report it: server metrics are read from vLLM's /metrics; spec_decode_* needs "
+        "speculative decoding)")
+
+
 # Directions and new baseline entries
 
 

@@ -355,3 +355,22 @@ def test_run_metrics_is_frozen():
     assert isinstance(m, RunMetrics)
     with pytest.raises(AttributeError):
         m.completed = 3  # type: ignore[misc]
+
+
+def test_server_metrics_are_judged_under_their_gate_names():
+    # What client/server_metrics.py summarised for the run, its own sample count included.
+    metrics = compute_metrics([request_a(), request_b()], server_metrics={
+        "samples": 12, "prefix_cache_hit_rate": 0.5, "spec_decode_acceptance_rate": 0.75,
+        "spec_decode_acceptance_pos_0": 0.9})
+    flat = metrics.flat()
+    assert {k: v for k, v in flat.items() if k.startswith("server:")} == {
+        "server:prefix_cache_hit_rate": 0.5, "server:spec_decode_acceptance_rate": 0.75,
+        "server:spec_decode_acceptance_pos_0": 0.9}
+    assert metrics.get("server:spec_decode_acceptance_rate") == 0.75
+    assert registry.direction("server:spec_decode_acceptance_rate") == "higher"
+    with pytest.raises(KeyError) as excinfo:
+        compute_metrics([request_a()]).get("server:spec_decode_acceptance_rate")
+    assert excinfo.value.args[0] == (
+        "server metric 'server:spec_decode_acceptance_rate': this run's server did not report "
+        "it (it is read from vLLM's /metrics, and only some engines have it: spec_decode_* "
+        "needs speculative decoding)")
