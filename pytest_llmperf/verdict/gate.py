@@ -276,6 +276,17 @@ def check_target(target: Target, value: Estimate | float | None) -> Verdict:
     return Verdict(name, status, number, bound, _percent(number - bound, bound), 0.0, 0.0, message)
 
 
+def _why_absent(name: str) -> str | None:
+    """Why a well-formed name of ours is not in this run (a turn's metric, a server metric), or
+    None for a name that is simply unknown."""
+    if turn_of(name) or turn_problem(name):  # a turn's metric: say what a turn has
+        return turn_problem(name) or f"this run has no turn {turn_of(name)[0]}"
+    if name.startswith(SERVER_PREFIX) and lookup(name):  # ours, not on this server's page
+        return ("this run's server did not report it: server metrics are read from vLLM's "
+                "/metrics; spec_decode_* needs speculative decoding")
+    return None
+
+
 def check_names(
     names: Iterable[str], known: Collection[str] | Callable[[str], bool], what: str = "SLO"
 ) -> None:
@@ -286,20 +297,13 @@ def check_names(
         return
     parts = []
     for name in unknown:
-        if turn_of(name) or turn_problem(name):  # a turn's metric: say what a turn has
-            why = turn_problem(name) or f"this run has no turn {turn_of(name)[0]}"
-            parts.append(f"{name!r} ({why})")
-            continue
-        if name.startswith(SERVER_PREFIX) and lookup(name):  # ours, not on this server's page
-            parts.append(f"{name!r} (this run's server did not report it: server metrics are "
-                         "read from vLLM's /metrics; spec_decode_* needs speculative decoding)")
-            continue
-        close = [] if callable(known) else difflib.get_close_matches(name, known, n=1)
-        parts.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        why = _why_absent(name)
+        if why is None:
+            close = [] if callable(known) else difflib.get_close_matches(name, known, n=1)
+            why = f"did you mean {close[0]!r}?" if close else None
+        parts.append(f"{name!r}" + (f" ({why})" if why else ""))
     plural = "s" if len(unknown) > 1 else ""
-    hint = "" if all(turn_of(name) or turn_problem(name)
-                     or (name.startswith(SERVER_PREFIX) and lookup(name))
-                     for name in unknown) else (
+    hint = "" if all(_why_absent(name) for name in unknown) else (
         "; use the metric names of the report, e.g. 'ttft_s.p50' or 'output_throughput_tok_s'")
     raise UnknownMetricError(f"{what} names unknown metric{plural} {', '.join(parts)}{hint}")
 

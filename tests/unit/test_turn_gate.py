@@ -15,6 +15,7 @@ from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports.runfile import run_document
 from pytest_llmperf.reports.saved_runs import read_run
+from pytest_llmperf.session.session import _known_metric
 from pytest_llmperf.verdict import judge
 from pytest_llmperf.verdict.baselines import load_baseline, update_baseline
 from pytest_llmperf.verdict.gate import SLO, UnknownMetricError, check_names, make_entries
@@ -40,17 +41,6 @@ def conversations(first: float = 0.03, second: float = 0.015, failed_second: int
     return [turn(s * 2 + t - 1, s, t, (first if t == 1 else second) * (1 + 0.1 * s),
                  ok=not (t == 2 and s >= 3 - failed_second))
             for s in range(3) for t in (1, 2)]
-
-
-def known(metrics):
-    """What the session knows of a run (session._known_metric): what RunMetrics.get takes."""
-    def is_known(name: str) -> bool:
-        try:
-            metrics.get(name)
-        except KeyError:
-            return False
-        return True
-    return is_known
 
 
 def test_the_registry_resolves_a_turns_metric_to_its_own():
@@ -96,13 +86,13 @@ def test_a_slo_gates_a_turn_and_names_a_turn_the_run_lacks():
     metrics = compute_metrics(conversations())
     current = judge.Current.of([metrics])
     judgement = judge.judge(current, None, slo=SLO(max={"turn1:ttft_s.p50": 0.03}),
-                            known=known(metrics))
+                            known=_known_metric(metrics))
     assert judgement.status == Status.MISSED
     assert judgement.failure_text() == ("turn1:ttft_s.p50 missed its target: 33.0 ms, target "
                                         "<= 30.0 ms")
     missing = judge.judge(current, None, slo=SLO(max={"turn9:ttft_s.p50": 0.03,
                                                       "turn1:tpot_s.p50": 0.01}),
-                          known=known(metrics))
+                          known=_known_metric(metrics))
     assert missing.error == ("SLO: SLO names unknown metrics 'turn1:tpot_s.p50' (a turn has "
                              "ttft_s.p50, ttft_s.p90, ttft_s.mean, e2el_s.p50, e2el_s.p90, "
                              "e2el_s.mean, failed), 'turn9:ttft_s.p50' (this run has no turn 9)")
