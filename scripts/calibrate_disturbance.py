@@ -1,5 +1,5 @@
 """Measure what the disturbance check sees on this machine: quiet runs against runs beside a
-neighbour of known size, on the real CPU engine (the rows behind metrics/disturbance.py's limits,
+neighbour of known size, on the real CPU engine (the rows behind machine/disturbance.py's limits,
 docs/engine-faults.md).
 
 One pytest session, one engine: a small closed-loop workload (32 requests, 128 tokens in, 48 out, 8

@@ -24,7 +24,7 @@ from pytest_llmperf.client.openai import ClientOptions, OpenAIStreamClient
 from pytest_llmperf.client.server_metrics import ServerMetricsSampler
 from pytest_llmperf.client.sessions import Sessions, run_sessions
 from pytest_llmperf.client.watchdog import Watchdog
-from pytest_llmperf.metrics.disturbance import Disturbance
+from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.records import ClientStats, Request, RequestRecord
 
 WARMUP_CONCURRENCY = 4
@@ -52,7 +52,7 @@ class Measurement:
     client: ClientStats = field(default_factory=ClientStats)
     client_error: str | None = None  # a client worker died; `records` holds the others'
     stall: str | None = None  # the watchdog stopped it (watchdog.Stall); `records` holds the rest
-    disturbance: Disturbance | None = None  # what else used the machine (session/watch.py)
+    disturbance: Disturbance | None = None  # what else used the machine (machine/watch.py)
 
 
 def finished(records: list[RequestRecord], sampler: ServerMetricsSampler, stats: ClientStats,

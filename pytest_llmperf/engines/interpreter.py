@@ -19,7 +19,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
-from pytest_llmperf import hardware
+from pytest_llmperf.machine import hardware
 from pytest_llmperf.engines.spec import Engine
 
 __all__ = ["PROBE_TIMEOUT_S", "engine_versions", "installed_versions", "parse_answer"]

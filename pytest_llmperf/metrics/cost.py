@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_llmperf.errors import InputError
-from pytest_llmperf.hardware import HARDWARE_CLASSES
+from pytest_llmperf.machine.hardware import HARDWARE_CLASSES
 from pytest_llmperf.metrics import gpus
 
 PER_OUTPUT = "usd_per_1m_output_tok"

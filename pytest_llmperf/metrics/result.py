@@ -8,7 +8,7 @@ from typing import Any
 from pytest_llmperf.failures import count_kinds, describe_counts
 from pytest_llmperf.metrics.client_check import ClientCheck
 from pytest_llmperf.metrics.compute import RunMetrics, Summary
-from pytest_llmperf.metrics.disturbance import Disturbance
+from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.metrics.stats import combine_repeats
 from pytest_llmperf.metrics.turns import by_turn
 from pytest_llmperf.records import RequestRecord
@@ -40,7 +40,7 @@ class Result:
     # Which server measured it, as that server and its interpreter say (client/server_info.py):
     # {"vllm": "0.32.0", "torch": ..., "source": "GET /version"}; {} when not asked.
     server: dict[str, str] = field(default_factory=dict)
-    # What else used the machine during the run (metrics/disturbance.py); None: not watched.
+    # What else used the machine during the run (machine/disturbance.py); None: not watched.
     disturbance: Disturbance | None = None
 
     @property

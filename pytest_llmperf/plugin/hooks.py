@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf import hardware as hardware_mod
+from pytest_llmperf.machine import hardware as hardware_mod
 from pytest_llmperf import secrets
 from pytest_llmperf.client import progressline
-from pytest_llmperf.client.neighbours import session_root
+from pytest_llmperf.machine.neighbours import session_root
 from pytest_llmperf.engines import arg_check
 from pytest_llmperf.engines.leases import GpuLeases, visible_gpus
 from pytest_llmperf.engines.pool import EnginePool, vllm_factory

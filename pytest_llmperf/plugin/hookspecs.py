@@ -7,7 +7,7 @@ import pytest
 
 @pytest.hookspec(firstresult=True)
 def pytest_llmperf_detect_hardware(config: pytest.Config):
-    """Return the `pytest_llmperf.hardware.Hardware` this session runs on.
+    """Return the `pytest_llmperf.machine.hardware.Hardware` this session runs on.
 
     The first non-None answer wins; the built-in one (the --llmperf-hardware override, NVML,
     nvidia-smi, then the CPU) runs last, so a conftest can answer first for unusual machines.

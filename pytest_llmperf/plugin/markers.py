@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from pytest_llmperf.errors import InputError
-from pytest_llmperf.hardware import Hardware
+from pytest_llmperf.machine.hardware import Hardware
 from pytest_llmperf.numbers import is_whole
 
 __all__ = [

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.history import location, record
-from pytest_llmperf.history.clocks import read_clocks
+from pytest_llmperf.machine.clocks import read_clocks
 from pytest_llmperf.history.from_history import baseline_estimates
 from pytest_llmperf.history.identity import engine_hash, family, series_key, workload_hash
 from pytest_llmperf.history.series import NOT_POINTS

@@ -27,7 +27,7 @@ from pytest_llmperf.errors import InputError
 from pytest_llmperf.failures import describe_counts
 from pytest_llmperf.ids import result_id, user_nodeid
 from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
-from pytest_llmperf.metrics.disturbance import Disturbance
+from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.reports import saved_runs
@@ -38,7 +38,7 @@ from pytest_llmperf.session.deployment import Deployment
 from pytest_llmperf.session.provenance import engine_identity, git_commit
 from pytest_llmperf.session.settings import Settings, usable_cores
 from pytest_llmperf.session.updates import BaselineUpdates, PendingUpdate
-from pytest_llmperf.session.watch import watched
+from pytest_llmperf.machine.watch import watched
 from pytest_llmperf.verdict import baselines, gate, judge
 from pytest_llmperf.verdict.ab import ab_line
 from pytest_llmperf.verdict.status import Status

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from pytest_llmperf.hardware import software_versions
+from pytest_llmperf.machine.hardware import software_versions
 from tests.conftest import REPO, leftover_vllm_processes, requires_vllm, vllm_processes
 
 pytestmark = requires_vllm

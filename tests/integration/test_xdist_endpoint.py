@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from pytest_llmperf.hardware import software_versions
+from pytest_llmperf.machine.hardware import software_versions
 from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
 
 pytestmark = requires_vllm

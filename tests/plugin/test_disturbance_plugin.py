@@ -13,11 +13,11 @@ from tests.unit.test_session import TINY_LLAMA
 
 CONFTEST = '''
 import pytest
-from pytest_llmperf.client import neighbours
+from pytest_llmperf.machine import neighbours
 from pytest_llmperf.client.measurement import Measurement
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.session import session as session_mod
-from pytest_llmperf.session import watch
+from pytest_llmperf.machine import watch
 
 TICKS = neighbours._CLOCK_TICKS
 

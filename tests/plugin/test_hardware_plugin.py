@@ -75,7 +75,7 @@ def test_environment_variable_sets_the_hardware(pytester: pytest.Pytester, monke
 
 def test_a_conftest_can_answer_the_detection_hook(pytester: pytest.Pytester):
     pytester.makeconftest("""
-        from pytest_llmperf.hardware import Hardware
+        from pytest_llmperf.machine.hardware import Hardware
 
         def pytest_llmperf_detect_hardware(config):
             return Hardware(hardware_class="a100-40gb", device_name="NVIDIA A100-SXM4-40GB",

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from pytest_llmperf.hardware import software_versions
+from pytest_llmperf.machine.hardware import software_versions
 from tests.unit.test_session import TINY_LLAMA
 
 CONFTEST = '''

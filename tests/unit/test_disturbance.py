@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_llmperf.client import neighbours
-from pytest_llmperf.client.neighbours import Proc, Snapshot, cpu_disturbance
-from pytest_llmperf.engines.gpu_state import GpuWatch
-from pytest_llmperf.metrics.disturbance import CpuDisturbance, Disturbance, GpuState
+from pytest_llmperf.machine import neighbours
+from pytest_llmperf.machine.neighbours import Proc, Snapshot, cpu_disturbance
+from pytest_llmperf.machine.gpu_state import GpuWatch
+from pytest_llmperf.machine.disturbance import CpuDisturbance, Disturbance, GpuState
 
 TICKS = neighbours._CLOCK_TICKS  # noqa: SLF001 - the unit the snapshots count in
 ROOT = 100  # pytest

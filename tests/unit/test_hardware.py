@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_llmperf.hardware import (
+from pytest_llmperf.machine.hardware import (
     NVIDIA_SMI_TIMEOUT_S,
     Fingerprint,
     Hardware,
@@ -464,7 +464,7 @@ def test_current_fingerprint_imports_nothing_heavy():
     import sys
 
     code = (
-        "import sys; from pytest_llmperf.hardware import *; "
+        "import sys; from pytest_llmperf.machine.hardware import *; "
         "current_fingerprint(detect_hardware()).header_line(); "
         "print(sorted(m for m in ('vllm', 'torch', 'transformers', 'pytest') if m in sys.modules))"
     )

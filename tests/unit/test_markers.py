@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llmperf.hardware import Hardware
+from pytest_llmperf.machine.hardware import Hardware
 from pytest_llmperf.plugin.markers import (
     MARKER_DOCS,
     HardwareRequirement,

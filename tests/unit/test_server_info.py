@@ -14,7 +14,7 @@ from pytest_llmperf.client import server_info
 from pytest_llmperf.client.server_info import describe, identity, parse_version, sides_text
 from pytest_llmperf.engines import interpreter
 from pytest_llmperf.engines.spec import Engine
-from pytest_llmperf.hardware import software_versions
+from pytest_llmperf.machine.hardware import software_versions
 from pytest_llmperf.reports.model import engine_lines
 from pytest_llmperf.verdict.baselines import make_provenance
 

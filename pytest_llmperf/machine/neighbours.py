@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_llmperf.metrics.disturbance import CpuDisturbance
+from pytest_llmperf.machine.disturbance import CpuDisturbance
 
 __all__ = ["Snapshot", "cpu_disturbance", "session_pids", "session_root", "take_snapshot"]
 

@@ -1,5 +1,5 @@
 """The engine's cards over a measurement, through NVML: who else had a process on them, whether
-they throttled, and how fast their SM clock ran against its maximum (metrics/disturbance.py says
+they throttled, and how fast their SM clock ran against its maximum (machine/disturbance.py says
 what makes a measurement DISTURBED). NVML's calls:
 https://docs.nvidia.com/deploy/nvml-api/group__nvmlDeviceQueries.html
 
@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from pytest_llmperf.metrics.disturbance import GpuState
+from pytest_llmperf.machine.disturbance import GpuState
 
 __all__ = ["GpuWatch"]
 

@@ -1,15 +1,15 @@
-"""A measurement watched for neighbours: /proc before and after it (client/neighbours.py), the
-engine's cards sampled while it runs (engines/gpu_state.py), and the verdict's data from both
-(metrics/disturbance.py)."""
+"""A measurement watched for neighbours: /proc before and after it (machine/neighbours.py), the
+engine's cards sampled while it runs (machine/gpu_state.py), and the verdict's data from both
+(machine/disturbance.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from pytest_llmperf.client.neighbours import cpu_disturbance, session_pids, take_snapshot
-from pytest_llmperf.engines.gpu_state import GpuWatch
-from pytest_llmperf.metrics.disturbance import Disturbance
+from pytest_llmperf.machine.neighbours import cpu_disturbance, session_pids, take_snapshot
+from pytest_llmperf.machine.gpu_state import GpuWatch
+from pytest_llmperf.machine.disturbance import Disturbance
 
 __all__ = ["watched"]
 

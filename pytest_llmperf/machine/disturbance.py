@@ -2,7 +2,7 @@
 measurement DISTURBED: then its numbers say more about the neighbour than about the engine, so it
 is no regression, never a baseline and never a reference.
 
-CPU (client/neighbours.py reads it from /proc): processes outside this test session used at least
+CPU (machine/neighbours.py reads it from /proc): processes outside this test session used at least
 OTHER_CORES_LIMIT cores on average over the measurement while the machine was busy at least
 BUSY_SHARE_LIMIT of its capacity (neighbours on idle cores take nothing from the engine), or the
 hypervisor stole at least STEAL_SHARE_LIMIT of the CPU time. The CPU engine runs at nice 19 on
