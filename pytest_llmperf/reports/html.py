@@ -73,14 +73,17 @@ def results_table(report: Report) -> list[str]:
     rows = report.rows
     columns = shown_columns(rows)
     keys = engine_keys(row["engine"] for row in rows)
-    header = ["test", "engine", "workload", *(c.header for c in columns), "verdict"]
-    # The table scrolls by itself when wider than the window; the page and its plots do not.
+    # The verdict first: the table scrolls by itself when wider than the window (the page and
+    # its plots do not), and a long test id and a dozen metric columns pass 1400 pixels, so a
+    # last column would start out of sight.
+    header = ["verdict", "test", "engine", "workload", *(c.header for c in columns)]
     lines = ['<div class="wide">', "<table>",
              "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in header) + "</tr>"]
     for row in by_severity(rows):
-        cells = [_cell(row["test_id"]), _cell(keys[row["engine"]]), _cell(row["workload"])]
+        cells = [_verdict(row), _cell(row["test_id"]), _cell(keys[row["engine"]]),
+                 _cell(row["workload"])]
         cells += [_cell(column.cell(row["values"]), "num") for column in columns]
-        lines.append("<tr>" + "".join(cells) + _verdict(row) + "</tr>")
+        lines.append("<tr>" + "".join(cells) + "</tr>")
     lines += ["</table>", "</div>", f'<p class="legend">{escape(legend(columns))}</p>']
     return lines
 

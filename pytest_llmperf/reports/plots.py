@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import math
 import re
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,18 @@ def _new_figure(width: float, height: float, columns: int = 1, rows: int = 1):
     FigureCanvasAgg(figure)
     axes = figure.subplots(rows, columns, squeeze=False)
     return figure, [ax for row in axes for ax in row]
+
+
+def _title(figure, text: str) -> None:
+    """The figure's title, wrapped onto as many lines as its width needs: matplotlib cuts a
+    title wider than the figure at both edges (an engine's full spec often is)."""
+    title = figure.suptitle(text)
+    room = figure.get_figwidth() * DPI * 0.96
+    width = title.get_window_extent(figure.canvas.get_renderer()).width
+    if width <= room:
+        return
+    chars = max(20, int(len(text) * room / width))
+    title.set_text(textwrap.fill(text, chars, break_on_hyphens=False))
 
 
 def _png(figure) -> bytes:
@@ -128,7 +141,7 @@ def sweep_picture(sweep: plotdata.Sweep) -> Picture:
         ax.grid(alpha=.3, which="both")
         ax.legend(fontsize=8)
     engines = f" ({next(iter(sweep.lines))})" if len(sweep.lines) == 1 else ""
-    figure.suptitle(f"{_short(sweep.test)}: throughput vs latency{engines}")
+    _title(figure, f"{_short(sweep.test)}: throughput vs latency{engines}")
     return Picture(f"sweep-{slug(sweep.test)}.png",
                    f"{sweep.test}: output throughput against TTFT and TPOT, a point per load",
                    _png(figure))
@@ -164,7 +177,7 @@ def capacity_picture(search: plotdata.CapacitySearch) -> Picture:
         _log_if_wide(ax)
         ax.grid(alpha=.3, which="both")
         ax.legend(fontsize=8)
-    figure.suptitle(f"{_short(search.test)}: capacity search (o met the SLO, x missed)")
+    _title(figure, f"{_short(search.test)}: capacity search (o met the SLO, x missed)")
     return Picture(f"capacity-{slug(search.test)}.png",
                    f"{search.test}: the capacity search's probes against the SLO", _png(figure))
 
@@ -186,7 +199,7 @@ def turns_picture(found: plotdata.TurnLatencies) -> Picture:
     ax.grid(alpha=.3)
     ax.legend(fontsize=8)
     requests = f", {found.requests[0]} per turn" if len(set(found.requests)) == 1 else ""
-    figure.suptitle(f"{_short(found.test)}: TTFT by turn ({found.engine}{requests})")
+    _title(figure, f"{_short(found.test)}: TTFT by turn ({found.engine}{requests})")
     return Picture(f"turns-{slug(found.test)}.png",
                    f"{found.test}: TTFT p50 and p90 at each conversation turn", _png(figure))
 
@@ -216,8 +229,8 @@ def rate_picture(found: plotdata.RateTimeline) -> Picture:
     ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=8, loc="upper right")
     offered = sum(found.offered_req_s) * found.bin_s
     achieved = sum(found.achieved_req_s) * found.bin_s
-    figure.suptitle(f"{_short(found.test)}: offered vs achieved request rate ({found.engine}; "
-                    f"{achieved:.0f} of {offered:.0f} requests finished)")
+    _title(figure, f"{_short(found.test)}: offered vs achieved request rate ({found.engine}; "
+                   f"{achieved:.0f} of {offered:.0f} requests finished)")
     return Picture(f"rate-{slug(found.test)}.png",
                    f"{found.test}: the trace's offered request rate against the achieved one, "
                    "per time bin", _png(figure))
@@ -244,8 +257,8 @@ def distribution_picture(latency: str, found: Sequence[plotdata.Distribution]) -
                   "whiskers = fastest and slowest request")
     ax.tick_params(axis="y", labelsize=8)
     ax.grid(axis="x", alpha=.3, which="both")
-    figure.suptitle(f"{LATENCY_NAMES[latency]} per test (the requests of each test's "
-                    "representative run)")
+    _title(figure, f"{LATENCY_NAMES[latency]} per test (the requests of each test's "
+                   "representative run)")
     return Picture(f"latency-{latency.removesuffix('_s')}.png",
                    f"{LATENCY_NAMES[latency]} distribution of each test's requests", _png(figure))
 
@@ -276,7 +289,7 @@ def ab_picture(found: Sequence[plotdata.AbMetric]) -> Picture:
     ax.set_xlabel("B / A: dots = pairs, diamond = median, bar = its interval, "
                   "red tick = worst allowed", fontsize=9)
     ax.grid(axis="x", alpha=.3, which="both")
-    figure.suptitle("A/B: paired ratios against the tolerance (red: regression)")
+    _title(figure, "A/B: paired ratios against the tolerance (red: regression)")
     return Picture("ab-ratios.png", "A/B: each pair's B/A ratio, the median and its interval, "
                    "against the worst ratio the tolerance allows", _png(figure))
 
@@ -307,7 +320,7 @@ def history_picture(test: str, series: Sequence[plotdata.History]) -> Picture:
                       rotation=45, ha="right", fontsize=7)
         ax.set_title(item.metric + unit, fontsize=9)
         ax.grid(alpha=.3)
-    figure.suptitle(f"{_short(test)} over {len(series[0].points)} runs")
+    _title(figure, f"{_short(test)} over {len(series[0].points)} runs")
     return Picture(f"history-{slug(test)}.png",
                    f"{test}: each gated metric per run, with its baseline's band", _png(figure))
 

@@ -32,21 +32,23 @@ def test_the_whole_page_without_matplotlib():
         "<h2>Results</h2>",
         '<div class="wide">',
         "<table>",
-        "<tr><th>test</th><th>engine</th><th>workload</th><th>ok</th><th>fail</th>"
-        "<th>out tok/s</th><th>req/s</th><th>TTFT p50</th><th>TTFT p99</th><th>TPOT p50</th>"
+        "<tr><th>verdict</th><th>test</th><th>engine</th><th>workload</th><th>ok</th>"
+        "<th>fail</th><th>out tok/s</th><th>req/s</th><th>TTFT p50</th><th>TTFT p99</th><th>TPOT p50</th>"
         "<th>ITL p50</th><th>E2EL p50</th><th>queue p99</th><th>KV max%</th><th>hit%</th>"
-        "<th>verdict</th></tr>",
+        "</tr>",
         # Worst row first; HTML's own characters escaped.
-        '<tr><td>s/t.py::test_b[x]</td><td>tiny</td><td>w x4 | c1</td><td class="num">4</td>'
+        '<tr><td class="problem">REGRESSION</td><td>s/t.py::test_b[x]</td><td>tiny</td>'
+        '<td>w x4 | c1</td><td class="num">4</td>'
         '<td class="num">0</td><td class="num">40.0</td><td class="num">-</td>'
         '<td class="num">125.0</td><td class="num">-</td><td class="num">-</td>'
         '<td class="num">-</td><td class="num">-</td><td class="num">-</td>'
-        '<td class="num">-</td><td class="num">-</td><td class="problem">REGRESSION</td></tr>',
-        '<tr><td>s/t.py::test_a</td><td>tiny</td><td>w x4 | c1</td><td class="num">4</td>'
+        '<td class="num">-</td><td class="num">-</td></tr>',
+        '<tr><td>pass</td><td>s/t.py::test_a</td><td>tiny</td><td>w x4 | c1</td>'
+        '<td class="num">4</td>'
         '<td class="num">0</td><td class="num">40.0</td><td class="num">-</td>'
         '<td class="num">125.0</td><td class="num">-</td><td class="num">-</td>'
         '<td class="num">-</td><td class="num">-</td><td class="num">-</td>'
-        '<td class="num">-</td><td class="num">-</td><td>pass</td></tr>',
+        '<td class="num">-</td><td class="num">-</td></tr>',
         "</table>",
         "</div>",
         '<p class="legend">latencies in ms (TTFT time to first token, TPOT time per output token '
@@ -77,6 +79,18 @@ def test_the_whole_page_without_matplotlib():
         "<tr><th>vllm</th><td><code>0.32.0</code></td></tr>",
         "</table>",
     ]
+
+
+def test_the_verdict_is_the_first_column_of_every_row():
+    """A long test id and every metric column pass 1400 pixels: a verdict in the last column
+    would start out of sight, so it comes first, in the header and in each row."""
+    rows = [{**row, "test_id": row["test_id"] + "_" * 200} for row in REPORT.rows]
+    lines = body(page(Report(rows=rows), missing=plots.MISSING))
+    header, *cells = [line for line in lines if line.startswith("<tr>")]
+    assert header.startswith("<tr><th>verdict</th><th>test</th>")
+    assert header.count("<th>verdict</th>") == 1
+    assert [line.split("</td>")[0] for line in cells] == [
+        '<tr><td class="problem">REGRESSION', "<tr><td>pass"]
 
 
 def test_pictures_are_inlined_and_nothing_is_fetched():

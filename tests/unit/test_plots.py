@@ -79,3 +79,20 @@ def test_not_a_run_file_is_one_line(tmp_path, capsys):
     assert capsys.readouterr().err == (
         f'llmperf: error: {path}: not a pytest-llmperf run file (no "llmperf" key); write one '
         "with --llmperf-json PATH or --llmperf-save NAME\n")
+
+
+def test_a_title_wider_than_its_figure_wraps_and_a_short_one_stays():
+    """matplotlib cuts a title wider than the figure at both edges; an engine's whole spec in a
+    7-inch figure's title was cut so (seen in an --llmperf-html page of an H200 run)."""
+    pytest.importorskip("matplotlib")
+    engine = ("llama-3.1-8b load=dummy len=16384 seqs=1024 batched=8192 mem=0.9 "
+              "prefix_cache=True extra_args=skip-tokenizer-init:True")
+    figure, _ = plots._new_figure(7, 4.2)
+    plots._title(figure, f"test_chat_conversations: TTFT by turn ({engine}, 128 per turn)")
+    title = figure.get_suptitle()
+    assert title.count("\n") >= 1 and title.replace("\n", " ").endswith("128 per turn)")
+    extent = figure._suptitle.get_window_extent(figure.canvas.get_renderer())
+    assert extent.x0 >= 0 and extent.x1 <= figure.get_figwidth() * plots.DPI
+    figure, _ = plots._new_figure(7, 4.2)
+    plots._title(figure, "test_x over 3 runs")
+    assert figure.get_suptitle() == "test_x over 3 runs"
