@@ -1,11 +1,8 @@
 """Load generator: when each request goes out, over a `send` coroutine it is given.
 
-It knows nothing of HTTP or vLLM. Arrival processes follow `vllm bench serve` (gamma inter-arrival
-times with shape = burstiness, rate ramps by request index) so that numbers can be compared.
-Where we differ, on purpose:
-- the first request goes at offset 0 (vLLM sleeps one random gap first, which only adds idle time);
-- a fixed-rate schedule is not rescaled to last exactly n/rate (vLLM does since 2025): a seeded
-  schedule is already repeatable, and rescaling makes the gaps no longer independent;
+It knows nothing of HTTP or vLLM. The load pattern (patterns.py, re-exported here) says when each
+request is due; this sends it then. Where we differ from `vllm bench serve`, on purpose (the
+schedules' own differences are in patterns.py):
 - with a concurrency cap, a request waiting for a slot keeps its arrival time as `scheduled_s`, so
   the wait shows up as `queue_s` instead of being hidden inside the latency
   (https://github.com/vllm-project/vllm/issues/54101).
@@ -18,16 +15,23 @@ import itertools
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
-from typing import Literal
 
 import numpy as np
 
 from pytest_llmperf.client.arrival_timer import ArrivalTimer
+from pytest_llmperf.client.patterns import (
+    Concurrency,
+    LoadPattern,
+    Ramp,
+    Rate,
+    Trace,
+    arrival_offsets,
+    counts_slot_waits,
+)
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.failures import CLIENT
-from pytest_llmperf.numbers import is_real, is_whole
+from pytest_llmperf.numbers import is_real
 from pytest_llmperf.records import Request, RequestRecord
 
 __all__ = [
@@ -51,138 +55,6 @@ Send = Callable[[int, Request, float], Awaitable[RequestRecord]]
 # a closed loop, we sleep until this long before the time, then yield to the loop until it is due:
 # a cooperative spin, which lets streaming reads run meanwhile and costs at most this much CPU.
 WAKE_EARLY_S = 0.001
-
-
-def _check_rps(owner: str, name: str, value: object, allow_inf: bool) -> None:
-    hint = " (math.inf sends everything at once)" if allow_inf else ""
-    ok = is_real(value, above=0, finite=not allow_inf)
-    if not ok:
-        kind = "a number > 0" if allow_inf else "a finite number > 0"
-        raise InputError(f"{owner}.{name} must be {kind}{hint}, got {value!r}")
-
-
-def _check_cap(owner: str, value: object, optional: bool) -> None:
-    if optional and value is None:
-        return
-    if not is_whole(value, 1):
-        extra = " or None for no cap" if optional else ""
-        raise InputError(f"{owner}.max_concurrency must be an int >= 1{extra}, got {value!r}")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Concurrency:
-    """Closed loop: `max_concurrency` requests in flight, a new one as soon as one finishes."""
-
-    max_concurrency: int
-
-    def __post_init__(self) -> None:
-        _check_cap("Concurrency", self.max_concurrency, optional=False)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Rate:
-    """Open loop: gamma inter-arrival times, shape `burstiness`, mean 1/`requests_per_s`.
-
-    burstiness 1.0 is Poisson; < 1 burstier, > 1 more regular, math.inf evenly spaced.
-    """
-
-    requests_per_s: float
-    burstiness: float = 1.0
-    max_concurrency: int | None = None
-
-    def __post_init__(self) -> None:
-        _check_rps("Rate", "requests_per_s", self.requests_per_s, allow_inf=True)
-        b = self.burstiness
-        if not is_real(b, above=0):
-            hint = "(1.0 is Poisson, lower is burstier)"
-            raise InputError(f"Rate.burstiness must be a number > 0 {hint}, got {b!r}")
-        _check_cap("Rate", self.max_concurrency, optional=True)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Ramp:
-    """Open loop: Poisson arrivals, the rate going from start_rps to end_rps by request index."""
-
-    start_rps: float
-    end_rps: float
-    strategy: Literal["linear", "exponential"] = "linear"
-    max_concurrency: int | None = None
-
-    def __post_init__(self) -> None:
-        _check_rps("Ramp", "start_rps", self.start_rps, allow_inf=False)
-        _check_rps("Ramp", "end_rps", self.end_rps, allow_inf=False)
-        if self.strategy not in ("linear", "exponential"):
-            raise InputError(
-                f"Ramp.strategy must be 'linear' or 'exponential', got {self.strategy!r}"
-            )
-        _check_cap("Ramp", self.max_concurrency, optional=True)
-
-    def rates(self, n: int) -> np.ndarray:
-        """The rate in force at each of n requests (progress i/(n-1), as vLLM)."""
-        progress = np.arange(n) / max(n - 1, 1)
-        if self.strategy == "linear":
-            return self.start_rps + (self.end_rps - self.start_rps) * progress
-        return self.start_rps * (self.end_rps / self.start_rps) ** progress
-
-
-@dataclass(frozen=True, kw_only=True)
-class Trace:
-    """Open loop: each request at its own offset (seconds from the first), as a recorded trace
-    gives them (workloads/traces.py): a replay at the trace's own pace, or scaled by its
-    speedup before it gets here."""
-
-    offsets_s: tuple[float, ...]
-    max_concurrency: int | None = None
-
-    def __post_init__(self) -> None:
-        offsets = self.offsets_s
-        if not offsets or offsets[0] != 0 or any(b < a for a, b in zip(offsets, offsets[1:])):
-            raise InputError("Trace.offsets_s must be non-decreasing seconds starting at 0, "
-                             f"got {offsets[:5]!r}...")
-        _check_cap("Trace", self.max_concurrency, optional=True)
-
-    def describe(self) -> dict[str, object]:
-        """What a run file records: the schedule's shape, not every offset."""
-        return {"type": "Trace", "requests": len(self.offsets_s),
-                "span_s": round(self.offsets_s[-1], 6), "max_concurrency": self.max_concurrency}
-
-
-LoadPattern = Concurrency | Rate | Ramp | Trace
-
-
-def counts_slot_waits(pattern: LoadPattern) -> bool:
-    """True for an open loop under a concurrency cap: there a request waiting for a free slot
-    keeps its arrival time, so its queue time holds the engine's backlog, not only client lag."""
-    return not isinstance(pattern, Concurrency) and pattern.max_concurrency is not None
-
-
-def arrival_offsets(pattern: LoadPattern, n: int, seed: int) -> np.ndarray:
-    """n non-decreasing send offsets in seconds from the start; the first is 0.
-
-    Concurrency is closed loop, so it has no schedule: all zeros.
-    """
-    if n < 0:
-        raise InputError(f"n must be >= 0, got {n}")
-    offsets = np.zeros(n)
-    if n < 2 or isinstance(pattern, Concurrency):
-        return offsets
-    if isinstance(pattern, Trace):
-        if n > len(pattern.offsets_s):
-            raise InputError(f"a Trace of {len(pattern.offsets_s)} arrivals cannot schedule {n}")
-        return np.asarray(pattern.offsets_s[:n], dtype=float)
-    rng = np.random.default_rng(seed)
-    if isinstance(pattern, Ramp):
-        # The gap before request i is drawn at request i's rate.
-        gaps = rng.exponential(1.0 / pattern.rates(n)[1:])
-    elif math.isinf(pattern.requests_per_s):
-        gaps = np.zeros(n - 1)
-    elif math.isinf(pattern.burstiness):
-        gaps = np.full(n - 1, 1.0 / pattern.requests_per_s)
-    else:
-        shape = pattern.burstiness
-        gaps = rng.gamma(shape, 1.0 / (pattern.requests_per_s * shape), size=n - 1)
-    offsets[1:] = np.cumsum(gaps)
-    return offsets
 
 
 async def _safe_send(send: Send, index: int, request: Request, scheduled_s: float) -> RequestRecord:
@@ -326,13 +198,13 @@ async def run_load(
         raise InputError(
             f"duration_s must be a number >= 0, or None for no limit, got {duration_s!r}"
         )
-    if not isinstance(pattern, (Concurrency, Rate, Ramp, Trace)):
+    if not isinstance(pattern, LoadPattern):
         raise TypeError("pattern must be Concurrency, Rate, Ramp or Trace, got "
                         f"{type(pattern).__name__}")
     offsets = arrival_offsets(pattern, len(requests), seed)
     start_s = clock() if start_s is None else start_s
     deadline_s = math.inf if duration_s is None else start_s + duration_s
-    if isinstance(pattern, Concurrency):
+    if not pattern.open_loop:
         records = await _closed_loop(
             requests, send, pattern.max_concurrency, start_s, deadline_s, clock, take_next,
             stopped)

@@ -33,14 +33,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from itertools import accumulate
+from typing import ClassVar
 
 from pytest_llmperf.client.loadgen import (
-    Concurrency,
     LoadPattern,
-    Ramp,
-    Rate,
     Send,
     _safe_send,
     _sleep_until,
@@ -63,8 +61,16 @@ NO_TEXT = ("the server streamed no answer text, so the next turn cannot carry th
 class Sessions:
     """Conversations of `turns` turns each (or `session_turns[s]` for session s: at most
     `turns`), started as `start` says, `think_time_s` between a turn's end and the next turn's
-    send."""
+    send.
 
+    It answers what a workload asks of its pattern (patterns.LoadPattern: `open_loop`, `replay`,
+    `max_concurrency`, `label`, `describe`), but run_sessions drives it, not run_load.
+    """
+
+    # Each turn is due at a time of its own (its session's start, or think time after the last
+    # turn ended), so its queue time is the client's lag, as in an open loop.
+    open_loop: ClassVar[bool] = True
+    replay: ClassVar[bool] = False
     turns: int
     think_time_s: float = 0.0
     start: LoadPattern
@@ -76,7 +82,8 @@ class Sessions:
         if not is_real(self.think_time_s, 0):
             raise InputError(
                 f"Sessions.think_time_s must be a number >= 0, got {self.think_time_s!r}")
-        if not isinstance(self.start, (Concurrency, Rate, Ramp)):
+        # A replayed trace holds one arrival per recorded request, not one per session.
+        if not isinstance(self.start, LoadPattern) or self.start.replay:
             raise InputError("Sessions.start must be Concurrency, Rate or Ramp, got "
                              f"{type(self.start).__name__}")
         bad = next((n for n in self.session_turns
@@ -87,7 +94,7 @@ class Sessions:
 
     @property
     def max_concurrency(self) -> None:
-        """No slot waits: a turn's queue time is client lag only (loadgen.counts_slot_waits)."""
+        """No slot waits: a turn's queue time is client lag only (patterns.counts_slot_waits)."""
         return None
 
     def firsts(self, n_requests: int) -> list[int]:
@@ -115,9 +122,15 @@ class Sessions:
                                   "think_time_s": self.think_time_s}
         if self.session_turns:  # their count and sum: a file's every length would swamp it
             out.update(sessions=len(self.session_turns), all_turns=sum(self.session_turns))
-        out["start"] = {"type": type(self.start).__name__,
-                        **{k: v for k, v in asdict(self.start).items() if v is not None}}
+        # The start's fields as given (an infinite rate stays a float here, unlike
+        # LoadPattern.describe's "inf"), as every recorded conversation has them.
+        out["start"] = {"type": type(self.start).__name__, **self.start.settings()}
         return out
+
+    def label(self) -> str:
+        think = f", think {self.think_time_s:g} s" if self.think_time_s else ""
+        most = "up to " if len(set(self.session_turns)) > 1 else ""
+        return f"{most}{self.turns} turns{think}, sessions at {self.start.label()}"
 
 
 def _failed(record: RequestRecord, why: str) -> RequestRecord:

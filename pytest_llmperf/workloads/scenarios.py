@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from pytest_llmperf.client.loadgen import Rate, arrival_offsets
+from pytest_llmperf.client.patterns import Rate, arrival_offsets
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics.compute import RunMetrics, Summary, request_tpot
 from pytest_llmperf.numbers import is_real, is_whole

@@ -18,7 +18,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from pytest_llmperf.client.loadgen import Concurrency, Ramp, Rate, Trace, arrival_offsets
+from pytest_llmperf.client.patterns import (
+    Concurrency,
+    LoadPattern,
+    Rate,
+    Trace,
+    arrival_offsets,
+)
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics.compute import DISTRIBUTIONS, SCALARS, STATISTICS, RunMetrics
 from pytest_llmperf.verdict import gate
@@ -115,14 +121,13 @@ class Sweep:
 def rate_workload(base: Workload, rate: float) -> Workload:
     """`base` at `rate` requests/s; only the rate changes.
 
-    A Rate keeps its burstiness and concurrency cap, a Ramp its cap (a Ramp is Poisson); a
-    closed-loop base becomes plain Poisson, since its concurrency is what a rate replaces.
+    The pattern says what of it a rate keeps (LoadPattern.with_rate): a Rate its burstiness and
+    concurrency cap, a Ramp its cap (a Ramp is Poisson); a closed-loop base becomes plain
+    Poisson, since its concurrency is what a rate replaces. So does a conversation (Sessions).
     """
     pattern = base.pattern
-    if isinstance(pattern, Rate):
-        new = replace(pattern, requests_per_s=rate)
-    elif isinstance(pattern, Ramp):
-        new = Rate(requests_per_s=rate, max_concurrency=pattern.max_concurrency)
+    if isinstance(pattern, LoadPattern):
+        new = pattern.with_rate(rate)
     else:
         new = Rate(requests_per_s=rate)
     return replace(base, name=f"{base.name}-rate{rate:g}", pattern=new)
@@ -146,7 +151,7 @@ def speedup_workload(base: Workload, speedup: float) -> Workload:
 
 def knob_of(workload: Workload) -> Knob:
     """What a capacity search of `workload` turns: a trace replay's speedup, else the rate."""
-    return "speedup" if isinstance(workload.pattern, Trace) else "rate"
+    return "speedup" if workload.pattern.replay else "rate"
 
 
 def _at(knob: Knob) -> Callable[[Workload, float], Workload]:

@@ -3,7 +3,7 @@
 A Workload is declared at import time in a suite file and built into concrete requests only when
 the test runs, because exact prompt lengths need the engine's tokenizer. Where the prompts come
 from is a *source* (synthetic lengths, a published profile, shared prefixes, a dataset file);
-how they arrive is a load pattern (loadgen.py).
+how they arrive is a load pattern (client/patterns.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from pytest_llmperf.client.loadgen import Concurrency, LoadPattern, Ramp, Rate, Trace
+from pytest_llmperf.client.patterns import Concurrency, LoadPattern, Ramp, Rate, Trace
 from pytest_llmperf.client.sessions import Sessions
 from pytest_llmperf.records import Request
 from pytest_llmperf.workloads import conversation_files, datasets, profiles, prompts, traces
@@ -103,7 +103,7 @@ class Workload:
     name: str
     num_requests: int
     source: Any
-    pattern: LoadPattern
+    pattern: LoadPattern | Sessions
     seed: int = 0
     warmup_requests: int = 0
     duration_s: float | None = None
@@ -252,7 +252,8 @@ class Workload:
 
     # ------------------------------------------------------------------ use
 
-    def with_pattern(self, pattern: LoadPattern, name: str | None = None) -> "Workload":
+    def with_pattern(self, pattern: LoadPattern | Sessions,
+                     name: str | None = None) -> "Workload":
         return replace(self, pattern=pattern, name=name or self.name)
 
     def build(self, tokenizer: prompts.Tokenizer) -> tuple[list[Request], list[Request]]:
@@ -270,7 +271,7 @@ class Workload:
         return out
 
     def label(self) -> str:
-        return f"{self.name} x{self.num_requests} @ {pattern_label(self.pattern)}"
+        return f"{self.name} x{self.num_requests} @ {self.pattern.label()}"
 
 
 def _session_start(sessions: int, concurrency: int | None, rate: float | None,
@@ -311,7 +312,8 @@ def load_pattern(*, concurrency: int | None = None, rate: float | None = None,
 
 def _describe(value: Any) -> Any:
     """A dataclass as a TOML/JSON-friendly dict tagged with its type (its own `describe()`
-    where it has one: a trace's every row and offset would swamp a run file)."""
+    where it has one, as every load pattern does: a trace's every row and offset would swamp a
+    run file)."""
     if hasattr(value, "describe"):
         return value.describe()
     if hasattr(value, "__dataclass_fields__"):
@@ -320,22 +322,3 @@ def _describe(value: Any) -> Any:
     if isinstance(value, float) and math.isinf(value):
         return "inf"
     return value
-
-
-def pattern_label(pattern: LoadPattern) -> str:
-    cap = f" cap {pattern.max_concurrency}" if getattr(pattern, "max_concurrency", None) else ""
-    if isinstance(pattern, Concurrency):
-        return f"concurrency {pattern.max_concurrency}"
-    if isinstance(pattern, Rate):
-        rate = "inf" if math.isinf(pattern.requests_per_s) else f"{pattern.requests_per_s:g}"
-        burst = f" burst {pattern.burstiness:g}" if pattern.burstiness != 1.0 else ""
-        return f"{rate} req/s{burst}{cap}"
-    if isinstance(pattern, Ramp):
-        return f"ramp {pattern.start_rps:g}->{pattern.end_rps:g} req/s {pattern.strategy}{cap}"
-    if isinstance(pattern, Trace):
-        return f"trace {len(pattern.offsets_s)} req over {pattern.offsets_s[-1]:g} s{cap}"
-    if isinstance(pattern, Sessions):
-        think = f", think {pattern.think_time_s:g} s" if pattern.think_time_s else ""
-        most = "up to " if len(set(pattern.session_turns)) > 1 else ""
-        return f"{most}{pattern.turns} turns{think}, sessions at {pattern_label(pattern.start)}"
-    return type(pattern).__name__

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from pytest_llmperf.client.loadgen import Concurrency, Ramp, Rate
+from pytest_llmperf.client.loadgen import Concurrency, Ramp, Rate, Trace
+from pytest_llmperf.client.sessions import Sessions
 from pytest_llmperf.records import Request
 from pytest_llmperf.workloads.datasets import JSONL_FORMAT, DatasetError
 from pytest_llmperf.workloads.prompts import Fixed, Normal, load_tokenizer
-from pytest_llmperf.workloads.workload import Workload, load_pattern, pattern_label
+from pytest_llmperf.workloads.workload import Workload, load_pattern
 
 TINY_LLAMA = Path(__file__).parents[2] / "suites" / "models" / "tiny-llama"
 
@@ -309,10 +310,15 @@ def test_rate_and_ramp_together_are_refused():
         (Ramp(start_rps=1, end_rps=4, strategy="linear"), "ramp 1->4 req/s linear"),
         (Ramp(start_rps=0.5, end_rps=8, strategy="exponential", max_concurrency=3),
          "ramp 0.5->8 req/s exponential cap 3"),
+        (Trace(offsets_s=(0.0, 0.5, 2.25), max_concurrency=4), "trace 3 req over 2.25 s cap 4"),
+        (Sessions(turns=3, think_time_s=1.5, start=Rate(requests_per_s=2)),
+         "3 turns, think 1.5 s, sessions at 2 req/s"),
+        (Sessions(turns=3, start=Concurrency(max_concurrency=2), session_turns=(3, 2)),
+         "up to 3 turns, sessions at concurrency 2"),
     ],
 )
 def test_pattern_labels(pattern, label):
-    assert pattern_label(pattern) == label
+    assert pattern.label() == label
 
 
 def test_with_pattern_keeps_the_rest():

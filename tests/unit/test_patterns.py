@@ -1,0 +1,103 @@
+"""Load patterns (client/patterns.py): what each one answers about itself, so that callers ask it
+instead of testing its class."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import numpy as np
+import pytest
+
+from pytest_llmperf.client.loadgen import run_load
+from pytest_llmperf.client.patterns import (
+    Concurrency,
+    Ramp,
+    Rate,
+    Trace,
+    arrival_offsets,
+    counts_slot_waits,
+)
+from pytest_llmperf.client.sessions import Sessions
+from pytest_llmperf.errors import InputError
+
+TRACE = Trace(offsets_s=(0.0, 0.5, 2.25), max_concurrency=4)
+
+
+@pytest.mark.parametrize(("pattern", "open_loop", "replay"), [
+    (Concurrency(max_concurrency=2), False, False),
+    (Rate(requests_per_s=2), True, False),
+    (Ramp(start_rps=1, end_rps=2), True, False),
+    (TRACE, True, True),
+    (Sessions(turns=2, start=Concurrency(max_concurrency=2)), True, False),
+])
+def test_each_pattern_says_whether_it_is_an_open_loop_and_a_replay(pattern, open_loop, replay):
+    assert (pattern.open_loop, pattern.replay) == (open_loop, replay)
+
+
+@pytest.mark.parametrize(("pattern", "waits"), [
+    (Rate(requests_per_s=2, max_concurrency=3), True),
+    (TRACE, True),
+    (Rate(requests_per_s=2), False),
+    (Concurrency(max_concurrency=3), False),  # a closed loop's slot wait is its own pace
+    (Sessions(turns=2, start=Rate(requests_per_s=1)), False),
+])
+def test_only_a_capped_open_loop_counts_slot_waits(pattern, waits):
+    assert counts_slot_waits(pattern) is waits
+
+
+def test_describe_writes_an_infinity_as_inf_and_leaves_unset_fields_out():
+    assert Rate(requests_per_s=math.inf).describe() == {
+        "type": "Rate", "requests_per_s": "inf", "burstiness": 1.0}
+    assert Concurrency(max_concurrency=3).describe() == {"type": "Concurrency",
+                                                         "max_concurrency": 3}
+    assert Rate(requests_per_s=math.inf).settings() == {"requests_per_s": math.inf,
+                                                         "burstiness": 1.0}
+
+
+def test_a_trace_describes_its_shape_not_its_offsets():
+    assert TRACE.describe() == {"type": "Trace", "requests": 3, "span_s": 2.25,
+                                "max_concurrency": 4}
+
+
+@pytest.mark.parametrize(("pattern", "at_rate"), [
+    (Rate(requests_per_s=2, burstiness=0.5, max_concurrency=3),
+     Rate(requests_per_s=8, burstiness=0.5, max_concurrency=3)),
+    (Ramp(start_rps=1, end_rps=4, max_concurrency=3), Rate(requests_per_s=8, max_concurrency=3)),
+    (Concurrency(max_concurrency=3), Rate(requests_per_s=8)),
+    (TRACE, Rate(requests_per_s=8)),
+])
+def test_with_rate_keeps_what_the_pattern_says_a_rate_keeps(pattern, at_rate):
+    assert pattern.with_rate(8) == at_rate
+
+
+def test_a_closed_loop_has_no_schedule():
+    assert np.array_equal(Concurrency(max_concurrency=2).arrival_offsets(5, 0), np.zeros(5))
+
+
+def test_a_trace_schedules_its_own_offsets_and_no_more():
+    assert arrival_offsets(TRACE, 2, seed=9).tolist() == [0.0, 0.5]
+    with pytest.raises(InputError, match=r"^a Trace of 3 arrivals cannot schedule 4$"):
+        arrival_offsets(TRACE, 4, seed=0)
+
+
+def test_a_negative_count_is_refused():
+    with pytest.raises(InputError, match=r"^n must be >= 0, got -1$"):
+        arrival_offsets(Rate(requests_per_s=1), -1, seed=0)
+
+
+def test_a_replayed_trace_cannot_start_sessions():
+    with pytest.raises(InputError, match=r"^Sessions.start must be Concurrency, Rate or Ramp, "
+                                         r"got Trace$"):
+        Sessions(turns=2, start=TRACE)
+
+
+def test_run_load_refuses_what_is_no_load_pattern():
+    sessions = Sessions(turns=2, start=Concurrency(max_concurrency=1))
+
+    async def send(index, request, scheduled_s):
+        raise AssertionError("nothing may be sent")
+
+    with pytest.raises(TypeError, match=r"^pattern must be Concurrency, Rate, Ramp or Trace, "
+                                        r"got Sessions$"):
+        asyncio.run(run_load([], send, sessions))
