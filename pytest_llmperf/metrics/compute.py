@@ -15,7 +15,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from pytest_llmperf.metrics import goodput
-from pytest_llmperf.metrics.registry import SERVER_PREFIX, lookup
+from pytest_llmperf.metrics.energy import NAMES as ENERGY_NAMES
+from pytest_llmperf.metrics.registry import SERVER_PREFIX, STATISTICS, lookup
 from pytest_llmperf.metrics.turns import turn_metrics
 from pytest_llmperf.records import RequestRecord
 
@@ -69,9 +70,6 @@ class Summary:
         return getattr(self, stat)
 
 
-STATISTICS: tuple[str, ...] = tuple(f.name for f in fields(Summary))
-
-
 @dataclass(frozen=True, slots=True)
 class RunMetrics:
     """Client-side metrics of one run. Distributions cover completed requests only."""
@@ -107,6 +105,9 @@ class RunMetrics:
     # judge what only the server knows (a prefix-cache hit rate, a draft acceptance rate);
     # () where the server reported none.
     server: tuple[tuple[str, float], ...] = ()
+    # Energy per token from the engine's GPUs' energy counters over this run's window
+    # (metrics/energy.py); () where there is none (a CPU, a card without the counter).
+    energy: tuple[tuple[str, float], ...] = ()
 
     def flat(self) -> dict[str, float]:
         """Every metric by the name `get` accepts: "ttft_s.p50", ..., "output_throughput_tok_s"."""
@@ -119,6 +120,7 @@ class RunMetrics:
             out[name] = float(getattr(self, name))
         out.update(self.turns)
         out.update(self.server)
+        out.update(self.energy)
         return out
 
     def get(self, name: str) -> float:
@@ -128,6 +130,12 @@ class RunMetrics:
         server = dict(self.server).get(name)
         if server is not None:
             return server
+        energy = dict(self.energy).get(name)
+        if energy is not None:
+            return energy
+        if name in ENERGY_NAMES:
+            raise KeyError(f"energy metric {name!r}: this run has no GPU energy reading (NVML's "
+                           "energy counter, on the engine's GPUs; a CPU run has none)")
         if name.startswith(SERVER_PREFIX):
             raise KeyError(f"server metric {name!r}: this run's server did not report it (it "
                            "is read from vLLM's /metrics, and only some engines have it: "
@@ -145,7 +153,7 @@ DISTRIBUTIONS: tuple[str, ...] = tuple(
 )
 SCALARS: tuple[str, ...] = tuple(f.name for f in fields(RunMetrics)
                                  if f.name not in DISTRIBUTIONS and f.name not in
-                                 ("turns", "server"))
+                                 ("turns", "server", "energy"))
 
 
 def _unknown_metric(name: str) -> str:

@@ -26,7 +26,8 @@ from pytest_llmperf.client.patterns import (
     arrival_offsets,
 )
 from pytest_llmperf.errors import InputError
-from pytest_llmperf.metrics.compute import DISTRIBUTIONS, SCALARS, STATISTICS, RunMetrics
+from pytest_llmperf.metrics.compute import DISTRIBUTIONS, SCALARS, RunMetrics
+from pytest_llmperf.metrics.registry import STATISTICS
 from pytest_llmperf.verdict import gate
 from pytest_llmperf.workloads.traces import TraceSource, check_speedup, replay_offsets
 from pytest_llmperf.workloads.workload import Workload
