@@ -7,6 +7,8 @@ vocabulary of a bare architecture config (workloads/vocab.py) and the roofline's
 (metrics/roofline.py). The lookup is huggingface_hub's own (`snapshot_download`), so the cache, the
 revision, HF_HUB_OFFLINE and HF_TOKEN mean here what they mean to vLLM:
 https://huggingface.co/docs/huggingface_hub/guides/download
+The workload profiles find their dataset files in the same cache by the same lookup
+(`cached_file`, for workloads/profiles.py), never downloading.
 
 A module of its own below every layer (like numbers.py), so that metrics/ may use it too.
 """
@@ -19,7 +21,7 @@ from pathlib import Path
 
 from pytest_llmperf.errors import InputError
 
-__all__ = ["SMALL_FILES", "fetch_command", "is_hub_id", "model_dir"]
+__all__ = ["SMALL_FILES", "cached_file", "fetch_command", "is_hub_id", "model_dir"]
 
 # What prompt generation and the roofline read (tokenizer*.json: tokenizer.json and
 # tokenizer_config.json); never the weights, which are vLLM's to fetch.
@@ -53,19 +55,47 @@ def model_dir(model: str, revision: str | None = None, *, download: bool = True)
     """
     if not is_hub_id(model):
         return Path(model)
+    from huggingface_hub.utils import LocalEntryNotFoundError
+
+    try:
+        return _snapshot(model, revision, SMALL_FILES, local_only=not download)
+    except LocalEntryNotFoundError as exc:
+        raise InputError(_not_cached(model, revision, exc, download)) from None
+    except Exception as exc:  # the Hub answered no, or its client failed: still one line
+        raise InputError(_hub_refused(model, revision, exc)) from None
+
+
+def cached_file(repo_id: str, filename: str, *, repo_type: str = "model",
+                revision: str | None = None) -> Path | None:
+    """`filename` of Hub repository `repo_id` ("model" or "dataset") at `revision` (None: the
+    `main` branch) in huggingface_hub's cache, or None when the cache does not hold it. Never
+    touches the network: what the cache's refs/ name is all it reads, as huggingface_hub does
+    offline."""
+    from huggingface_hub.utils import LocalEntryNotFoundError
+
+    try:
+        path = _snapshot(repo_id, revision, (filename,), repo_type=repo_type, local_only=True)
+    except LocalEntryNotFoundError:
+        return None
+    path /= filename
+    return path if path.is_file() else None
+
+
+def _snapshot(repo_id: str, revision: str | None, patterns: tuple[str, ...], *,
+              local_only: bool, repo_type: str = "model") -> Path:
+    """huggingface_hub's snapshot folder of `repo_id` with the files `patterns` match (fetched
+    first unless `local_only`). LocalEntryNotFoundError when neither cached nor fetched."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.utils import LocalEntryNotFoundError
 
     try:
-        return Path(snapshot_download(model, revision=revision, allow_patterns=list(SMALL_FILES),
-                                      local_files_only=not download))
+        return Path(snapshot_download(repo_id, repo_type=repo_type, revision=revision,
+                                      allow_patterns=list(patterns), local_files_only=local_only))
     except LocalEntryNotFoundError as exc:
         partial = getattr(exc, "snapshot_path", None)  # IncompleteSnapshotError (hub >= 1.x)
-        if partial:  # cached without some small file: its readers say what is missing
+        if partial:  # cached without some file: its readers say what is missing
             return Path(partial)
-        raise InputError(_not_cached(model, revision, exc, download)) from None
-    except Exception as exc:  # the Hub answered no, or its client failed: still one line
-        raise InputError(_hub_refused(model, revision, exc)) from None
+        raise
 
 
 def fetch_command(model: str, revision: str | None = None) -> str:

@@ -27,10 +27,10 @@ def files_of(directory: Path) -> dict[str, bytes]:
 
 
 def add_snapshot(cache: Path, repo_id: str, files: dict[str, bytes], commit: str,
-                 refs: tuple[str, ...] = ("main",)) -> Path:
-    """One commit of model `repo_id` in the cache at `cache` (HF_HUB_CACHE), named by `refs`
-    (branches or tags); its snapshot directory."""
-    repo = cache / ("models--" + repo_id.replace("/", "--"))
+                 refs: tuple[str, ...] = ("main",), repo_type: str = "model") -> Path:
+    """One commit of repository `repo_id` (a "model" or a "dataset") in the cache at `cache`
+    (HF_HUB_CACHE), named by `refs` (branches or tags); its snapshot directory."""
+    repo = cache / (f"{repo_type}s--" + repo_id.replace("/", "--"))
     snapshot = repo / "snapshots" / commit
     (repo / "blobs").mkdir(parents=True, exist_ok=True)
     snapshot.mkdir(parents=True)
@@ -41,16 +41,17 @@ def add_snapshot(cache: Path, repo_id: str, files: dict[str, bytes], commit: str
     for ref in refs:
         (repo / "refs" / ref).parent.mkdir(parents=True, exist_ok=True)
         (repo / "refs" / ref).write_text(commit)
-    _check_readable(cache, repo_id, commit, set(files))
+    _check_readable(cache, repo_id, repo_type, commit, set(files))
     return snapshot
 
 
-def _check_readable(cache: Path, repo_id: str, commit: str, names: set[str]) -> None:
+def _check_readable(cache: Path, repo_id: str, repo_type: str, commit: str,
+                    names: set[str]) -> None:
     from huggingface_hub import scan_cache_dir
 
     info = scan_cache_dir(cache)
     assert not info.warnings, info.warnings
-    [repo] = [r for r in info.repos if r.repo_id == repo_id]
+    [repo] = [r for r in info.repos if (r.repo_id, r.repo_type) == (repo_id, repo_type)]
     [revision] = [r for r in repo.revisions if r.commit_hash == commit]
     assert {f.file_name for f in revision.files} == names
 

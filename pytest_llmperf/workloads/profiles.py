@@ -12,11 +12,13 @@ max], "variance" being a standard deviation as there). Where we differ, on purpo
   next turn; a request list is built before anything runs, so we put the dataset's assistant
   turn there (or, synthesized, random tokens as long as the conversation's output length).
 
-Datasets are used when the file is on this machine: an explicit path, or the Hugging Face cache
-(HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub) holding the
-`hlarcher/inference-benchmarker` dataset repo. Nothing is downloaded; without the file the
-prompts are synthesized with the same length distributions (random token ids), so a profile runs
-anywhere. Pass `search_cache=False` to get the synthetic workload on every machine.
+Datasets are used when the file is on this machine: an explicit path, or the `main` branch of the
+`hlarcher/inference-benchmarker` dataset repo in huggingface_hub's cache (HF_HUB_CACHE, else
+HF_HOME/hub), found by huggingface_hub's own offline lookup as model_files.py finds a model's
+files (https://huggingface.co/docs/huggingface_hub/guides/manage-cache). Nothing is downloaded;
+without the file the prompts are synthesized with the same length distributions (random token
+ids), so a profile runs anywhere. Pass `search_cache=False` to get the synthetic workload on
+every machine.
 
 `scale` multiplies every token length (distribution means, bounds and spreads, question lengths,
 dataset prompts). scale=0.1 makes classification 800-1200-token prompts with 3-8 output tokens,
@@ -36,6 +38,7 @@ from typing import Literal
 import numpy as np
 
 from pytest_llmperf.errors import InputError
+from pytest_llmperf.model_files import cached_file
 from pytest_llmperf.numbers import is_whole
 from pytest_llmperf.records import Request
 from pytest_llmperf.workloads.datasets import Conversation, DatasetError, load_conversations
@@ -55,7 +58,6 @@ __all__ = [
     "Profile",
     "find_cached_dataset",
     "get_profile",
-    "hub_cache_dir",
     "profile_requests",
     "resolve_dataset",
 ]
@@ -162,29 +164,9 @@ def get_profile(name: str) -> Profile:
         ) from None
 
 
-def hub_cache_dir() -> Path:
-    """Where huggingface_hub keeps downloads, by its own rules (read-only use here)."""
-    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-        if os.environ.get(var):
-            return Path(os.environ[var]).expanduser()
-    if os.environ.get("HF_HOME"):
-        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
-    cache = os.environ.get("XDG_CACHE_HOME") or "~/.cache"
-    return Path(cache).expanduser() / "huggingface" / "hub"
-
-
 def find_cached_dataset(filename: str, repo: str = DATASET_REPO) -> Path | None:
-    """`filename` of dataset `repo` in the local Hugging Face cache: the `main` snapshot first."""
-    root = hub_cache_dir() / f"datasets--{repo.replace('/', '--')}"
-    snapshots = root / "snapshots"
-    if not snapshots.is_dir():
-        return None
-    ref = root / "refs" / "main"
-    candidates = [snapshots / ref.read_text().strip()] if ref.is_file() else []
-    candidates += sorted(
-        p for p in snapshots.iterdir() if p.is_dir()
-    )  # sorted: same pick every run
-    return next((c / filename for c in candidates if (c / filename).is_file()), None)
+    """`filename` of dataset `repo`'s `main` branch in the local Hugging Face cache, or None."""
+    return cached_file(repo, filename, repo_type="dataset")
 
 
 def resolve_dataset(

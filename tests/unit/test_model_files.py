@@ -14,7 +14,7 @@ import pytest
 from pytest_llmperf import Engine
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics.roofline import NoRoofline, model_config
-from pytest_llmperf.model_files import is_hub_id, model_dir
+from pytest_llmperf.model_files import cached_file, is_hub_id, model_dir
 from pytest_llmperf.session.session import LlmperfSession
 from pytest_llmperf.session.settings import resolve
 from pytest_llmperf.workloads.prompts import HFTokenizer, load_tokenizer
@@ -67,6 +67,16 @@ def test_revision_picks_its_snapshot(hub, revision):
     found = session().tokenizer_for(Engine(model=REPO_ID, revision=revision))
     assert isinstance(found, VocabOnly) and found.vocab_size == 1000  # v1's config.json
     assert model_config(REPO_ID, revision=revision)["vocab_size"] == 1000  # the roofline's
+
+
+def test_one_cached_file_by_the_same_lookup_and_none_for_what_is_not_there(hub, monkeypatch):
+    snapshots = hub / "models--acme--tiny-llama" / "snapshots"
+    assert cached_file(REPO_ID, "config.json") == snapshots / MAIN_COMMIT / "config.json"
+    assert cached_file(REPO_ID, "config.json", revision="v1") == snapshots / V1_COMMIT / "config.json"
+    assert cached_file(REPO_ID, "tokenizer.json", revision="v1") is None  # v1 has none
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    assert cached_file("acme/other", "config.json") is None  # no request, even online
+    assert cached_file(REPO_ID, "config.json", repo_type="dataset") is None
 
 
 def test_the_roofline_reads_a_cached_hub_config_and_never_downloads(hub, monkeypatch):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -14,11 +15,11 @@ from pytest_llmperf.workloads.profiles import (
     PROFILES,
     find_cached_dataset,
     get_profile,
-    hub_cache_dir,
     profile_requests,
     resolve_dataset,
 )
 from pytest_llmperf.workloads.prompts import Fixed, Normal, load_tokenizer
+from tests.hub_cache import add_snapshot, use_offline_cache
 
 TINY_LLAMA = Path(__file__).parents[2] / "suites" / "models" / "tiny-llama"
 SENTENCES = [
@@ -45,11 +46,9 @@ def tok(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def empty_hf_cache(tmp_path, monkeypatch):
+def hf_cache(tmp_path, monkeypatch) -> Path:
     """Every test starts with an empty cache, so a developer's real cache cannot leak in."""
-    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    return use_offline_cache(tmp_path / "hf-home", monkeypatch)
 
 
 def rng(seed: int = 0) -> np.random.Generator:
@@ -238,15 +237,22 @@ def test_chat_dataset_builds_histories_from_the_conversations(tok, tmp_path):
 # --- the Hugging Face cache --------------------------------------------------------------------
 
 
-def cached(root: Path, filename: str, texts, revision: str = "abc123") -> Path:
-    repo = root / f"datasets--{DATASET_REPO.replace('/', '--')}"
-    (repo / "refs").mkdir(parents=True, exist_ok=True)
-    (repo / "refs" / "main").write_text(revision)
-    return ib_file(repo / "snapshots" / revision / filename, [[("user", t)] for t in texts])
+def commit(name: str) -> str:
+    return hashlib.sha1(name.encode()).hexdigest()
 
 
-def test_cached_dataset_is_found_and_used(tok, tmp_path):
-    path = cached(tmp_path / "hf-cache", "github_code.json", long_texts(3, 400))
+def cached(cache: Path, filename: str, texts, revision: str = commit("abc"),
+           refs: tuple[str, ...] = ("main",)) -> Path:
+    """`filename` (inference-benchmarker conversations of one user turn each) in a snapshot of
+    the profiles' dataset repo, laid out as huggingface_hub writes its cache."""
+    source = ib_file(cache.parent / "src" / revision / filename, [[("user", t)] for t in texts])
+    snapshot = add_snapshot(cache, DATASET_REPO, {filename: source.read_bytes()}, revision,
+                            refs=refs, repo_type="dataset")
+    return snapshot / filename
+
+
+def test_cached_dataset_is_found_and_used(tok, hf_cache):
+    path = cached(hf_cache, "github_code.json", long_texts(3, 400))
     assert find_cached_dataset("github_code.json") == path
     assert resolve_dataset("code-generation") == path
     assert resolve_dataset("code-generation", search_cache=False) is None
@@ -258,14 +264,13 @@ def test_cached_dataset_is_found_and_used(tok, tmp_path):
     assert synthetic != from_cache
 
 
-def test_hf_home_is_honoured_and_the_main_snapshot_wins(tmp_path, monkeypatch):
-    monkeypatch.delenv("HF_HUB_CACHE")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
-    assert hub_cache_dir() == tmp_path / "home" / "hub"
-    cached(tmp_path / "home" / "hub", "classification.json", ["old"], revision="000old")
-    newest = cached(tmp_path / "home" / "hub", "classification.json", ["new"], revision="fff")
-    assert find_cached_dataset("classification.json") == newest
-    assert find_cached_dataset("github_code.json") is None
+def test_the_main_branch_is_used_as_huggingface_hub_finds_it(hf_cache):
+    """huggingface_hub's own lookup: the snapshot refs/main names, whatever else is cached."""
+    cached(hf_cache, "classification.json", ["old"], revision=commit("old"), refs=("v0",))
+    main = cached(hf_cache, "classification.json", ["new"], revision=commit("new"))
+    assert find_cached_dataset("classification.json") == main
+    cached(hf_cache, "github_code.json", ["old"], revision=commit("older"), refs=())
+    assert find_cached_dataset("github_code.json") is None  # in no snapshot main names
 
 
 def test_no_cache_means_synthesized(tok):

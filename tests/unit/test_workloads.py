@@ -17,6 +17,7 @@ from pytest_llmperf.records import Request
 from pytest_llmperf.workloads.datasets import JSONL_FORMAT, DatasetError
 from pytest_llmperf.workloads.prompts import Fixed, Normal, load_tokenizer
 from pytest_llmperf.workloads.workload import Workload, load_pattern
+from tests.hub_cache import use_offline_cache
 
 TINY_LLAMA = Path(__file__).parents[2] / "suites" / "models" / "tiny-llama"
 
@@ -29,9 +30,7 @@ def tok():
 @pytest.fixture(autouse=True)
 def empty_hf_cache(tmp_path, monkeypatch):
     """Profiles read a dataset from the HF cache when there is one: keep a developer's out."""
-    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    use_offline_cache(tmp_path / "hf-home", monkeypatch)
 
 
 def lengths(requests: list[Request]) -> list[tuple[int, int, int]]:
