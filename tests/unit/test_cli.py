@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf import cli, hardware
+from pytest_llmperf import cli
+from pytest_llmperf.machine import hardware
 from pytest_llmperf.reports.runfile import run_document, write_run
 from tests.unit.test_runfile import FINGERPRINT, STARTED, document, make_result
 
