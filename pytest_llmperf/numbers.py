@@ -1,13 +1,14 @@
 """The two questions every argument check and file reader asks of a number a user wrote: is it a
 whole number in range, is it a real number in range. A bool is neither (it is an int in Python,
-but `n = true` or `gpus(True)` is a mistake), and numpy's numbers count as numbers."""
+but `n = true` or `gpus(True)` is a mistake), and numpy's numbers count as numbers. And the one
+way a report writes a number that may be missing or not finite (`finite_or_none`)."""
 
 from __future__ import annotations
 
 import math
 from numbers import Integral, Real
 
-__all__ = ["is_real", "is_whole"]
+__all__ = ["finite_or_none", "is_real", "is_whole"]
 
 
 def is_whole(value: object, minimum: int | None = None, maximum: int | None = None) -> bool:
@@ -29,3 +30,9 @@ def is_real(value: object, minimum: float | None = None, maximum: float | None =
                 and (minimum is None or value >= minimum)
                 and (maximum is None or value <= maximum)
                 and (above is None or value > above))
+
+
+def finite_or_none(value: float | None) -> float | None:
+    """A finite number as a float; None for None, NaN or an infinity. Reports write None (JSON
+    null, a table's "-") where a number is missing: JSON has no NaN or Infinity."""
+    return float(value) if value is not None and math.isfinite(value) else None

@@ -39,10 +39,25 @@ __all__ = [
     "from_nvidia_smi",
     "from_nvml",
     "from_override",
+    "is_gpu_class",
+    "is_gpu_fingerprint",
     "software_versions",
 ]
 
 HARDWARE_CLASSES = ("h100", "h200", "a100-80gb", "a100-40gb", "gpu", "cpu")
+
+
+def is_gpu_class(hardware_class: str | None) -> bool:
+    """Whether a hardware class is a GPU machine's: every class but "cpu"; None (none recorded)
+    is not."""
+    return hardware_class is not None and hardware_class != "cpu"
+
+
+def is_gpu_fingerprint(fingerprint: Mapping[str, Any]) -> bool:
+    """is_gpu_class of a fingerprint as results, baselines and run files carry it
+    (Fingerprint.to_dict); one without a hardware class is no GPU machine's."""
+    return is_gpu_class(fingerprint.get("hardware_class"))
+
 
 # nvidia-smi can hang for tens of seconds when the driver is wedged; detection must not.
 NVIDIA_SMI_TIMEOUT_S = 10
@@ -93,7 +108,7 @@ class Hardware:
 
     @property
     def is_gpu(self) -> bool:
-        return self.hardware_class != "cpu"
+        return is_gpu_class(self.hardware_class)
 
     def describe(self) -> str:
         """For skip reasons: "1x NVIDIA H100 80GB HBM3", "cpu (AMD EPYC, 2 cores, avx512)"."""

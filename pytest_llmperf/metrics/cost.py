@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_llmperf.errors import InputError
-from pytest_llmperf.machine.hardware import HARDWARE_CLASSES
+from pytest_llmperf.machine.hardware import HARDWARE_CLASSES, is_gpu_class
 from pytest_llmperf.metrics import gpus
 
 PER_OUTPUT = "usd_per_1m_output_tok"
@@ -78,7 +78,7 @@ def parse_cost_per_hour(text: str) -> CostSetting:
         if not equals or name.lower() not in HARDWARE_CLASSES:
             raise InputError(RULE)
         price = _price(value)
-        if name.lower() == "cpu" and price.per == GPU:
+        if not is_gpu_class(name.lower()) and price.per == GPU:
             number = value.partition("/")[0].strip()
             raise InputError(f"{name}={value}: hardware class cpu has no GPUs; price the machine "
                              f"(cpu={number}) or one engine (cpu={number}/engine)")
@@ -89,7 +89,7 @@ def parse_cost_per_hour(text: str) -> CostSetting:
 
 
 def _gpu_price_on_cpu(price: Price | None, hardware_class: str) -> bool:
-    return price is not None and price.per == GPU and hardware_class == "cpu"
+    return price is not None and price.per == GPU and not is_gpu_class(hardware_class)
 
 
 def for_hardware(setting: CostSetting | None, hardware_class: str) -> Price | None:

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_llmperf.machine.hardware import is_gpu_fingerprint
+
 PER_GPU = "output_throughput_tok_s_per_gpu"  # the reports' name for output tok/s per GPU
 
 
@@ -40,21 +42,16 @@ def parallelism(engine: Mapping[str, Any]) -> Parallelism:
                        int(engine.get("data_parallel_size") or 1))
 
 
-def on_gpu(fingerprint: Mapping[str, Any]) -> bool:
-    """Whether the machine is a GPU one: any hardware class but "cpu" (hardware.py)."""
-    return str(fingerprint.get("hardware_class", "cpu")) != "cpu"
-
-
 def machine_gpus(fingerprint: Mapping[str, Any]) -> int:
     """The GPUs the session may use (0 on a CPU machine): the fingerprint's device_count, which
     counts what CUDA_VISIBLE_DEVICES leaves (hardware.py), as the session's gpu_count does."""
-    return int(fingerprint.get("device_count") or 0) if on_gpu(fingerprint) else 0
+    return int(fingerprint.get("device_count") or 0) if is_gpu_fingerprint(fingerprint) else 0
 
 
 def output_per_gpu(output_tok_s: float | None, engine: Mapping[str, Any],
                    fingerprint: Mapping[str, Any]) -> float | None:
     """Output tok/s over the engine's GPUs; None on a CPU machine (no GPUs to divide by) or
     without a throughput."""
-    if output_tok_s is None or not on_gpu(fingerprint):
+    if output_tok_s is None or not is_gpu_fingerprint(fingerprint):
         return None
     return output_tok_s / parallelism(engine).gpus

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.errors import InputError, LlmperfError
+from pytest_llmperf.machine.hardware import is_gpu_class
 from pytest_llmperf.metrics import gpus
 from pytest_llmperf.model_files import model_dir
 
@@ -56,9 +57,9 @@ class NoRoofline(LlmperfError):
     """Why a run has no roofline; one line."""
 
 
-def bandwidth(hardware_class: str, device_name: str) -> float:
+def bandwidth(hardware_class: str | None, device_name: str) -> float:
     """The GPU's memory bandwidth in bytes/s; NoRoofline for a CPU or a GPU not in the table."""
-    if hardware_class == "cpu":
+    if not is_gpu_class(hardware_class):
         raise NoRoofline(NO_CPU)
     name = device_name.upper()
     for cls, word, value in BANDWIDTHS:
@@ -238,8 +239,7 @@ def roofline(engine: Mapping[str, Any], fingerprint: Mapping[str, Any],
              values: Mapping[str, float], root: Path | None = None) -> Roofline:
     """A run's roofline from its engine spec (Engine.to_dict), the machine's fingerprint and
     its metrics; NoRoofline (one line) when there is none."""
-    bw = bandwidth(str(fingerprint.get("hardware_class", "cpu")),
-                   str(fingerprint.get("device_name", "")))
+    bw = bandwidth(fingerprint.get("hardware_class"), str(fingerprint.get("device_name", "")))
     tpot = values.get("tpot_s.p50", math.nan)
     if not tpot > 0:
         raise NoRoofline("no roofline: the run has no TPOT")

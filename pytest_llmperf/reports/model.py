@@ -9,7 +9,6 @@ controller, which writes the reports (session/outputs.py). Latencies are shown i
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,8 +18,10 @@ from typing import Any
 from pytest_llmperf.client import server_info
 from pytest_llmperf.ids import side_of
 from pytest_llmperf.metrics import cost, gpus, registry, roofline
+from pytest_llmperf.metrics.derived import Derived, derive_all
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
+from pytest_llmperf.numbers import finite_or_none
 from pytest_llmperf.verdict.status import Status
 
 # {"test_id", "engine", "workload", "status": a Status' value or "", "values": {key: float|None},
@@ -86,7 +87,7 @@ COLUMNS: tuple[Column, ...] = (
     Column(cost.PER_TOTAL, "{:.4g}", optional=True),
     Column(roofline.FRACTION, "{:.0f}", optional=True),
 )
-# Measured values a row keeps although no column shows them (cost.py derives from them).
+# Measured values a row keeps although no column shows them (the cost is worked out from them).
 EXTRA_VALUES = ("total_throughput_tok_s",)
 
 NOT_JUDGED = "not judged"
@@ -109,46 +110,31 @@ def rank(status: Status | None) -> int:
     return _LAST if status is None or status.severity is None else status.severity
 
 
-def _finite(value: float | None) -> float | None:
-    return None if value is None or math.isnan(value) else float(value)
-
-
 def _value(result: Result, key: str) -> float | None:
     if key.startswith("server:"):
-        return _finite(result.server_metrics.get(key.partition(":")[2]))
+        return finite_or_none(result.server_metrics.get(key.partition(":")[2]))
     if key in cost.NAMES or key in (roofline.FRACTION, gpus.PER_GPU):
-        return None  # derived in summary_rows once the throughputs are known
-    return _finite(result.value(key))
-
-
-def roofline_of(result: Result, root: Path | None = None) -> roofline.Roofline | str:
-    """The result's decode roofline, or one line saying why it has none (a CPU run, a GPU or
-    model the model does not know); a relative model path is under `root`."""
-    values = {name: result.value(name) for name in roofline.INPUTS}
-    try:
-        return roofline.roofline(result.engine, result.fingerprint, values, root=root)
-    except roofline.NoRoofline as exc:
-        return str(exc)
+        return None  # derived once per result (metrics/derived.py)
+    return finite_or_none(result.value(key))
 
 
 def summary_rows(results: Sequence[Result], verdicts: Mapping[str, Status],
                  usd_per_hour: cost.Price | float | None = None,
-                 root: Path | None = None) -> list[Row]:
+                 root: Path | None = None,
+                 derived: Sequence[Derived] | None = None) -> list[Row]:
     """A row per result; `verdicts` maps a test id to its verdict,
     `usd_per_hour` (the price, cost.for_hardware; a bare number is the machine's) adds the cost
     columns, at each engine's share of it; `root` (pytest's rootdir) is where a relative model
-    path is, for the roofline."""
-    price = cost.as_price(usd_per_hour)
+    path is, for the roofline. `derived` (one per result, metrics/derived.py): the per-GPU,
+    cost and roofline numbers where the caller has worked them out already; else they are
+    worked out here from `usd_per_hour` and `root`."""
+    derived = derive_all(results, usd_per_hour, root) if derived is None else derived
     rows = []
-    for result in results:
+    for result, found in zip(results, derived, strict=True):
         keys = [column.key for column in COLUMNS] + list(EXTRA_VALUES)
         values = {key: _value(result, key) for key in keys}
-        values[gpus.PER_GPU] = gpus.output_per_gpu(values["output_throughput_tok_s"],
-                                                   result.engine, result.fingerprint)
-        share = price and cost.share_of(price, result.engine, result.fingerprint)
-        values.update(cost.per_million_tokens(values, share and share.usd_per_hour))
-        found = roofline_of(result, root)
-        values[roofline.FRACTION] = None if isinstance(found, str) else _finite(found.fraction)
+        values.update(found.values())
+        share = found.share
         rows.append({"test_id": result.test_id, "engine": result.engine_label,
                      "workload": result.workload_label,
                      "status": str(verdicts.get(result.test_id, "")), "values": values,

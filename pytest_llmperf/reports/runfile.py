@@ -51,7 +51,6 @@ github-action-benchmark uses, rejects a whole file for one; read_run() reads nul
 from __future__ import annotations
 
 import json
-import math
 import os
 import platform
 import re
@@ -64,10 +63,12 @@ from typing import Any
 import numpy as np
 
 from pytest_llmperf.metrics import compute as metrics_mod
-from pytest_llmperf.metrics import cost, gpus, registry, roofline, timeline
+from pytest_llmperf.metrics import cost, registry, timeline
 from pytest_llmperf.metrics.compute import Summary
+from pytest_llmperf.metrics.derived import Derived, derive_all
 from pytest_llmperf.metrics.result import Result
-from pytest_llmperf.metrics.stats import Estimate, combine_runs
+from pytest_llmperf.metrics.stats import combine_runs
+from pytest_llmperf.numbers import finite_or_none as _finite
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.verdict.baselines import atomic_write
 from pytest_llmperf.verdict.status import Status
@@ -96,6 +97,7 @@ def run_document(
     usd_per_hour: cost.Price | float | None = None,
     annotations: Mapping[str, Mapping[str, Any]] | None = None,
     root: Path | None = None,
+    derived: Sequence[Derived] | None = None,
 ) -> dict[str, Any]:
     """The run as a pytest-benchmark JSON document with our data under "llmperf".
 
@@ -106,8 +108,11 @@ def run_document(
     machine's) adds each result's "cost" at its engine's share (cost.py); `annotations`
     maps a test id to more fields of its result ("ab": side B's paired A/B judgement,
     ab.ab_entry; "capacity": a capacity probe's SLO and outcome);
-    `root` (pytest's rootdir) is where a relative model path is, for the roofline.
+    `root` (pytest's rootdir) is where a relative model path is, for the roofline;
+    `derived` (one per result, metrics/derived.py): each result's per-GPU, cost and roofline
+    numbers where the caller has worked them out already, else they are worked out here.
     """
+    derived = derive_all(results, usd_per_hour, root) if derived is None else derived
     return {
         "machine_info": _machine_info(fingerprint),
         "commit_info": {"id": commit} if commit else {},
@@ -117,10 +122,9 @@ def run_document(
         "llmperf": {
             "format": FORMAT,
             "fingerprint": dict(fingerprint),
-            "results": [{**_result_entry(result, verdicts, gates or {},
-                                         cost.as_price(usd_per_hour), root),
+            "results": [{**_result_entry(result, verdicts, gates or {}, found),
                          **(annotations or {}).get(result.test_id, {})}
-                        for result in results],
+                        for result, found in zip(results, derived, strict=True)],
         },
     }
 
@@ -158,10 +162,6 @@ def _benchmark_version() -> str:
         return "unknown"
 
 
-def _finite(value: float | None) -> float | None:
-    return float(value) if value is not None and math.isfinite(value) else None
-
-
 def _verdict_words(status: Status | None) -> str:
     """The run file keeps the verdict column's words (`Status.from_summary` reads them)."""
     return status.summary if status else ""
@@ -169,7 +169,7 @@ def _verdict_words(status: Status | None) -> str:
 
 def _result_entry(result: Result, verdicts: Mapping[str, Status],
                   gates: Mapping[str, Mapping[str, Any]],
-                  price: cost.Price | None = None, root: Path | None = None) -> dict[str, Any]:
+                  found: Derived) -> dict[str, Any]:
     runs = result.runs or (result.metrics,)
     estimates = combine_runs([run.flat() for run in runs])
     return {
@@ -199,9 +199,7 @@ def _result_entry(result: Result, verdicts: Mapping[str, Status],
         "failures": result.failure_kinds(),
         "client": _client(result),
         "disturbance": _disturbance(result),
-        "cost": _cost(result, estimates, price),
-        "per_gpu": _per_gpu(result, estimates),
-        "roofline": _roofline(result, estimates, root),
+        **found.to_dict(),  # "cost", "per_gpu", "roofline"
         **_rate_over_time(result),
     }
 
@@ -212,38 +210,6 @@ def _rate_over_time(result: Result) -> dict[str, Any]:
         return {}
     found = timeline.rate_timeline(result.records)
     return {"rate_over_time": found} if found else {}
-
-
-def _roofline(result: Result, estimates: Mapping[str, Estimate],
-              root: Path | None) -> dict[str, Any]:
-    """The decode roofline at the median metrics, or why there is none."""
-    values = {name: estimates[name].value for name in roofline.INPUTS if name in estimates}
-    try:
-        found = roofline.roofline(result.engine, result.fingerprint, values, root=root)
-    except roofline.NoRoofline as exc:
-        return {"none": str(exc)}
-    return {name: _finite(value) for name, value in found.to_dict().items()}
-
-
-def _cost(result: Result, estimates: Mapping[str, Estimate],
-          price: cost.Price | None) -> dict[str, Any]:
-    """$ per 1M tokens at the median throughputs and the engine's share of the price; {} when no
-    price was given."""
-    if price is None:
-        return {}
-    share = cost.share_of(price, result.engine, result.fingerprint)
-    throughputs = {name: _finite(estimates[name].value) for name in
-                   ("output_throughput_tok_s", "total_throughput_tok_s")}
-    return {**share.to_dict(), **cost.per_million_tokens(throughputs, share.usd_per_hour)}
-
-
-def _per_gpu(result: Result, estimates: Mapping[str, Estimate]) -> dict[str, Any]:
-    """The median output tok/s per GPU of the engine; {} on a CPU machine."""
-    if not gpus.on_gpu(result.fingerprint):
-        return {}
-    output = _finite(estimates["output_throughput_tok_s"].value)
-    return {"gpus": gpus.parallelism(result.engine).gpus,
-            gpus.PER_GPU: gpus.output_per_gpu(output, result.engine, result.fingerprint)}
 
 
 def _disturbance(result: Result) -> dict[str, Any] | None:

@@ -18,6 +18,7 @@ from pytest_llmperf.engines.errors import EngineDied, EngineError
 from pytest_llmperf.engines.pool import EnginePool
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.ids import result_id, side_key, side_of
+from pytest_llmperf.machine.hardware import is_gpu_class
 from pytest_llmperf.metrics.compute import RunMetrics
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.reports.notes import Note
@@ -193,6 +194,6 @@ class AbRun:
 def _sides_fit(session: Measuring, sides: dict[str, Engine]) -> bool:
     """Both A/B engines can run at once: always on the CPU (both pinned to the engine's
     cores), on GPUs when there are enough for both."""
-    if session.hardware_class == "cpu":
+    if not is_gpu_class(session.hardware_class):
         return True
     return session.gpu_count >= sum(spec.gpus_needed for spec in sides.values())

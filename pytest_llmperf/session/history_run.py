@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.history import location, record
-from pytest_llmperf.machine.clocks import read_clocks
 from pytest_llmperf.history.from_history import baseline_estimates
 from pytest_llmperf.history.identity import engine_hash, family, series_key, workload_hash
 from pytest_llmperf.history.series import NOT_POINTS
 from pytest_llmperf.history.store import RECORD_WAIT_S, HistoryError, HistoryStore, Point
 from pytest_llmperf.history.trend import TrendCheck
+from pytest_llmperf.machine.clocks import read_clocks
+from pytest_llmperf.machine.hardware import is_gpu_fingerprint
 from pytest_llmperf.reports.files import check_writable, merge_documents
 from pytest_llmperf.reports.notes import Note
 from pytest_llmperf.session.provenance import git_commit
@@ -52,7 +53,7 @@ class SessionHistory:
             if self.store else []
         if not self._now:
             self._now = {"commit": git_commit(self.rootdir),
-                         "clocks": read_clocks(self.fingerprint.get("hardware_class") != "cpu")}
+                         "clocks": read_clocks(is_gpu_fingerprint(self.fingerprint))}
         now = Point(run_id=None, run_uid="", started_at=None, commit=self._now["commit"],
                     verdict="", series=key, family=family(self.fingerprint), engine_label="",
                     workload_label="", fingerprint=self.fingerprint,
@@ -124,8 +125,8 @@ def record_run(session, payloads: list[dict[str, Any]]) -> list[str]:
     document = merge_documents([p.get("document") for p in payloads])
     if history is None or not document or not document["llmperf"]["results"]:
         return []
-    gpu = history.fingerprint.get("hardware_class") != "cpu"
-    run = record.from_document(document, clocks=read_clocks(gpu))
+    clocks = read_clocks(is_gpu_fingerprint(history.fingerprint))
+    run = record.from_document(document, clocks=clocks)
     try:
         store = HistoryStore.open(history.where, wait_s=RECORD_WAIT_S)
         try:

@@ -15,6 +15,7 @@ from typing import Any
 
 from pytest_llmperf.engines.pool import MAX_DEATHS
 from pytest_llmperf.metrics import cost
+from pytest_llmperf.metrics.derived import derive_all
 from pytest_llmperf.reports import html, markdown, model, runfile, terminal
 from pytest_llmperf.reports.files import merge_documents, write_text
 from pytest_llmperf.reports.notes import Note, fold
@@ -34,19 +35,22 @@ def payload(session, started) -> dict[str, Any]:
     # The results store (history_run.record_run) appends the run file's document too.
     wants_document = session.settings.json or session.settings.save or session.settings.html \
         or session.history is not None
+    # Per-GPU throughput, cost and roofline: worked out once per result, for the run file and
+    # the summary's rows alike.
+    derived = derive_all(session.results, usd_per_hour(session), session.settings.rootdir)
     document = None
     if wants_document and session.results:
         document = runfile.run_document(
             session.results, verdicts=session.verdicts, fingerprint=session.fingerprint,
             commit=git_commit(session.settings.rootdir), started=started, gates=session.gates,
             usd_per_hour=usd_per_hour(session), annotations=session.annotations,
-            root=session.settings.rootdir)
+            root=session.settings.rootdir, derived=derived)
         # Plain data, as the file will hold it: pytest-xdist's execnet sends builtins only (an
         # A/B annotation's Status, a str subclass, would stop a worker's hand-over).
         document = json.loads(json.dumps(document, default=str))
     return {
         "rows": model.summary_rows(session.results, session.verdicts, usd_per_hour(session),
-                                    root=session.settings.rootdir),
+                                    root=session.settings.rootdir, derived=derived),
         "extras": model.extra_lines(session.extras, session.verdicts),
         "starts": [[engine.label(), seconds] for engine, seconds in session.pool.starts],
         # [label, restarts, given up?]: the MAX_DEATHS-th death is not restarted

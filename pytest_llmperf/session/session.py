@@ -28,6 +28,7 @@ from pytest_llmperf.failures import describe_counts
 from pytest_llmperf.ids import result_id, user_nodeid
 from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
 from pytest_llmperf.machine.disturbance import Disturbance
+from pytest_llmperf.machine.hardware import is_gpu_class
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.reports import saved_runs
@@ -287,7 +288,7 @@ class LlmperfSession:
         chosen = self.settings.client_workers
         if chosen != "auto":
             return chosen
-        reserved = 0 if self.settings.endpoint else 1 if self.hardware_class == "cpu" else 2
+        reserved = 0 if self.settings.endpoint else 2 if is_gpu_class(self.hardware_class) else 1
         return max(1, min(MAX_AUTO_WORKERS, usable_cores() - reserved))
 
     def engine_identity(self, engine: Engine) -> dict[str, Any]:

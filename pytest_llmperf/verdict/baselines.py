@@ -75,6 +75,7 @@ import tomli_w
 from filelock import FileLock
 
 from pytest_llmperf.errors import InputError
+from pytest_llmperf.machine.hardware import is_gpu_fingerprint
 from pytest_llmperf.numbers import is_real, is_whole
 from pytest_llmperf.secrets import redact_env
 
@@ -399,7 +400,7 @@ def machine_id(fingerprint: Mapping[str, Any]) -> str:
     folder of its machine-local baselines, so two machines sharing a checkout never mix."""
     import hashlib
 
-    keys = CPU_HARDWARE_KEYS if fingerprint.get("hardware_class") == "cpu" else GPU_HARDWARE_KEYS
+    keys = GPU_HARDWARE_KEYS if is_gpu_fingerprint(fingerprint) else CPU_HARDWARE_KEYS
     text = json.dumps([fingerprint.get(key) for key in keys], default=str)
     digest = hashlib.sha1(text.encode()).hexdigest()[:10]
     return f"{fingerprint.get('hardware_class', 'unknown')}-{digest}"
@@ -411,7 +412,7 @@ def hardware_mismatch(baseline: Baseline, fingerprint: Mapping[str, Any]) -> str
     recorded = baseline.provenance.get("fingerprint")
     if not isinstance(recorded, dict):
         return None
-    keys = CPU_HARDWARE_KEYS if fingerprint.get("hardware_class") == "cpu" else GPU_HARDWARE_KEYS
+    keys = GPU_HARDWARE_KEYS if is_gpu_fingerprint(fingerprint) else CPU_HARDWARE_KEYS
     changed = [f"{key} {_show(recorded.get(key))} -> {_show(fingerprint.get(key))}"
                for key in keys if recorded.get(key) != fingerprint.get(key)]
     if not changed:

@@ -9,7 +9,6 @@ from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.metrics.gpus import (
     Parallelism,
     machine_gpus,
-    on_gpu,
     output_per_gpu,
     parallelism,
 )
@@ -33,9 +32,9 @@ def test_defaults_left_out_of_the_spec_are_one():
 
 
 def test_the_machine_has_the_gpus_of_its_fingerprint_and_a_cpu_none():
-    assert (on_gpu(H100_X8), machine_gpus(H100_X8)) == (True, 8)
-    assert (on_gpu(CPU), machine_gpus(CPU)) == (False, 0)
-    assert (on_gpu({}), machine_gpus({})) == (False, 0)  # a result that recorded no machine
+    assert machine_gpus(H100_X8) == 8
+    assert machine_gpus(CPU) == 0
+    assert machine_gpus({}) == 0  # a result that recorded no machine
 
 
 def test_eight_engines_of_tp1_and_one_of_tp8_compare_per_gpu():

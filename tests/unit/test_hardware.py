@@ -20,6 +20,8 @@ from pytest_llmperf.machine.hardware import (
     from_nvidia_smi,
     from_nvml,
     from_override,
+    is_gpu_class,
+    is_gpu_fingerprint,
     software_versions,
 )
 
@@ -415,6 +417,23 @@ def gpu_fingerprint():
     software = {"vllm": "0.24.0", "torch": "2.11.0", "transformers": None,
                 "pytest_llmperf": None, "python": "3.12.3"}  # fmt: skip
     return Fingerprint(hardware, software)
+
+
+@pytest.mark.parametrize(("fingerprint", "gpu"), [
+    ({"hardware_class": "h100", "device_count": 8}, True),
+    ({"hardware_class": "gpu"}, True),
+    ({"hardware_class": "cpu", "device_count": 0}, False),
+    ({}, False),  # none recorded: no GPU machine's
+])
+def test_a_fingerprint_is_a_gpu_machines_by_its_class(fingerprint, gpu):
+    assert is_gpu_fingerprint(fingerprint) is gpu
+    assert is_gpu_class(fingerprint.get("hardware_class")) is gpu
+
+
+def test_the_detected_hardware_and_its_fingerprint_agree_on_the_gpu():
+    for value in ("h100:2", "cpu"):
+        hardware = from_override(value)
+        assert is_gpu_fingerprint(Fingerprint(hardware).to_dict()) is hardware.is_gpu
 
 
 def test_header_line():

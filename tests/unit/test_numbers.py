@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_llmperf.numbers import is_real, is_whole
+from pytest_llmperf.numbers import finite_or_none, is_real, is_whole
 
 
 @pytest.mark.parametrize(("value", "expected"), [
@@ -32,3 +32,12 @@ def test_a_whole_number_is_an_integer_in_range_and_never_a_bool(value, expected)
 ])  # fmt: skip
 def test_a_real_number_is_a_number_in_range_and_nan_only_when_asked(value, kwargs, expected):
     assert is_real(value, **kwargs) is expected
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (None, None), (math.nan, None), (math.inf, None), (-math.inf, None),
+    (0, 0.0), (2.5, 2.5), (np.float64(3.0), 3.0),
+])
+def test_finite_or_none_keeps_only_finite_numbers(value, expected):
+    found = finite_or_none(value)
+    assert found == expected and (found is None or type(found) is float)

@@ -1,0 +1,83 @@
+"""What a result's numbers come to on its machine, worked out once per result: the engine's output
+tok/s per GPU (gpus.py), its dollars per million tokens at its share of a price (cost.py) and its
+decode roofline (roofline.py), each from the medians over the repeats (what the gate judges).
+
+The tables (reports/model.py) and the run file (reports/runfile.py) read these; neither works one
+out for itself, so the two cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_llmperf.machine.hardware import is_gpu_fingerprint
+from pytest_llmperf.metrics import cost, gpus, roofline
+from pytest_llmperf.metrics.result import Result
+from pytest_llmperf.metrics.stats import combine_runs
+from pytest_llmperf.numbers import finite_or_none
+
+__all__ = ["Derived", "derive", "derive_all"]
+
+# The measured metrics the cost is worked out from.
+THROUGHPUTS = ("output_throughput_tok_s", "total_throughput_tok_s")
+
+
+@dataclass(frozen=True)
+class Derived:
+    """One result's derived numbers; None where there is none (a CPU has no GPUs, no price was
+    given, a throughput is missing)."""
+
+    engine_gpus: int | None  # the engine's GPUs, TP x PP x DP; None on a CPU machine
+    output_per_gpu: float | None  # the median output tok/s over them
+    share: cost.Share | None  # the engine's share of the price; None without a price
+    usd_per_1m: Mapping[str, float | None]  # cost.PER_OUTPUT and PER_TOTAL
+    roofline: roofline.Roofline | None
+    no_roofline: str = ""  # why there is no roofline, in one line
+
+    def values(self) -> dict[str, float | None]:
+        """A report row's derived columns: per GPU, the cost and the roofline fraction."""
+        fraction = None if self.roofline is None else finite_or_none(self.roofline.fraction)
+        return {gpus.PER_GPU: self.output_per_gpu, **self.usd_per_1m, roofline.FRACTION: fraction}
+
+    def to_dict(self) -> dict[str, Any]:
+        """A run file result's "cost" ({} without a price), "per_gpu" ({} on a CPU) and
+        "roofline" ({"none": why} where there is none)."""
+        priced = {} if self.share is None else {**self.share.to_dict(), **self.usd_per_1m}
+        per_gpu = {} if self.engine_gpus is None else {"gpus": self.engine_gpus,
+                                                       gpus.PER_GPU: self.output_per_gpu}
+        found = {"none": self.no_roofline} if self.roofline is None else {
+            name: finite_or_none(value) for name, value in self.roofline.to_dict().items()}
+        return {"cost": priced, "per_gpu": per_gpu, "roofline": found}
+
+
+def derive(result: Result, price: cost.Price | None = None, root: Path | None = None) -> Derived:
+    """`price`: the session's (cost.for_hardware); `root`: where a relative model path is, for
+    the roofline's model config."""
+    estimates = combine_runs([run.flat() for run in result.runs or (result.metrics,)])
+    medians = {name: estimate.value for name, estimate in estimates.items()}
+    output = finite_or_none(medians["output_throughput_tok_s"])
+    on_gpu = is_gpu_fingerprint(result.fingerprint)
+    share = None if price is None else cost.share_of(price, result.engine, result.fingerprint)
+    throughputs = {name: finite_or_none(medians[name]) for name in THROUGHPUTS}
+    inputs = {name: medians[name] for name in roofline.INPUTS if name in medians}
+    try:
+        found, why = roofline.roofline(result.engine, result.fingerprint, inputs, root=root), ""
+    except roofline.NoRoofline as exc:
+        found, why = None, str(exc)
+    return Derived(
+        engine_gpus=gpus.parallelism(result.engine).gpus if on_gpu else None,
+        output_per_gpu=gpus.output_per_gpu(output, result.engine, result.fingerprint),
+        share=share,
+        usd_per_1m=cost.per_million_tokens(throughputs, share and share.usd_per_hour),
+        roofline=found,
+        no_roofline=why)
+
+
+def derive_all(results: Sequence[Result], price: cost.Price | float | None = None,
+               root: Path | None = None) -> list[Derived]:
+    """derive for each result; a bare number as `price` is the whole machine's (cost.as_price)."""
+    price = cost.as_price(price)
+    return [derive(result, price, root) for result in results]
