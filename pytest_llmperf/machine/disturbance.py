@@ -1,6 +1,6 @@
 """Was the machine ours while a measurement ran? What else used it, and the rule that calls a
-measurement DISTURBED: then its numbers say more about the neighbour than about the engine, so it
-is no regression, never a baseline and never a reference.
+measurement DISTURBED: then its numbers say more about the neighbour (or the card's condition)
+than about the engine, so it is no regression, never a baseline and never a reference.
 
 CPU (machine/neighbours.py reads it from /proc): processes outside this test session used at least
 OTHER_CORES_LIMIT cores on average over the measurement while the machine was busy at least
@@ -8,25 +8,42 @@ BUSY_SHARE_LIMIT of its capacity (neighbours on idle cores take nothing from the
 hypervisor stole at least STEAL_SHARE_LIMIT of the CPU time. The CPU engine runs at nice 19 on
 purpose, so a neighbour at nice 0 on its cores takes what it wants.
 
-GPU (read through NVML, engines' cards only): another process holds one of the engine's cards, or
-a card reports a throttle reason other than idle, or its SM clock averaged below
-SM_CLOCK_SHARE_LIMIT of its maximum.
+GPU (read through NVML, the engine's cards only; machine/gpu_state.py), as NVIDIA's own
+diagnostics judge a card (DCGM counts HW slowdown, SW and HW thermal slowdown and HW power brake
+against a run; SW power cap is how a card stays inside its power limit under load, and its SM
+clock falls with it by design): another process on one of the cards; one of DCGM's four
+slowdowns active in any sample; a power limit below the card's default; application clocks
+below their defaults, or a clock setting (locked clocks) holding the busy card under its default
+application clock in at least HELD_SHARE_LIMIT of the busy samples; an XID error or a new
+uncorrected ECC error during the window. SW power cap and a low SM clock are recorded
+(machine/gpu_telemetry.py), never a disturbance by themselves.
 
 How the limits were chosen, with the measured rows: docs/engine-faults.md, "Disturbed
-measurements".
+measurements"; the GPU rule and the H200 readings behind it: docs/gpu-telemetry.md.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["BUSY_SHARE_LIMIT", "CpuDisturbance", "Disturbance", "GpuState",
-           "OTHER_CORES_LIMIT", "STEAL_SHARE_LIMIT"]
+from pytest_llmperf.machine.gpu_telemetry import GpuTelemetry
+
+__all__ = ["BUSY_SHARE_LIMIT", "CpuDisturbance", "DCGM_SLOWDOWNS", "Disturbance", "GpuState",
+           "HELD_SHARE_LIMIT", "OTHER_CORES_LIMIT", "STEAL_SHARE_LIMIT"]
 
 OTHER_CORES_LIMIT = 0.10
 BUSY_SHARE_LIMIT = 0.85
 STEAL_SHARE_LIMIT = 0.10
-SM_CLOCK_SHARE_LIMIT = 0.80
+# The clocks-event reasons DCGM fails a diagnostic on (DcgmRecorder::CheckForClocksEvent's
+# failureMask, https://github.com/NVIDIA/DCGM/blob/master/nvvs/src/DcgmRecorder.cpp), by bit.
+DCGM_SLOWDOWNS = {
+    0x8: "hw slowdown",
+    0x20: "sw thermal slowdown",
+    0x40: "hw thermal slowdown",
+    0x80: "hw power brake slowdown",
+}
+# Locked clocks hold every busy sample; half of them keeps out a sample caught at a clock change.
+HELD_SHARE_LIMIT = 0.5
 
 
 @dataclass(frozen=True)
@@ -54,37 +71,80 @@ class CpuDisturbance:
 
 @dataclass(frozen=True)
 class GpuState:
-    """One of the engine's cards over a measurement (NVML)."""
+    """One of the engine's cards over a measurement (NVML): the facts the rule reads, and the
+    card's telemetry. A fact the card could not report is None (or empty) and is not judged."""
 
     index: str
     other_processes: tuple[str, ...] = ()  # "name (pid N)" of processes not the engine's
-    throttle_reasons: tuple[str, ...] = ()  # NVML's names, idle left out
-    sm_clock_share: float | None = None  # mean SM clock over its maximum
-    temperature_c: float | None = None
+    # DCGM's slowdown reasons seen active, with the share of samples each was active in
+    slowdowns: tuple[tuple[str, float], ...] = ()
+    temperature_c: float | None = None  # the highest read
+    power_limit_w: float | None = None  # enforced
+    default_power_limit_w: float | None = None
+    # (domain, application clock, its default) in MHz, where the two were read
+    application_clocks: tuple[tuple[str, float, float], ...] = ()
+    # Busy samples in which the clock setting (reason 0x2) held the SM clock under the card's
+    # default application clock: their share, their mean SM clock, and that default
+    held_share: float | None = None
+    held_sm_mhz: float | None = None
+    held_below_mhz: float | None = None
+    # XID errors NVML reported during the window; None: the card offers no NVML events
+    xids: tuple[int, ...] | None = ()
+    new_uncorrected_ecc: int | None = None  # volatile uncorrected ECC errors, after - before
+    telemetry: GpuTelemetry | None = field(default=None, compare=False)
 
     @property
     def reasons(self) -> list[str]:
+        gpu = f"GPU {self.index}"
         found = []
         if self.other_processes:
-            found.append(f"GPU {self.index} was shared with {', '.join(self.other_processes)}")
-        if self.throttle_reasons:
-            found.append(f"GPU {self.index} throttled ({', '.join(self.throttle_reasons)}"
-                         + (f", {self.temperature_c:.0f} C" if self.temperature_c else "") + ")")
-        if self.sm_clock_share is not None and self.sm_clock_share < SM_CLOCK_SHARE_LIMIT:
-            found.append(f"GPU {self.index} ran at {self.sm_clock_share:.0%} of its maximum "
-                         "SM clock")
+            found.append(f"{gpu} was shared with {', '.join(self.other_processes)}")
+        if self.slowdowns:
+            shares = ", ".join(f"{name} in {share:.0%}" for name, share in self.slowdowns)
+            heat = f" (up to {self.temperature_c:.0f} C)" if self.temperature_c else ""
+            found.append(f"{gpu} throttled: {shares} of samples{heat}")
+        limit, default = self.power_limit_w, self.default_power_limit_w
+        if limit is not None and default is not None and limit < default:
+            found.append(f"{gpu} ran under a power limit of {limit:.0f} W, below its default "
+                         f"{default:.0f} W (nvidia-smi -pl {default:.0f} restores it)")
+        if low := [c for c in self.application_clocks if c[1] < c[2]]:
+            clocks = "; ".join(f"{domain} {now:.0f} MHz, default {default:.0f} MHz"
+                               for domain, now, default in low)
+            found.append(f"{gpu}'s application clocks were set below their defaults ({clocks}; "
+                         "nvidia-smi -rac restores them)")
+        if self.held_share is not None and self.held_share >= HELD_SHARE_LIMIT:
+            found.append(f"{gpu}'s clocks were held at {self.held_sm_mhz:.0f} MHz by a clock "
+                         f"setting in {self.held_share:.0%} of busy samples, below its default "
+                         f"{self.held_below_mhz:.0f} MHz (nvidia-smi -rgc resets locked clocks)")
+        if self.xids:
+            plural = "s" if len(self.xids) > 1 else ""
+            found.append(f"{gpu} reported XID{plural} {', '.join(map(str, self.xids))} during "
+                         "the measurement")
+        if self.new_uncorrected_ecc:
+            found.append(f"{gpu} counted {self.new_uncorrected_ecc} new uncorrected ECC "
+                         "error(s) during the measurement")
         return found
 
 
 @dataclass(frozen=True)
 class Disturbance:
-    """Everything that was not the engine, over one measurement."""
+    """Everything that was not the engine, over one measurement, and the engine's cards' own
+    account. `judged` False (--llmperf-disturbance off): the cards were read for their telemetry
+    and energy only, and nothing is judged."""
 
     cpu: CpuDisturbance | None = None
     gpus: tuple[GpuState, ...] = field(default=())
+    judged: bool = True
+
+    @property
+    def telemetry(self) -> tuple[GpuTelemetry, ...]:
+        """Each card's telemetry, where it was read."""
+        return tuple(gpu.telemetry for gpu in self.gpus if gpu.telemetry is not None)
 
     @property
     def reasons(self) -> list[str]:
+        if not self.judged:
+            return []
         return [*(self.cpu.reasons if self.cpu else []),
                 *(reason for gpu in self.gpus for reason in gpu.reasons)]
 

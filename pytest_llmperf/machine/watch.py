@@ -1,31 +1,36 @@
 """A measurement watched for neighbours: /proc before and after it (machine/neighbours.py), the
 engine's cards sampled while it runs (machine/gpu_state.py), and the verdict's data from both
-(machine/disturbance.py)."""
+(machine/disturbance.py), with each card's telemetry (machine/gpu_telemetry.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from pytest_llmperf.machine.neighbours import cpu_disturbance, session_pids, take_snapshot
-from pytest_llmperf.machine.gpu_state import GpuWatch
 from pytest_llmperf.machine.disturbance import Disturbance
+from pytest_llmperf.machine.gpu_state import GpuWatch
+from pytest_llmperf.machine.neighbours import cpu_disturbance, session_pids, take_snapshot
 
 __all__ = ["watched"]
 
 T = TypeVar("T")
+Window = Callable[[T], "tuple[float, float] | None"]
 
 
-def watched(call: Callable[[], T], *, root: int,
-            gpus: Sequence[str] = ()) -> tuple[T, Disturbance | None]:
+def watched(call: Callable[[], T], *, root: int, gpus: Sequence[str] = (),
+            window: Window | None = None, judge: bool = True) -> tuple[T, Disturbance | None]:
     """`call()`'s result and what else used the machine while it ran (None where nothing could
-    be read: not Linux)."""
-    before = take_snapshot()
+    be read: not Linux). `window(result)`: the perf_counter span of what was measured (the
+    requests after the warm-up), over which the cards' telemetry and energy are taken; None: the
+    whole call. `judge` False (--llmperf-disturbance off): only the cards are read, for their
+    telemetry, and nothing is judged."""
+    before = take_snapshot() if judge else None
     with GpuWatch(gpus).running() as watch:
         result = call()
-    after = take_snapshot()
-    cpu = cpu_disturbance(before, after, root)
-    gpu_states = watch.states(session_pids(after, root)) if gpus else ()
+    after = take_snapshot() if judge or gpus else None
+    span = window(result) if window else None
+    gpu_states = watch.states(session_pids(after, root), span) if gpus else ()
+    cpu = cpu_disturbance(before, after, root) if judge else None
     if cpu is None and not gpu_states:
         return result, None
-    return result, Disturbance(cpu, gpu_states)
+    return result, Disturbance(cpu, gpu_states, judged=judge)

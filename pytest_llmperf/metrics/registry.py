@@ -90,6 +90,12 @@ METRICS: tuple[Metric, ...] = (
     Metric("roofline_fraction", "fraction", HIGHER, "roof%", 100, (
         "roof% = the GPU memory-bandwidth lower bound of a decode step as a share of the "
         "measured TPOT p50 (docs/roofline.md)")),
+    # Energy per token from the engine's GPUs' energy counters over the measured requests
+    # (metrics/energy.py, docs/gpu-telemetry.md); GPU runs only.
+    Metric("energy_per_output_token_j", "J/tok", LOWER, "J/tok", meaning=(
+        "J/tok = joules per output token, over all the engine's GPUs (NVML's energy counter)")),
+    Metric("energy_per_token_j", "J/tok", LOWER),  # per prompt + output token
+    Metric("output_tokens_per_joule", "tok/J", HIGHER),
     # Server side, from vLLM's /metrics (client/server_metrics.py).
     Metric("server:kv_cache_usage_max", "fraction", LOWER, "KV max%", 100,
            "KV max% = peak KV-cache use"),

@@ -9,6 +9,7 @@ from pytest_llmperf.failures import count_kinds, describe_counts
 from pytest_llmperf.metrics.client_check import ClientCheck
 from pytest_llmperf.metrics.compute import RunMetrics, Summary
 from pytest_llmperf.machine.disturbance import Disturbance
+from pytest_llmperf.machine.gpu_telemetry import GpuTelemetry
 from pytest_llmperf.metrics.stats import combine_repeats
 from pytest_llmperf.metrics.turns import by_turn
 from pytest_llmperf.records import RequestRecord
@@ -42,6 +43,8 @@ class Result:
     server: dict[str, str] = field(default_factory=dict)
     # What else used the machine during the run (machine/disturbance.py); None: not watched.
     disturbance: Disturbance | None = None
+    # The engine's cards over the representative run (machine/gpu_telemetry.py); () on a CPU.
+    gpu_telemetry: tuple[GpuTelemetry, ...] = ()
 
     @property
     def by_turn(self) -> dict[str, dict[str, float]]:

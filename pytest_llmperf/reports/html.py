@@ -1,6 +1,7 @@
 """The session's report as one self-contained HTML page (`--llmperf-html PATH`): the verdict
-counts, the failures, the table, the engines, the plots, the notes and the machine, in the
-Markdown report's order (markdown.py), readable offline and attachable to a CI run as one file.
+counts, the failures, the table, the engines, the GPUs, the plots, the notes and the machine, in
+the Markdown report's order (markdown.py), readable offline and attachable to a CI run as one
+file.
 
 Self-contained: the CSS is inline and each plot is a PNG inlined as a base64 `data:` URI, so the
 page loads nothing from anywhere (docs/reports.md, HTML). Without matplotlib the page still has
@@ -22,6 +23,7 @@ from pytest_llmperf.reports.model import (
     by_severity,
     counted,
     engine_keys,
+    gpu_lines,
     legend,
     problem,
     shown_columns,
@@ -145,6 +147,7 @@ def page(report: Report, pictures: Sequence[Picture] = (), missing: str | None =
     if report.rows:
         lines += ["<h2>Results</h2>", *results_table(report)]
     lines += _bullets("Engines", report.engines)
+    lines += _bullets("GPUs", gpu_lines(report.rows))
     lines += _bullets("Other measurements", report.others)
     lines += picture_lines(pictures, missing)
     lines += _bullets("Notes", report.notes, folded=True)

@@ -2,9 +2,10 @@
 `$GITHUB_STEP_SUMMARY` in a GitHub Actions job), for reading a nightly run on its CI page.
 
 In reading order: the verdict counts, the failures with their messages, the table (every column
-with a value, worst rows first), the engines, other measurements, notes, then the machine and the
-provenance of the numbers. GitHub renders a job's step summary as GitHub-flavoured Markdown and
-limits it to 1 MiB (docs/reports.md); tables use its pipe syntax.
+with a value, worst rows first), the engines, the GPUs (one line per GPU test and card), other
+measurements, notes, then the machine and the provenance of the numbers. GitHub renders a job's
+step summary as GitHub-flavoured Markdown and limits it to 1 MiB (docs/reports.md); tables use
+its pipe syntax.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pytest_llmperf.reports.model import (
     by_severity,
     counted,
     engine_keys,
+    gpu_lines,
     legend,
     problem,
     shown_columns,
@@ -148,6 +150,7 @@ def _document(report: Report, tables: list[list[str]]) -> str:
     for part in tables:
         lines += part
     lines += _bullets("Engines", report.engines)
+    lines += _bullets("GPUs", gpu_lines(report.rows))
     lines += _bullets("Other measurements", report.others)
     lines += _bullets("Notes", report.notes)
     lines += machine_lines(report.fingerprint, report.provenance)

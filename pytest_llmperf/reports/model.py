@@ -17,7 +17,7 @@ from typing import Any
 
 from pytest_llmperf.client import server_info
 from pytest_llmperf.ids import side_of
-from pytest_llmperf.metrics import cost, gpus, registry, roofline
+from pytest_llmperf.metrics import cost, energy, gpus, registry, roofline
 from pytest_llmperf.metrics.derived import Derived, derive_all
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
@@ -26,7 +26,8 @@ from pytest_llmperf.verdict.status import Status
 
 # {"test_id", "engine", "workload", "status": a Status' value or "", "values": {key: float|None},
 #  "server": which vLLM served it (client/server_info.py), "cost": the engine's share of the
-#  price (cost.Share.describe; "" without a price)}
+#  price (cost.Share.describe; "" without a price), "gpus": each card's telemetry
+#  (GpuTelemetry.to_dict; GPU runs only)}
 Row = dict[str, Any]
 Extra = tuple[str, dict[str, Estimate], str]  # test id, its metrics, what they are
 
@@ -86,6 +87,8 @@ COLUMNS: tuple[Column, ...] = (
     Column(cost.PER_OUTPUT, "{:.4g}", optional=True),
     Column(cost.PER_TOTAL, "{:.4g}", optional=True),
     Column(roofline.FRACTION, "{:.0f}", optional=True),
+    # Where the engine's GPUs have an energy counter (metrics/energy.py).
+    Column(energy.PER_OUTPUT_TOKEN, "{:.3g}", optional=True),
 )
 # Measured values a row keeps although no column shows them (the cost is worked out from them).
 EXTRA_VALUES = ("total_throughput_tok_s",)
@@ -115,6 +118,8 @@ def _value(result: Result, key: str) -> float | None:
         return finite_or_none(result.server_metrics.get(key.partition(":")[2]))
     if key in cost.NAMES or key in (roofline.FRACTION, gpus.PER_GPU):
         return None  # derived once per result (metrics/derived.py)
+    if key in energy.NAMES and any(key not in run.flat() for run in result.runs):
+        return None  # no energy counter in some run (a CPU has none)
     return finite_or_none(result.value(key))
 
 
@@ -138,8 +143,42 @@ def summary_rows(results: Sequence[Result], verdicts: Mapping[str, Status],
         rows.append({"test_id": result.test_id, "engine": result.engine_label,
                      "workload": result.workload_label,
                      "status": str(verdicts.get(result.test_id, "")), "values": values,
-                     "server": dict(result.server), "cost": share.describe() if share else ""})
+                     "server": dict(result.server), "cost": share.describe() if share else "",
+                     **({"gpus": [card.to_dict() for card in result.gpu_telemetry]}
+                        if result.gpu_telemetry else {})})
     return rows
+
+
+def gpu_lines(rows: Iterable[Row]) -> list[str]:
+    """One line per GPU test and card: what the card did over the measured requests
+    (machine/gpu_telemetry.py); nothing for a CPU run."""
+    return [f"{row['test_id']}: {gpu_text(card)}" for row in rows for card in row.get("gpus", ())]
+
+
+def gpu_text(card: Mapping[str, Any]) -> str:
+    """"GPU 0: SM 1,755 MHz (min 1,515), memory 2,619 MHz, 612 W (max 699), up to 53 C,
+    16.0 kJ; clock events: sw power cap 91% of samples; held below application clocks 88% of
+    the time" (each part only where the card reported it)."""
+    parts = []
+    if card.get("sm_clock_mhz_mean") is not None:
+        parts.append(f"SM {card['sm_clock_mhz_mean']:,.0f} MHz "
+                     f"(min {card['sm_clock_mhz_min']:,.0f})")
+    if card.get("memory_clock_mhz_mean") is not None:
+        parts.append(f"memory {card['memory_clock_mhz_mean']:,.0f} MHz")
+    if card.get("power_w_mean") is not None:
+        parts.append(f"{card['power_w_mean']:,.0f} W (max {card['power_w_max']:,.0f})")
+    if card.get("temperature_c_max") is not None:
+        parts.append(f"up to {card['temperature_c_max']:.0f} C")
+    if (joules := card.get("energy_j")) is not None:
+        parts.append(f"{joules / 1e3:,.1f} kJ" if joules >= 1e3 else f"{joules:,.0f} J")
+    text = f"GPU {card['index']}: " + ", ".join(parts)
+    events = [f"{name} {share:.0%}" for name, share in (card.get("reason_shares") or {}).items()]
+    if events:
+        text += f"; clock events: {', '.join(events)} of samples"
+    below = (card.get("violation_shares") or {}).get("below application clocks")
+    if below is not None:
+        text += f"; held below application clocks {below:.0%} of the time"
+    return text
 
 
 def by_severity(rows: Iterable[Row]) -> list[Row]:

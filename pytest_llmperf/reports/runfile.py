@@ -40,7 +40,14 @@ Our own complete data sits under the top-level "llmperf" key, which those tools 
      "rate_over_time": {"bin_s": 1.0, "scheduled": [4, 7, ...], "completed": [2, 6, ...]}
      (a trace replay only: requests due and finished per bin, metrics/timeline.py),
      "roofline": {"fraction": 0.62, "tpot_bound_s": 0.0048, "weight_bytes": ..., ...} on a GPU
-     (roofline.Roofline.to_dict; docs/roofline.md), {"none": "why"} where there is none}]}
+     (roofline.Roofline.to_dict; docs/roofline.md), {"none": "why"} where there is none,
+     "disturbance": {"disturbed": false, "reasons": [], "cpu": {...}, "gpus": [{"index": "0",
+                     "slowdowns": {}, "power_limit_w": 700.0, ...}]} (machine/disturbance.py;
+     null when not watched or --llmperf-disturbance off),
+     "gpu_telemetry": [{"index": "0", "sm_clock_mhz_mean": 1755.0, "power_w_mean": 612.4,
+                        "energy_j": 16020.5, "reason_shares": {"sw power cap": 0.91}, ...}]
+     (each of the engine's cards over the measured requests, GPU runs only;
+     docs/gpu-telemetry.md)}]}
 
 `value` and `spread` are the median and robust spread over the repeats (stats.combine_runs), so a
 saved run can stand in for a baseline (SavedResult.entries). Non-finite numbers (an empty
@@ -201,7 +208,16 @@ def _result_entry(result: Result, verdicts: Mapping[str, Status],
         "disturbance": _disturbance(result),
         **found.to_dict(),  # "cost", "per_gpu", "roofline"
         **_rate_over_time(result),
+        **_gpu_telemetry(result),
     }
+
+
+def _gpu_telemetry(result: Result) -> dict[str, Any]:
+    """Each of the engine's cards over the representative run's measured requests; nothing on a
+    CPU (machine/gpu_telemetry.py)."""
+    if not result.gpu_telemetry:
+        return {}
+    return {"gpu_telemetry": [card.to_dict() for card in result.gpu_telemetry]}
 
 
 def _rate_over_time(result: Result) -> dict[str, Any]:
@@ -213,18 +229,30 @@ def _rate_over_time(result: Result) -> dict[str, Any]:
 
 
 def _disturbance(result: Result) -> dict[str, Any] | None:
-    """What else used the machine during the run, and whether that made it DISTURBED."""
+    """What else used the machine during the run, and whether that made it DISTURBED; None where
+    nothing was judged (--llmperf-disturbance off)."""
     found = result.disturbance
-    if found is None:
+    if found is None or not found.judged:
         return None
     cpu = found.cpu
     return {"disturbed": found.disturbed, "reasons": found.reasons,
             "cpu": None if cpu is None else {
                 "other_cores": cpu.other_cores, "machine_busy_share": cpu.machine_busy_share,
                 "steal_share": cpu.steal_share, "top": cpu.top_name, "top_cores": cpu.top_cores},
-            "gpus": [{"index": g.index, "other_processes": list(g.other_processes),
-                      "throttle_reasons": list(g.throttle_reasons),
-                      "sm_clock_share": g.sm_clock_share} for g in found.gpus]}
+            "gpus": [_gpu_state(gpu) for gpu in found.gpus]}
+
+
+def _gpu_state(gpu) -> dict[str, Any]:
+    """The facts machine/disturbance.py judges a card by; null where the card could not say."""
+    return {"index": gpu.index, "other_processes": list(gpu.other_processes),
+            "slowdowns": dict(gpu.slowdowns), "temperature_c": gpu.temperature_c,
+            "power_limit_w": gpu.power_limit_w,
+            "default_power_limit_w": gpu.default_power_limit_w,
+            "application_clocks": {domain: {"mhz": now, "default_mhz": default}
+                                   for domain, now, default in gpu.application_clocks},
+            "held_share": gpu.held_share, "held_sm_mhz": gpu.held_sm_mhz,
+            "xids": None if gpu.xids is None else list(gpu.xids),
+            "new_uncorrected_ecc": gpu.new_uncorrected_ecc}
 
 
 def _client(result) -> dict[str, Any]:

@@ -34,8 +34,8 @@ ELIDED = "..."
 # The short table's columns, most telling first: each is added if it still fits. The first
 # MUST_SHOW are shown even if the test ids then have to be shortened.
 BY_PRIORITY = ("out tok/s", "TTFT p50", "TPOT p50", "ok", "fail", "good%", "E2EL p50", "engine",
-               "$/1M out", "roof%", "TTFT p99", "req/s", "good/s", "workload", "acc%", "acc len",
-               "$/1M tot", "hit%", "KV max%", "ITL p50", "queue p99")
+               "$/1M out", "roof%", "J/tok", "TTFT p99", "req/s", "good/s", "workload", "acc%",
+               "acc len", "$/1M tot", "hit%", "KV max%", "ITL p50", "queue p99")
 MUST_SHOW = 5
 # Test ids are never elided below this: under ~70 columns the table then runs over the width.
 MIN_TEST_WIDTH = 16

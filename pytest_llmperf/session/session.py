@@ -26,6 +26,7 @@ from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.failures import describe_counts
 from pytest_llmperf.ids import result_id, user_nodeid
+from pytest_llmperf.metrics import energy
 from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
 from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.machine.hardware import is_gpu_class
@@ -210,17 +211,21 @@ class LlmperfSession:
                                stall_timeout_s=self.settings.stall_timeout)
 
         # An endpoint's machine is not ours to watch; this one's neighbours only slow the client
-        # there, which its self-check sees.
-        if self.settings.disturbance == "off" or self.settings.endpoint:
+        # there, which its self-check sees. Under --llmperf-disturbance off the engine's cards
+        # are still read, for their telemetry and energy per token; nothing is judged.
+        if self.settings.endpoint:
             measured = call()
         else:
-            measured, disturbance = watched(call, root=self.process_root or os.getpid(),
-                                            gpus=self.pool.gpus_of(engine) if self.gpu_count
-                                            else ())
+            measured, disturbance = watched(
+                call, root=self.process_root or os.getpid(),
+                gpus=self.pool.gpus_of(engine) if self.gpu_count else (),
+                window=lambda found: energy.measured_window(found.records),
+                judge=self.settings.disturbance != "off")
             measured = replace(measured, disturbance=disturbance)
-        return (compute_metrics(measured.records, server_metrics=measured.server_metrics),
-                measured), \
-            self.engine_death(engine, measured.records, measured.stall)
+        metrics = compute_metrics(measured.records, server_metrics=measured.server_metrics)
+        metrics = replace(metrics, energy=energy.energy_metrics(
+            measured.disturbance, metrics.prompt_tokens, metrics.output_tokens))
+        return (metrics, measured), self.engine_death(engine, measured.records, measured.stall)
 
     def record(self, nodeid: str, key: str, engine: Engine, workload: Workload,
                 runs: list[tuple[RunMetrics, Measurement]], start_s: float | None) -> Result:
@@ -241,6 +246,7 @@ class LlmperfSession:
             client=check_client(metrics, measured.client, workload.pattern),
             client_error=measured.client_error,
             disturbance=_disturbance_of(runs), server=dict(self.servers.get(engine, {})),
+            gpu_telemetry=measured.disturbance.telemetry if measured.disturbance else (),
         )
         self.results.append(result)
         if turns := result.by_turn:  # a conversation's latencies by turn, for the run file

@@ -1,16 +1,23 @@
 """The disturbance check's pure parts: who is ours on a snapshot, what others used, the rule, and
-the engine's cards read through an NVML stand-in (this machine has no GPU; the calls are NVML's)."""
+the engine's cards read through an NVML stand-in (this machine has no GPU; the calls are NVML's,
+as nvidia-ml-py names them). The H200's readings (tests/unit/data/h200_gpu_watch.json) are
+replayed through it: SW power cap under load is no disturbance, DCGM's slowdowns, a second process
+and a lowered power limit are."""
 
 from __future__ import annotations
 
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from pytest_llmperf.machine import neighbours
-from pytest_llmperf.machine.neighbours import Proc, Snapshot, cpu_disturbance
-from pytest_llmperf.machine.gpu_state import GpuWatch
 from pytest_llmperf.machine.disturbance import CpuDisturbance, Disturbance, GpuState
+from pytest_llmperf.machine.gpu_state import GpuWatch
+from pytest_llmperf.machine.neighbours import Proc, Snapshot, cpu_disturbance
 
 TICKS = neighbours._CLOCK_TICKS  # noqa: SLF001 - the unit the snapshots count in
 ROOT = 100  # pytest
@@ -65,65 +72,284 @@ def test_a_real_snapshot_of_this_machine_finds_this_process():
 
 def test_the_verdict_line_names_every_reason_and_the_fix():
     cpu = CpuDisturbance(1.0, 1.0, 0.0, 2, "stress", 900, 1.0)
-    gpu = GpuState("0", ("python (pid 77)",), ("hw thermal slowdown",), 0.5, 91.0)
+    gpu = GpuState("0", ("python (pid 77)",), (("hw thermal slowdown", 0.25),), 91.0)
     found = Disturbance(cpu, (gpu,))
     assert found.disturbed
     assert found.failure() == (
         "disturbed measurement: not the engine's numbers (other processes used 1.00 cores while "
         "the machine was 100% busy; the busiest, stress (pid 900), 100% of a core; GPU 0 was "
-        "shared with python (pid 77); GPU 0 throttled (hw thermal slowdown, 91 C); GPU 0 ran at "
-        "50% of its maximum SM clock); rerun on a quiet machine (stop the other load, or give "
-        "the suite a machine of its own); nothing from this run was written as a baseline")
+        "shared with python (pid 77); GPU 0 throttled: hw thermal slowdown in 25% of samples "
+        "(up to 91 C)); rerun on a quiet machine (stop the other load, or give the suite a "
+        "machine of its own); nothing from this run was written as a baseline")
     assert not Disturbance(CpuDisturbance(0.0, 0.3, 0.0, 2)).disturbed
+    assert not Disturbance(CpuDisturbance(1.0, 1.0, 0.0, 2), (gpu,), judged=False).disturbed
 
 
-class FakeNvml:
-    """NVML's calls GpuWatch makes, answering for one card."""
+# ---------------------------------------------------------------- the NVML stand-in
+
+H200 = json.loads((Path(__file__).parent / "data" / "h200_gpu_watch.json").read_text())
+NO_SUCH_PID = 4_999_999  # above Linux's largest pid_max (2**22): /proc never has it
+OURS = {100, 101}
+
+
+@dataclass
+class Card:
+    """What one card answers; a test changes it between samples as the card would change."""
+
+    sm_mhz: float = 1980.0
+    memory_mhz: float = 2619.0
+    max_sm_mhz: float = 1980.0
+    utilization: int = 95
+    reasons: int = 0
+    pids: tuple[int, ...] = (101,)
+    temperature_c: float = 50.0
+    power_w: float = 600.0
+    # The energy counter (mJ since the driver loaded); None: it follows the clock at power_w,
+    # as a card drawing a constant power counts
+    energy_mj: float | None = None
+    power_limit_w: float = 700.0
+    default_power_limit_w: float = 700.0
+    # nvmlClockType_t -> (application clock, its default), MHz
+    application_clocks: dict[int, tuple[float, float]] = field(
+        default_factory=lambda: {1: (1980.0, 1980.0), 2: (2619.0, 2619.0)})
+    uncorrected_ecc: int = 0
+    violation_ns: dict[int, int] = field(default_factory=dict)  # perf policy -> ns so far
+    xids: list[int] = field(default_factory=list)  # XID events not yet delivered
+
+
+class NvmlStandIn:
+    """NVML's calls the GPU watch makes, with nvidia-ml-py's names, constants and error values,
+    answering for `cards` by index. A call named in `unsupported` raises NotSupported, as on a
+    card (or driver) without it."""
 
     NVML_CLOCK_SM = 1
     NVML_TEMPERATURE_GPU = 0
+    NVML_ERROR_NOT_SUPPORTED = 3
+    NVML_ERROR_TIMEOUT = 10
 
-    def __init__(self, clock: int, utilization: int, reasons: int, pids: list[int]) -> None:
-        self.clock, self.utilization, self.reasons, self.pids = clock, utilization, reasons, pids
+    class NVMLError(Exception):
+        def __init__(self, value: int) -> None:
+            super().__init__(f"NVML error {value}")
+            self.value = value
+
+    def __init__(self, cards: dict[int, Card], unsupported: tuple[str, ...] = ()) -> None:
+        self.cards, self.unsupported = cards, set(unsupported)
+        self.registered: set[int] = set()
+        for name in [n for n in dir(type(self)) if n.startswith("nvml")]:
+            if name in self.unsupported:
+                setattr(self, name, self._not_supported)
+
+    def _not_supported(self, *args):
+        raise self.NVMLError(self.NVML_ERROR_NOT_SUPPORTED)
 
     def nvmlDeviceGetHandleByIndex(self, index):  # noqa: N802 - NVML's names
-        return index
+        return self.cards[index]
 
-    def nvmlDeviceGetClockInfo(self, handle, kind):  # noqa: N802
-        return self.clock
+    def nvmlDeviceGetIndex(self, card):  # noqa: N802
+        return next(index for index, known in self.cards.items() if known is card)
 
-    def nvmlDeviceGetMaxClockInfo(self, handle, kind):  # noqa: N802
-        return 1980
+    def nvmlDeviceGetClockInfo(self, card, kind):  # noqa: N802
+        return card.sm_mhz if kind == 1 else card.memory_mhz
 
-    def nvmlDeviceGetUtilizationRates(self, handle):  # noqa: N802
-        return SimpleNamespace(gpu=self.utilization)
+    def nvmlDeviceGetMaxClockInfo(self, card, kind):  # noqa: N802
+        return card.max_sm_mhz
 
-    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle):  # noqa: N802
-        return self.reasons
+    def nvmlDeviceGetApplicationsClock(self, card, kind):  # noqa: N802
+        return card.application_clocks[kind][0]
 
-    def nvmlDeviceGetComputeRunningProcesses(self, handle):  # noqa: N802
-        return [SimpleNamespace(pid=pid) for pid in self.pids]
+    def nvmlDeviceGetDefaultApplicationsClock(self, card, kind):  # noqa: N802
+        return card.application_clocks[kind][1]
 
-    def nvmlDeviceGetTemperature(self, handle, sensor):  # noqa: N802
-        return 88
+    def nvmlDeviceGetUtilizationRates(self, card):  # noqa: N802
+        return SimpleNamespace(gpu=card.utilization)
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, card):  # noqa: N802
+        return card.reasons
+
+    def nvmlDeviceGetComputeRunningProcesses(self, card):  # noqa: N802
+        return [SimpleNamespace(pid=pid) for pid in card.pids]
+
+    def nvmlDeviceGetTemperature(self, card, sensor):  # noqa: N802
+        return card.temperature_c
+
+    def nvmlDeviceGetPowerUsage(self, card):  # noqa: N802 - milliwatts
+        return int(card.power_w * 1000)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, card):  # noqa: N802 - millijoules
+        if card.energy_mj is None:
+            return card.power_w * time.perf_counter() * 1000
+        return int(card.energy_mj)
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, card):  # noqa: N802 - milliwatts
+        return int(card.power_limit_w * 1000)
+
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, card):  # noqa: N802 - milliwatts
+        return int(card.default_power_limit_w * 1000)
+
+    def nvmlDeviceGetTotalEccErrors(self, card, error_type, counter_type):  # noqa: N802
+        return card.uncorrected_ecc
+
+    def nvmlDeviceGetViolationStatus(self, card, policy):  # noqa: N802
+        if policy not in card.violation_ns:
+            raise self.NVMLError(self.NVML_ERROR_NOT_SUPPORTED)
+        return SimpleNamespace(referenceTime=0, violationTime=card.violation_ns[policy])
+
+    def nvmlEventSetCreate(self):  # noqa: N802
+        return "event set"
+
+    def nvmlDeviceRegisterEvents(self, card, event_types, event_set):  # noqa: N802
+        self.registered.add(self.nvmlDeviceGetIndex(card))
+
+    def nvmlEventSetWait_v2(self, event_set, timeout_ms):  # noqa: N802
+        for index in sorted(self.registered):
+            if self.cards[index].xids:
+                xid = self.cards[index].xids.pop(0)
+                return SimpleNamespace(device=self.cards[index], eventType=0x8, eventData=xid)
+        raise self.NVMLError(self.NVML_ERROR_TIMEOUT)
+
+    def nvmlEventSetFree(self, event_set):  # noqa: N802
+        self.registered.clear()
 
 
-def test_a_card_shared_throttled_and_slow_clocked_is_disturbed():
-    watch = GpuWatch(["0"], nvml=FakeNvml(clock=990, utilization=95, reasons=0x40 | 0x1,
-                                         pids=[101, 4242]))
-    watch.sample()
-    [state] = watch.states(ours={100, 101})
-    assert state.other_processes == ("a process (pid 4242)",)
-    assert state.throttle_reasons == ("hw thermal slowdown",)  # 0x1 (idle) is no disturbance
-    assert state.sm_clock_share == pytest.approx(0.5)
-    assert len(state.reasons) == 3
+def watch_over(nvml: NvmlStandIn, samples: int = 4, between=None) -> list[GpuState]:
+    """The watch's states after `samples` readings (start, the loop's, finish); `between(n)`
+    changes the cards before the n-th loop reading."""
+    watch = GpuWatch([str(index) for index in nvml.cards], nvml=nvml)
+    watch.start()
+    for n in range(samples - 2):
+        if between:
+            between(n)
+        watch.sample()
+    watch.finish()
+    return list(watch.states(OURS))
+
+
+def h200_card(measurement: dict) -> Card:
+    """The H200 during one recorded measurement: busy at its recorded share of the maximum SM
+    clock, SW power cap active, at the temperature its line named."""
+    card = H200["card"]
+    share = measurement["disturbance"]["gpus"][0]["sm_clock_share"]
+    return Card(sm_mhz=round(share * card["max_sm_mhz"]), max_sm_mhz=card["max_sm_mhz"],
+                reasons=0x4, temperature_c=measurement["temperature_c"],
+                power_limit_w=card["power_limit_w"],
+                default_power_limit_w=card["default_power_limit_w"],
+                uncorrected_ecc=card["volatile_uncorrected_ecc"])
+
+
+H200_MEASUREMENTS = [pytest.param(m, id=m["key"]) for m in H200["measurements"]]
+
+
+def test_the_h200_data_is_what_the_old_rule_called_disturbed():
+    # Every recorded measurement was DISTURBED by SW power cap alone (one also by its SM clock).
+    assert [m["disturbance"]["reasons"][0] for m in H200["measurements"]] == [
+        f"GPU 0 throttled (sw power cap, {m['temperature_c']} C)" for m in H200["measurements"]]
+    assert H200["fingerprint"]["device_name"] == "NVIDIA H200"
+
+
+@pytest.mark.parametrize("measurement", H200_MEASUREMENTS)
+def test_the_h200_under_sw_power_cap_is_not_disturbed(measurement):
+    [state] = watch_over(NvmlStandIn({0: h200_card(measurement)}))
+    assert state.reasons == []
+    assert not Disturbance(None, (state,)).disturbed
+    # SW power cap and the lower SM clock stay on record as telemetry.
+    assert dict(state.telemetry.reason_shares) == {"sw power cap": 1.0}
+    share = measurement["disturbance"]["gpus"][0]["sm_clock_share"]
+    assert state.telemetry.sm_clock_share == pytest.approx(share, abs=1e-3)
+
+
+@pytest.mark.parametrize("measurement", H200_MEASUREMENTS)
+def test_the_h200_with_hw_slowdown_is_disturbed_naming_it(measurement):
+    card = h200_card(measurement)
+
+    def slow_down(n):  # HW slowdown in 1 of the 4 samples
+        card.reasons = 0x4 | 0x8 if n == 0 else 0x4
+
+    [state] = watch_over(NvmlStandIn({0: card}), between=slow_down)
+    assert state.reasons == [
+        f"GPU 0 throttled: hw slowdown in 25% of samples (up to {measurement['temperature_c']} C)"]
+
+
+def test_the_h200_shared_with_a_second_process_is_disturbed_naming_it():
+    card = h200_card(H200["measurements"][0])
+    card.pids = (101, NO_SUCH_PID)
+    [state] = watch_over(NvmlStandIn({0: card}))
+    assert state.reasons == [f"GPU 0 was shared with a process (pid {NO_SUCH_PID})"]
+
+
+def test_the_h200_under_a_lowered_power_limit_is_disturbed_naming_both_wattages():
+    card = h200_card(H200["measurements"][0])
+    card.power_limit_w = 450.0
+    [state] = watch_over(NvmlStandIn({0: card}))
+    assert state.reasons == [
+        "GPU 0 ran under a power limit of 450 W, below its default 700 W (nvidia-smi -pl 700 "
+        "restores it)"]
+    assert Disturbance(None, (state,)).failure() == (
+        "disturbed measurement: not the engine's numbers (GPU 0 ran under a power limit of 450 "
+        "W, below its default 700 W (nvidia-smi -pl 700 restores it)); rerun on a quiet machine "
+        "(stop the other load, or give the suite a machine of its own); nothing from this run "
+        "was written as a baseline")
+
+
+def test_dcgms_four_slowdowns_disturb_and_the_other_reasons_do_not():
+    quiet = {0x1: "gpu idle", 0x2: "applications clocks setting", 0x4: "sw power cap",
+             0x10: "sync boost", 0x100: "display clock setting"}
+    for bit in quiet:
+        [state] = watch_over(NvmlStandIn({0: Card(reasons=bit)}))
+        assert state.reasons == [], quiet[bit]
+    card = Card(reasons=0x8 | 0x20 | 0x40 | 0x80, temperature_c=91.0)
+    [state] = watch_over(NvmlStandIn({0: card}))
+    assert state.reasons == [
+        "GPU 0 throttled: hw slowdown in 100%, sw thermal slowdown in 100%, hw thermal slowdown "
+        "in 100%, hw power brake slowdown in 100% of samples (up to 91 C)"]
+
+
+def test_application_clocks_below_their_defaults_disturb_naming_both():
+    card = Card(application_clocks={1: (1410.0, 1980.0), 2: (2619.0, 2619.0)})
+    [state] = watch_over(NvmlStandIn({0: card}))
+    assert state.reasons == [
+        "GPU 0's application clocks were set below their defaults (SM 1410 MHz, default 1980 "
+        "MHz; nvidia-smi -rac restores them)"]
+
+
+def test_a_clock_setting_holding_the_busy_card_under_its_default_disturbs():
+    # Locked clocks (nvidia-smi -lgc): reason 0x2 with the SM clock under the default
+    # application clock, no power or thermal limiter at work.
+    [state] = watch_over(NvmlStandIn({0: Card(sm_mhz=1200.0, reasons=0x2)}))
+    assert state.reasons == [
+        "GPU 0's clocks were held at 1200 MHz by a clock setting in 100% of busy samples, below "
+        "its default 1980 MHz (nvidia-smi -rgc resets locked clocks)"]
+    # The same clock under SW power cap is the card's own power management.
+    [capped] = watch_over(NvmlStandIn({0: Card(sm_mhz=1200.0, reasons=0x2 | 0x4)}))
+    assert capped.reasons == []
+
+
+def test_an_xid_and_new_ecc_errors_during_the_window_disturb():
+    card = Card()
+
+    def fail(n):
+        if n == 1:
+            card.xids.append(79)
+            card.uncorrected_ecc += 2
+
+    [state] = watch_over(NvmlStandIn({0: card}), between=fail)
+    assert state.reasons == [
+        "GPU 0 reported XID 79 during the measurement",
+        "GPU 0 counted 2 new uncorrected ECC error(s) during the measurement"]
+
+
+def test_a_card_without_events_ecc_or_power_limits_leaves_those_parts_out():
+    nvml = NvmlStandIn({0: Card(power_limit_w=450.0)}, unsupported=(
+        "nvmlEventSetCreate", "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetEnforcedPowerLimit",
+        "nvmlDeviceGetApplicationsClock", "nvmlDeviceGetTotalEnergyConsumption"))
+    [state] = watch_over(nvml)
+    assert state.reasons == []  # the lowered limit could not be read: not judged
+    assert (state.xids, state.new_uncorrected_ecc, state.power_limit_w) == (None, None, None)
+    assert state.application_clocks == () and state.telemetry.energy_j is None
 
 
 def test_a_quiet_card_between_requests_is_not_disturbed():
-    watch = GpuWatch(["0"], nvml=FakeNvml(clock=300, utilization=10, reasons=0x1, pids=[101]))
-    watch.sample()  # idle clocks while under-used: not counted
-    [state] = watch.states(ours={101})
-    assert state.reasons == [] and state.sm_clock_share is None
+    [state] = watch_over(NvmlStandIn({0: Card(sm_mhz=300.0, utilization=10, reasons=0x1)}))
+    assert state.reasons == [] and state.telemetry.sm_clock_share is None  # idle: not counted
 
 
 def test_without_nvml_there_is_nothing_to_watch():

@@ -102,7 +102,7 @@ def test_a_row_holds_each_column_in_its_metric_unit():
                    "server:spec_decode_acceptance_rate": None,
                    "server:spec_decode_mean_accepted_length": None, "usd_per_1m_output_tok": None,
                    "usd_per_1m_total_tok": None, "roofline_fraction": None,
-                   "total_throughput_tok_s": 20.0},
+                   "energy_per_output_token_j": None, "total_throughput_tok_s": 20.0},
         "server": {}, "cost": "",
     }
     assert cells(row) == ["1", "0", "4.0", "1.00", "250.0", "250.0", "250.00", "250.00", "1000",
@@ -228,7 +228,8 @@ def test_the_legend_names_what_the_shown_columns_mean_once_each():
         "draft); $/1M out, $/1M tot = "
         "dollars per million output and total tokens, at the engine's share of the price (on its "
         "engine line); roof% = the GPU memory-bandwidth lower bound "
-        "of a decode step as a share of the measured TPOT p50 (docs/roofline.md)")
+        "of a decode step as a share of the measured TPOT p50 (docs/roofline.md); J/tok = "
+        "joules per output token, over all the engine's GPUs (NVML's energy counter)")
     assert legend([c for c in COLUMNS if c.header in ("ok", "out tok/s")]) == "latencies in ms"
 
 
