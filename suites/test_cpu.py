@@ -2,7 +2,7 @@
 
 `pytest -m cpu suites/` runs it anywhere; it is the embedded default and the project's own check
 that the whole path (engine, HTTP streaming, load generation, metrics, gate) works. Baselines:
-baselines/cpu/test_cpu.toml, with wide bands (this machine's noise; see the README).
+baselines/cpu/test_cpu.toml, with wide bands (this machine's noise; see docs/gate.md).
 """
 
 import math

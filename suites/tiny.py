@@ -27,7 +27,7 @@ TINY_CPU = Engine(
 # on the 2-core CI machine (scripts/calibrate_gate.py), with other work on the machine at times,
 # as on a shared runner: unchanged runs moved a median by up to 2.09x (a band of 0.75 failed 2 of
 # 10 runs, 1.0 one), while vLLM made 5 ms/step slower failed most tests of every run even at 1.5
-# (numbers in the README).
+# (numbers in docs/gate.md, "Baselines on a noisy machine").
 CPU_TOLERANCE = 1.5
 CPU_GATED = ("ttft_s.p50", "tpot_s.p50", "e2el_s.p50", "output_throughput_tok_s")
 

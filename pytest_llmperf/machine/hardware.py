@@ -1,6 +1,6 @@
 """What machine are we on: a chain of small detectors, and the fingerprint results carry.
 
-Detection is a chain of providers, each returning a `Hardware` or None (README, Hardware):
+Detection is a chain of providers, each returning a `Hardware` or None (docs/hardware.md):
 an explicit override, then NVML, then `nvidia-smi`, then the CPU (which always answers). The
 first answer wins. Stdlib only; `pynvml` (nvidia-ml-py) is imported inside its provider, and
 vLLM, torch and transformers are never imported: their versions come from package metadata, so

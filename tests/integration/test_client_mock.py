@@ -125,7 +125,7 @@ def test_vllm_bench_runs_on_vllms_cpu_platform():
 
 
 def test_bench_client_prints_each_load_beside_the_servers_truth_and_its_own_cpu(tmp_path):
-    """`llmperf bench-client` as the README runs it, at loads this machine does not notice:
+    """`llmperf bench-client` as docs/client.md runs it, at loads this machine does not notice:
     one row per load, our TTFT and TPOT beside the server's true values, and the server's own
     CPU share, so a reader sees whether the server was the limit."""
     out = tmp_path / "rows.json"

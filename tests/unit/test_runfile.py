@@ -208,6 +208,22 @@ def test_pytest_benchmark_compares_two_of_our_runs(tmp_path):
     assert "test_fixed[64]::ttft_s (0002_after)" in done.stdout
 
 
+def test_pytest_benchmark_compares_runs_saved_under_any_name(tmp_path):
+    """As --llmperf-save writes them (.llmperf/runs/NAME.json): pytest-benchmark's own names
+    start with a counter, and it reads other names all the same (docs/reports.md)."""
+    other = "suites/test_cpu.py::test_other"
+    write_run(tmp_path / "before.json", document(make_result(), make_result(other, (0.3, 0.3))))
+    write_run(tmp_path / "after.json", document(make_result(ttfts=(0.3,) * 4),
+                                                make_result(other, (0.3, 0.3))))
+    done = run_pytest_benchmark(tmp_path, "before.json", "after.json", "--group-by=name",
+                                "--columns=median,ops,rounds")
+    assert done.returncode == 0, done.stderr
+    for test in ("test_fixed[64]", "test_other"):
+        assert f"benchmark '{test}::ttft_s': 2 tests" in done.stdout
+        for run in ("before", "after"):
+            assert f"{test}::s_per_output_tok ({run})" in done.stdout
+
+
 # ---------------------------------------------------------------- reading back
 
 
