@@ -20,7 +20,8 @@ from pytest_llmperf.history import identity
 __all__ = ["MetricValue", "ResultRecord", "RunRecord", "ci_url", "from_document"]
 
 # What a result entry of the run file holds besides what has a column of its own; the rest of
-# the entry (failures, client, cost, roofline, server, disturbance, ...) goes to `extra`.
+# the entry (failures, client, cost, roofline, server, disturbance, gpu_telemetry, ...) goes to
+# `extra`; energy per token is a metric like any other (docs/gpu-telemetry.md).
 _COLUMNS = ("key", "test_id", "verdict", "engine", "engine_label", "workload", "workload_label",
             "gate", "metrics")
 
