@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pytest_llmperf.client.loadgen import Concurrency, LoadPattern, counts_slot_waits
+from pytest_llmperf.client.loadgen import LoadPattern, counts_slot_waits
 from pytest_llmperf.metrics.client_check import (
     LOOP_LAG_FLOOR_S,
     LOOP_LAG_SHARE_OF_TTFT,
@@ -20,7 +20,7 @@ __all__ = ["check_client"]
 def check_client(metrics: RunMetrics, stats: ClientStats, pattern: LoadPattern) -> ClientCheck:
     lag = float(np.percentile(stats.loop_lag_s, 90)) if stats.loop_lag_s else 0.0
     ttft = metrics.ttft_s.p50 if metrics.completed else 0.0
-    open_loop = not isinstance(pattern, Concurrency) and not counts_slot_waits(pattern)
+    open_loop = pattern.open_loop and not counts_slot_waits(pattern)
     schedule = metrics.queue_s.p90 if open_loop and metrics.queue_s.n else None
     return ClientCheck(
         cpu_share=stats.busiest_cpu_share, loop_lag_p90_s=lag,

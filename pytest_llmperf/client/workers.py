@@ -33,7 +33,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from pytest_llmperf.client import progress
-from pytest_llmperf.client.loadgen import Concurrency, LoadPattern
+from pytest_llmperf.client.loadgen import LoadPattern
 from pytest_llmperf.client.measurement import (
     WARMUP_CONCURRENCY,
     Endpoint,
@@ -91,7 +91,7 @@ def plan_workers(pattern: LoadPattern | Sessions, n_requests: int, n_warmup: int
     plans = []
     for k in range(active):
         part = pattern if cap is None else replace(pattern, max_concurrency=share(cap, k, active))
-        only = None if isinstance(pattern, Concurrency) else tuple(range(k, n_requests, active))
+        only = tuple(range(k, n_requests, active)) if pattern.open_loop else None
         plans.append(WorkerPlan(part, only, tuple(range(k, n_warmup, active))))
     return plans
 

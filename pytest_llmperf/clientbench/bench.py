@@ -192,7 +192,7 @@ def run_vllm(server: MockProcess, load: Load, output_tokens: int, tokenizer: str
              cpus: set[int] | None) -> Row:
     """`vllm bench serve` against the same server: aiohttp, one process."""
     pattern = load.pattern
-    rate = "inf" if isinstance(pattern, Concurrency) else str(pattern.requests_per_s)
+    rate = str(pattern.requests_per_s) if pattern.open_loop else "inf"
     with tempfile.TemporaryDirectory() as tmp:
         args = [sys.executable, "-m", "pytest_llmperf.clientbench.vllm_cli", "bench", "serve",
                 "--backend", "vllm", "--base-url", server.url, "--model", "mock",
@@ -202,7 +202,7 @@ def run_vllm(server: MockProcess, load: Load, output_tokens: int, tokenizer: str
                 "--request-rate", rate, "--ignore-eos", "--disable-tqdm", "--seed", "0",
                 "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99",
                 "--save-result", "--result-dir", tmp, "--result-filename", "r.json"]
-        if isinstance(pattern, Concurrency):
+        if not pattern.open_loop:
             args += ["--max-concurrency", str(pattern.max_concurrency)]
         server.reset()
         with CpuWatch(server) as watch:

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from pytest_llmperf import secrets
 from pytest_llmperf.engines.field_rules import field_problem
 from pytest_llmperf.errors import InputError
+from pytest_llmperf.metrics.gpus import Parallelism
 from pytest_llmperf.numbers import is_whole
 
 # Fields whose value is passed as `--<name-with-dashes> VALUE`, in this order.
@@ -117,9 +118,10 @@ class Engine:
 
     @property
     def gpus_needed(self) -> int:
-        """GPUs one instance of this engine occupies (TP x PP x DP)."""
-        return ((self.tensor_parallel_size or 1) * (self.pipeline_parallel_size or 1)
-                * (self.data_parallel_size or 1))
+        """GPUs one instance of this engine occupies (TP x PP x DP): metrics/gpus.py counts them,
+        from a recorded spec as from this one."""
+        return Parallelism(self.tensor_parallel_size or 1, self.pipeline_parallel_size or 1,
+                           self.data_parallel_size or 1).gpus
 
     @property
     def model_name(self) -> str:

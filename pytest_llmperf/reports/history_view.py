@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pytest_llmperf.history.series import Series, series_of
 from pytest_llmperf.history.store import HistoryStore, Point
+from pytest_llmperf.machine.hardware import is_gpu_fingerprint
 from pytest_llmperf.reports.plotdata import Band, band_of
 from pytest_llmperf.verdict import gate
 from pytest_llmperf.verdict.baselines import BaselineError, load_baseline
@@ -52,7 +53,7 @@ class SeriesView:
 def hardware_label(point: Point) -> str:
     """"cpu: AMD EPYC, 2 cores (cpu-1a2b3c4d5e)", "h100: 8x NVIDIA H100 80GB HBM3 (...)"."""
     fp = point.fingerprint
-    if fp.get("hardware_class") == "cpu":
+    if not is_gpu_fingerprint(fp):
         model = fp.get("cpu_model") or fp.get("device_name") or "cpu"
         what = f"{model}, {fp.get('cpu_cores')} cores"
     else:
