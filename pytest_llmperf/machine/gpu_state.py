@@ -22,6 +22,7 @@ from pytest_llmperf.machine.gpu_telemetry import (
     UNAVAILABLE,
     CardSettings,
     Sample,
+    nvml_call,
     optional,
     read_sample,
     read_settings,
@@ -57,7 +58,7 @@ class XidEvents:
     def __init__(self, nvml: Any, handles: dict[str, Any]) -> None:
         self.nvml = nvml
         self.found: dict[str, list[int] | None] = dict.fromkeys(handles)
-        self._set = _call_or_none(nvml, "nvmlEventSetCreate")
+        self._set = nvml_call(nvml, "nvmlEventSetCreate")
         for index, handle in handles.items() if self._set is not None else ():
             if _registered(nvml, handle, self._set):
                 self.found[index] = []
@@ -79,11 +80,6 @@ class XidEvents:
         if self._set is not None:
             optional(self.nvml, self.nvml.nvmlEventSetFree, self._set)
             self._set = None
-
-
-def _call_or_none(nvml: Any, name: str, *args: Any) -> Any:
-    read = getattr(nvml, name, None)
-    return None if read is None else optional(nvml, read, *args)
 
 
 def _registered(nvml: Any, handle: Any, event_set: Any) -> bool:

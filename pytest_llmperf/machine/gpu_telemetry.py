@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CardSettings", "GpuTelemetry", "REASON_NAMES", "Sample", "optional", "read_sample",
-           "read_settings", "summarize"]
+__all__ = ["CardSettings", "GpuTelemetry", "REASON_NAMES", "Sample", "nvml_call", "optional",
+           "read_sample", "read_settings", "summarize", "uncorrected_ecc"]
 
 # A card below this utilization is between requests, and its clock is allowed to drop then.
 BUSY_UTILIZATION = 50
@@ -67,7 +67,7 @@ def optional(nvml: Any, read: Callable[..., Any], *args: Any) -> Any:
         raise
 
 
-def _call(nvml: Any, name: str, *args: Any) -> Any:
+def nvml_call(nvml: Any, name: str, *args: Any) -> Any:
     """NVML's `name(*args)`, or None where this nvidia-ml-py has no such function or the card
     does not support it."""
     read = getattr(nvml, name, None)
@@ -94,15 +94,15 @@ class CardSettings:
 def read_settings(nvml: Any, handle: Any) -> CardSettings:
     clocks = []
     for domain, kind in (("SM", CLOCK_SM), ("memory", CLOCK_MEM)):
-        now = _call(nvml, "nvmlDeviceGetApplicationsClock", handle, kind)
-        default = _call(nvml, "nvmlDeviceGetDefaultApplicationsClock", handle, kind)
+        now = nvml_call(nvml, "nvmlDeviceGetApplicationsClock", handle, kind)
+        default = nvml_call(nvml, "nvmlDeviceGetDefaultApplicationsClock", handle, kind)
         if now is not None and default:
             clocks.append((domain, float(now), float(default)))
     return CardSettings(
-        max_sm_mhz=_scaled(_call(nvml, "nvmlDeviceGetMaxClockInfo", handle, CLOCK_SM), 1.0),
-        power_limit_w=_scaled(_call(nvml, "nvmlDeviceGetEnforcedPowerLimit", handle), 1e-3),
+        max_sm_mhz=_scaled(nvml_call(nvml, "nvmlDeviceGetMaxClockInfo", handle, CLOCK_SM), 1.0),
+        power_limit_w=_scaled(nvml_call(nvml, "nvmlDeviceGetEnforcedPowerLimit", handle), 1e-3),
         default_power_limit_w=_scaled(
-            _call(nvml, "nvmlDeviceGetPowerManagementDefaultLimit", handle), 1e-3),
+            nvml_call(nvml, "nvmlDeviceGetPowerManagementDefaultLimit", handle), 1e-3),
         application_clocks=tuple(clocks),
         uncorrected_ecc=uncorrected_ecc(nvml, handle),
     )
@@ -111,7 +111,7 @@ def read_settings(nvml: Any, handle: Any) -> CardSettings:
 def uncorrected_ecc(nvml: Any, handle: Any) -> int | None:
     """Volatile (since the driver loaded) uncorrected ECC errors; None without ECC."""
     # NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1, NVML_VOLATILE_ECC = 0
-    found = _call(nvml, "nvmlDeviceGetTotalEccErrors", handle, 1, 0)
+    found = nvml_call(nvml, "nvmlDeviceGetTotalEccErrors", handle, 1, 0)
     return None if found is None else int(found)
 
 
@@ -136,7 +136,7 @@ def _reasons(nvml: Any, handle: Any) -> int | None:
     for name in ("nvmlDeviceGetCurrentClocksEventReasons",
                  "nvmlDeviceGetCurrentClocksThrottleReasons"):
         if hasattr(nvml, name):
-            return _call(nvml, name, handle)
+            return nvml_call(nvml, name, handle)
     return None
 
 
@@ -144,21 +144,21 @@ def read_sample(nvml: Any, handle: Any, clock: Callable[[], float]) -> Sample:
     """One reading of the card; `clock()` (time.perf_counter) dates it, taken right before the
     energy counter so the two agree."""
     time_s = clock()
-    energy_mj = _call(nvml, "nvmlDeviceGetTotalEnergyConsumption", handle)
-    utilization = _call(nvml, "nvmlDeviceGetUtilizationRates", handle)
+    energy_mj = nvml_call(nvml, "nvmlDeviceGetTotalEnergyConsumption", handle)
+    utilization = nvml_call(nvml, "nvmlDeviceGetUtilizationRates", handle)
     violations = []
     for name, policy in VIOLATION_POLICIES.items():
-        found = _call(nvml, "nvmlDeviceGetViolationStatus", handle, policy)
+        found = nvml_call(nvml, "nvmlDeviceGetViolationStatus", handle, policy)
         if found is not None:
             violations.append((name, int(found.violationTime)))
     return Sample(
         time_s=time_s, reasons=_reasons(nvml, handle),
         busy=None if utilization is None else utilization.gpu >= BUSY_UTILIZATION,
-        sm_mhz=_scaled(_call(nvml, "nvmlDeviceGetClockInfo", handle, CLOCK_SM), 1.0),
-        memory_mhz=_scaled(_call(nvml, "nvmlDeviceGetClockInfo", handle, CLOCK_MEM), 1.0),
-        power_w=_scaled(_call(nvml, "nvmlDeviceGetPowerUsage", handle), 1e-3),
+        sm_mhz=_scaled(nvml_call(nvml, "nvmlDeviceGetClockInfo", handle, CLOCK_SM), 1.0),
+        memory_mhz=_scaled(nvml_call(nvml, "nvmlDeviceGetClockInfo", handle, CLOCK_MEM), 1.0),
+        power_w=_scaled(nvml_call(nvml, "nvmlDeviceGetPowerUsage", handle), 1e-3),
         # NVML_TEMPERATURE_GPU = 0
-        temperature_c=_scaled(_call(nvml, "nvmlDeviceGetTemperature", handle, 0), 1.0),
+        temperature_c=_scaled(nvml_call(nvml, "nvmlDeviceGetTemperature", handle, 0), 1.0),
         energy_mj=_scaled(energy_mj, 1.0),
         violation_ns=tuple(violations),
     )
