@@ -22,7 +22,7 @@ from pytest_llmperf.metrics import goodput
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.numbers import is_real, is_whole
-from pytest_llmperf.plugin import confirm_later
+from pytest_llmperf.plugin import check_baselines, confirm_later
 from pytest_llmperf.session.settings import CLIENT_CHECK_MODES, Settings, usable_cores
 from pytest_llmperf.verdict.ab import DEFAULT_AB_PAIRS, PairedRun, ab_entry, side_b
 from pytest_llmperf.verdict.baselines import TOLERANCE_RULE, is_tolerance
@@ -128,6 +128,8 @@ class Measurer(Protocol):
 
     def engine_identity(self, engine: Engine) -> dict[str, Any]: ...
 
+    def workload_identity(self, workload: Workload) -> dict[str, Any]: ...
+
     def record_extra(self, test_id: str, estimates: dict[str, Estimate], detail: str) -> None: ...
 
     def annotate(self, test_id: str, **fields: Any) -> None: ...
@@ -153,6 +155,7 @@ class Llmperf:
         """Measure `workload` on the engine (`repeat` times), then check `slo` (or the
         marker's) and the baseline."""
         options = self.options
+        self._check_baselines_instead("run", workload, engine)
         if self._session.settings.check_args:
             self._check_args_instead(*self._sides(engine))
         if self._session.settings.ab:
@@ -173,6 +176,7 @@ class Llmperf:
         if not is_whole(pairs, 1):
             raise InputError(f"llmperf.ab(pairs={pairs!r}): a whole number of ABBA pairs, "
                              "1 or more")
+        self._check_baselines_instead("ab")
         if self._session.settings.check_args:
             self._check_args_instead(("A/B side A", a), ("A/B side B", b))
         key = self._next_key()
@@ -220,6 +224,7 @@ class Llmperf:
               engine: Engine | None = None) -> sweeps.Sweep:
         """One engine, several loads: a throughput-versus-latency curve. Every point is a row in
         the summary; assert on the returned Sweep (points are not gated one by one)."""
+        self._check_baselines_instead("sweep")
         if self._session.settings.check_args:
             self._check_args_instead(("engine", self._engine(engine)))
 
@@ -235,6 +240,7 @@ class Llmperf:
         `slo_capacity_req_s` (higher is better) against the baseline. For a trace replay
         (Workload.trace) `low` and `high` are speedups of the trace's own arrivals, and the
         highest speedup is gated as `slo_capacity_speedup` (sweeps.find_capacity)."""
+        self._check_baselines_instead("capacity", workload, engine)
         if self._session.settings.check_args:
             self._check_args_instead(("engine", self._engine(engine)))
         probes: list[Result] = []
@@ -260,6 +266,7 @@ class Llmperf:
         """Maximum throughput with vLLM's in-process engine (`LLM.generate`, as `vllm bench
         throughput`), in a child process; gated as offline_*_throughput_* metrics."""
         engine = self._engine(engine)
+        self._check_baselines_instead("offline", workload, engine)
         if self._session.settings.check_args:
             self._check_args_instead(("engine", engine))
         result = _engine_or_fail(self._session.run_offline, engine, workload)
@@ -299,6 +306,19 @@ class Llmperf:
         skipped._use_item_location = True
         raise skipped
 
+    def _check_baselines_instead(self, call: str, workload: Workload | None = None,
+                                 engine: Engine | None = None) -> None:
+        """--llmperf-check-baselines: the call's workload and engine against the test's
+        committed tables (plugin/check_baselines.py); the test ends here."""
+        if not self._session.settings.check_baselines:
+            return
+        identities = (None, None) if workload is None else (
+            self._session.engine_identity(self._engine(engine)),
+            self._session.workload_identity(workload))
+        check_baselines.plugin_of(self._item.config).end_test(
+            self._item, MeasurementId(user_nodeid(self._item), run=self._measurements + 1).key,
+            *identities, call=call)
+
     def _next_key(self) -> str:
         self._measurements += 1
         return MeasurementId(user_nodeid(self._item), run=self._measurements).key
@@ -323,7 +343,7 @@ class Llmperf:
         key = self._next_key()
         test_id = result_id(user_nodeid(self._item), key)
         subject = Subject(self._item, test_id, key, self._session.engine_identity(engine),
-                          workload.to_dict())
+                          self._session.workload_identity(workload))
         judgement = self._session.judge_estimates(
             subject, Current(estimates), self.options, slo=None, known=estimates.__contains__,
             gated=tuple(estimates))

@@ -25,7 +25,7 @@ from pytest_llmperf.engines.pool import EnginePool, vllm_factory
 from pytest_llmperf.engines.server import CPU_ENGINE_NICE
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.ids import xdist_group
-from pytest_llmperf.plugin import confirm_later, hookspecs, markers, xdist
+from pytest_llmperf.plugin import check_baselines, confirm_later, hookspecs, markers, xdist
 from pytest_llmperf.plugin.fixture import Llmperf, engine_of, user_nodeid
 from pytest_llmperf.plugin.reporthooks import NAME as REPORTS_PLUGIN
 from pytest_llmperf.plugin.reporthooks import ReportHooks
@@ -101,6 +101,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[SETTINGS_KEY] = settings
         if settings.check_args:
             arg_check.require_vllm()
+        if settings.check_baselines:
+            check_baselines.register(config, settings.path(settings.baseline_dir),
+                                     settings.rootdir)
         secrets.use_names(settings.secret_names or ())  # before any engine is labelled
         deployment = Deployment.from_settings(settings, os.environ)
         hardware = config.hook.pytest_llmperf_detect_hardware(config=config)
@@ -264,12 +267,13 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
-    """Skip tests whose hardware is absent (not with --llmperf-check-args, which starts nothing:
-    every selected test's engines are checked); group tests by engine so each starts once (and
-    tag the groups for pytest-xdist's loadgroup scheduling)."""
+    """Skip tests whose hardware is absent (not with --llmperf-check-args or
+    --llmperf-check-baselines, which start nothing: every selected test is checked); group tests
+    by engine so each starts once (and tag the groups for pytest-xdist's loadgroup
+    scheduling)."""
     hardware = config.stash.get(HARDWARE_KEY, None)
     settings = config.stash.get(SETTINGS_KEY, None)
-    if settings is not None and settings.check_args:
+    if settings is not None and (settings.check_args or settings.check_baselines):
         hardware = None
     for item in items:
         try:

@@ -44,6 +44,7 @@ from pytest_llmperf.machine.watch import watched
 from pytest_llmperf.verdict import baselines, gate, judge
 from pytest_llmperf.verdict.ab import ab_line
 from pytest_llmperf.verdict.status import Status
+from pytest_llmperf.workloads.identity import workload_identity
 from pytest_llmperf.workloads.text_only import as_text
 from pytest_llmperf.workloads.workload import Workload
 
@@ -239,7 +240,7 @@ class LlmperfSession:
         result = Result(
             test_id=result_id(nodeid, key), key=key,
             engine=self.engine_identity(engine), engine_label=engine.label(),
-            workload=workload.to_dict(), workload_label=workload.label(),
+            workload=self.workload_identity(workload), workload_label=workload.label(),
             metrics=metrics, runs=tuple(run[0] for run in runs),
             records=tuple(measured.records), server_metrics=measured.server_metrics,
             fingerprint=dict(self.fingerprint), engine_start_s=start_s,
@@ -300,6 +301,11 @@ class LlmperfSession:
     def engine_identity(self, engine: Engine) -> dict[str, Any]:
         """The spec as baselines record it (provenance.engine_identity)."""
         return engine_identity(engine, self.settings.rootdir)
+
+    def workload_identity(self, workload: Workload) -> dict[str, Any]:
+        """The workload as baselines record it: its files named alike in every checkout
+        (workloads/identity.py)."""
+        return workload_identity(workload, self.settings.rootdir)
 
     def run_offline(self, engine: Engine, workload: Workload):
         """Offline mode needs the accelerator to itself: running server engines stop first. It

@@ -277,6 +277,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("check_args", "start no engine: check every engine a test would start with vLLM's "
            "own vllm serve parser (hardware skips are bypassed), then skip the test, or fail it "
            "with vLLM's error", False, parse_bool, flag_only=True),
+    # No engine started (plugin/check_baselines.py, docs/baselines.md)
+    Option("check_baselines", "start no engine: compare each test's first measurement's workload "
+           "and engine, and the tests themselves, with every committed baseline table "
+           "(hardware skips are bypassed), then skip the test, or fail it naming the stale table",
+           False, parse_bool, flag_only=True),
 )
 
 
@@ -319,6 +324,7 @@ class Settings:
     from_history: int | None
     secret_names: tuple[str, ...] | None
     check_args: bool = False
+    check_baselines: bool = False
     rootdir: Path = Path(".")
 
     def path(self, value: Path) -> Path:
@@ -372,6 +378,10 @@ def _validate(settings: Settings) -> None:
     if settings.check_args and settings.endpoint:
         raise ValueError("--llmperf-check-args checks the engines the plugin would start, and "
                          "with --llmperf-endpoint it starts none: drop one of the two")
+    if settings.check_baselines and (settings.check_args or settings.update_baselines):
+        raise ValueError("--llmperf-check-baselines ends each test at its first measurement, "
+                         "measuring nothing: run it without --llmperf-check-args and "
+                         "--llmperf-update-baselines")
     if settings.ab and settings.endpoint:
         raise ValueError("--llmperf-ab needs engines the plugin starts (side B is the test's "
                          "engine with the overrides); drop --llmperf-endpoint")

@@ -85,6 +85,8 @@ __all__ = [
     "Baseline",
     "BaselineEntry",
     "BaselineError",
+    "WORKLOAD_FILE_FIELDS",
+    "engine_changes",
     "engine_mismatch",
     "workload_changes",
     "workload_mismatch",
@@ -341,11 +343,16 @@ def _changed(recorded: Mapping[str, Any], current: Mapping[str, Any],
             if name not in ignore and stored.get(name) != now.get(name)]
 
 
+def engine_changes(recorded: Any, engine: Mapping[str, Any]) -> list[str]:
+    """Each engine field that differs between a recorded engine and this test's
+    ("max_num_seqs 256 -> 128"); none where nothing was recorded."""
+    return _changed(_hidden(recorded), engine) if isinstance(recorded, dict) else []
+
+
 def engine_mismatch(baseline: Baseline, engine: Mapping[str, Any]) -> str | None:
     """One line naming the file, the test and each engine field that differs; None if equal.
     A baseline without a recorded engine cannot be checked and gives None."""
-    recorded = baseline.provenance.get("engine")
-    changed = _changed(_hidden(recorded), engine) if isinstance(recorded, dict) else []
+    changed = engine_changes(baseline.provenance.get("engine"), engine)
     if not changed:
         return None
     return (
@@ -366,6 +373,9 @@ def _hidden(engine: dict[str, Any]) -> dict[str, Any]:
 # A workload's name is a label: renaming it changes no number. Every other field (the requests,
 # their lengths, the load pattern, the seed, the API, the warm-up) does.
 WORKLOAD_LABELS = ("name",)
+# The fields of a workload's source that name a file it reads (workloads/identity.py writes
+# them relative to the rootdir, or as a content digest).
+WORKLOAD_FILE_FIELDS = ("path", "dataset_path")
 
 
 def workload_changes(recorded: Any, workload: Mapping[str, Any] | None) -> list[str]:
@@ -373,7 +383,28 @@ def workload_changes(recorded: Any, workload: Mapping[str, Any] | None) -> list[
     test's ("num_requests 64 -> 32"); none where either is unknown."""
     if not isinstance(recorded, dict) or not workload:
         return []
+    recorded = {**recorded, "source": _same_files_as(recorded.get("source"),
+                                                     workload.get("source"))}
     return _changed(recorded, workload, ignore=WORKLOAD_LABELS)
+
+
+def _same_files_as(recorded: Any, current: Any) -> Any:
+    """`recorded` with each absolute file path that ends in `current`'s rootdir-relative path
+    written as that path. References recorded before workload identities named files relative
+    to the rootdir hold the recording checkout's absolute path ("/home/ci/repo/suites/data/
+    p.jsonl"); the same file in this checkout is "suites/data/p.jsonl". A digest (a file outside
+    the project) never matches an old path: the old reference cannot say what the file held."""
+    if not isinstance(recorded, dict) or not isinstance(current, dict):
+        return recorded
+    out = {}
+    for name, value in recorded.items():
+        now = current.get(name)
+        if name in WORKLOAD_FILE_FIELDS and isinstance(value, str) and isinstance(now, str) \
+                and value.startswith("/") and not now.startswith("/") \
+                and value.endswith("/" + now):
+            value = now
+        out[name] = _same_files_as(value, now)
+    return out
 
 
 def workload_mismatch(baseline: Baseline, workload: Mapping[str, Any] | None) -> str | None:

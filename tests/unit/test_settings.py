@@ -135,9 +135,10 @@ def test_flag_only_is_exactly_the_two_actions():
     # ... and how the second one takes its numbers (from the results store), which a committed
     # ini must not turn on for every run either.
     # --llmperf-check-args starts no engine at all: an ini that turned it on for every run would
-    # make every nightly run measure nothing.
+    # make every nightly run measure nothing; so does --llmperf-check-baselines.
     assert [o.name for o in OPTIONS if o.flag_only] == ["require_baseline", "update_baselines",
-                                                        "from_history", "check_args"]
+                                                        "from_history", "check_args",
+                                                        "check_baselines"]
 
 
 RANGE_ERRORS = [
