@@ -4,12 +4,17 @@ repeats) of its last N runs since its series' last change point, this run includ
 this one run's numbers. A baseline then says where the level has been lately, not where one
 session happened to land, and never mixes two levels: runs before the last change are left out
 even when fewer than N runs remain.
+
+Each such estimate is marked `source="history"`: its spread is a run-to-run spread, measured
+between sessions, which the baseline stores as such (`spread_source = "history"`,
+verdict/noise.py) when enough runs went into it.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from pytest_llmperf.history.series import run_name, series_of
 from pytest_llmperf.history.store import Point
@@ -34,7 +39,7 @@ def baseline_estimates(points: Sequence[Point], now: Point, estimates: Mapping[s
         used = list(zip(series.points, series.values))[start:][-runs:]
         if not used:
             continue
-        out[name] = combine_repeats([value for _, value in used])
+        out[name] = replace(combine_repeats([value for _, value in used]), source="history")
         since = f" since its change at {_short(series.points[start])}" if series.changes else ""
         parts.append(f"{name} over {len(used)} run{'s' if len(used) > 1 else ''} "
                      f"({_short(used[0][0])} to {_short(used[-1][0])}{since})")

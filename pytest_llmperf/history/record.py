@@ -76,6 +76,17 @@ def _metric(entry: Mapping[str, Any]) -> MetricValue:
                        n if isinstance(n, int) else None, entry.get("direction"))
 
 
+def _metrics(entry: Mapping[str, Any]) -> dict[str, MetricValue]:
+    """The entry's metrics, and the engine's start time as the metric engine_start_s (one
+    sample: the run file keeps it beside the metrics), so it is a series like any other."""
+    metrics = {name: _metric(value) for name, value in (entry.get("metrics") or {}).items()
+               if isinstance(value, Mapping)}
+    start = _number(entry.get("engine_start_s"))
+    if start is not None and "engine_start_s" not in metrics:
+        metrics["engine_start_s"] = MetricValue(start, 0.0, 1, "lower")
+    return metrics
+
+
 def _result(entry: Mapping[str, Any]) -> ResultRecord:
     return ResultRecord(
         test_id=str(entry.get("test_id") or entry.get("key")), key=str(entry.get("key", "")),
@@ -84,8 +95,7 @@ def _result(entry: Mapping[str, Any]) -> ResultRecord:
         workload=dict(entry.get("workload") or {}),
         workload_label=str(entry.get("workload_label") or ""),
         gate=dict(entry.get("gate") or {}),
-        metrics={name: _metric(value) for name, value in (entry.get("metrics") or {}).items()
-                 if isinstance(value, Mapping)},
+        metrics=_metrics(entry),
         extra={k: v for k, v in entry.items() if k not in _COLUMNS},
     )
 

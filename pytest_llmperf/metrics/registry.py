@@ -60,6 +60,10 @@ METRICS: tuple[Metric, ...] = (
     _latency("e2el_s", "E2EL", "E2EL end to end"),
     _latency("queue_s", "queue", "queue = client lag"),
     Metric("duration_s", "s", LOWER),
+    # Cold start: the engine's time from launch to a healthy /health (engines/server.py), one
+    # sample per start. A reused engine's tests carry the start that served them: the same
+    # sample again, not a new one (docs/noise.md). Absent for --llmperf-endpoint's server.
+    Metric("engine_start_s", "s", LOWER),
     Metric("completed", "requests", HIGHER, "ok"),
     Metric("failed", "requests", LOWER, "fail"),
     Metric("error_rate", "fraction", LOWER),

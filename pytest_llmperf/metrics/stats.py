@@ -23,7 +23,8 @@ the light of what other gates do on noisy machines (docs/metrics.md, Gates on no
   (0.71 |a - b|), where IQR/1.349 would report half of that.
 - CodSpeed measured 2.66% CV on shared CI runners and got ~45% false alarms with a 2% gate: a
   gate tighter than the noise is a coin toss. Hence the band is never narrower than K times the
-  measured noise, and with N=1 (spread 0, noise unknown) it falls back to the tolerance alone.
+  measured noise. With N=1 (spread 0) a baseline takes its run-to-run spread from the history
+  store or from a measured prior instead (verdict/noise.py, docs/noise.md).
 
 The spread is the scale of one repeat, not the standard error of the median (which would be
 ~1.25 x spread / sqrt(N)). That is deliberately conservative: repeats inside one session share
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -49,11 +50,17 @@ NORMAL_MAD_SCALE = 1.4826
 
 @dataclass(frozen=True, slots=True)
 class Estimate:
-    """A metric over N repeats: median `value`, robust `spread` (sigma units), repeat count `n`."""
+    """A metric over N repeats: median `value`, robust `spread` (sigma units), repeat count `n`.
+
+    `source` says where value and spread came from when they are not one session's repeats:
+    "history" for the median and spread of the last N stored runs (history/from_history.py), a
+    run-to-run spread that a baseline may store as such (verdict/noise.py). It is no part of
+    equality: the same numbers are the same estimate, wherever they came from."""
 
     value: float
     spread: float
     n: int
+    source: str | None = field(default=None, compare=False)
 
 
 def combine_repeats(values: Sequence[float]) -> Estimate:

@@ -41,7 +41,7 @@ from pytest_llmperf.session.provenance import engine_identity, git_commit
 from pytest_llmperf.session.settings import Settings, usable_cores
 from pytest_llmperf.session.updates import BaselineUpdates, PendingUpdate
 from pytest_llmperf.machine.watch import watched
-from pytest_llmperf.verdict import baselines, gate, judge
+from pytest_llmperf.verdict import baselines, gate, judge, noise
 from pytest_llmperf.verdict.ab import ab_line
 from pytest_llmperf.verdict.status import Status
 from pytest_llmperf.workloads.identity import workload_identity
@@ -336,7 +336,7 @@ class LlmperfSession:
     def judge(self, item, result: Result, options, slo) -> judge.Judgement:
         """A measured run: its SLOs over every metric, its reference over the gated ones (the
         test's `gate=` list, else the baseline's own, else gate.DEFAULT_GATED)."""
-        known = _known_metric(result.metrics)
+        known = _known_metric(result.metrics, result.engine_start_s)
         declared = {"tolerance": options.tolerance, "metrics": options.gate and list(options.gate)}
         self.gates[result.test_id] = {k: v for k, v in declared.items() if v is not None}
         if options.gate:
@@ -347,7 +347,8 @@ class LlmperfSession:
                 self.verdicts[result.test_id] = judgement.status
                 return judgement
         subject = judge.Subject(item, result.test_id, result.key, result.engine, result.workload)
-        return self.judge_estimates(subject, judge.Current.of(result.runs), options, slo=slo,
+        current = judge.Current.of(result.runs, result.engine_start_s)
+        return self.judge_estimates(subject, current, options, slo=slo,
                                     known=known, gated=tuple(options.gate or gate.DEFAULT_GATED),
                                     exact=bool(options.gate))
 
@@ -401,7 +402,7 @@ class LlmperfSession:
                     options, gated: tuple[str, ...], exact: bool, local: bool = False) -> None:
         """A baseline update for `ref` from this measurement, written once the test passed."""
         entries = judge.updated_entries(dict(current.estimates), ref, options.tolerance, gated,
-                                        exact=exact)
+                                        exact=exact, kind=noise.kind_of(self.hardware_class))
         provenance = baselines.make_provenance(self.fingerprint, subject.engine,
                                                subject.workload,
                                                commit=git_commit(self.settings.rootdir),
@@ -463,8 +464,12 @@ def _disturbance_of(runs: list[tuple[RunMetrics, Measurement]]) -> Disturbance |
     return next((d for d in watched_runs if d.disturbed), last)
 
 
-def _known_metric(metrics: RunMetrics):
+def _known_metric(metrics: RunMetrics, engine_start_s: float | None = None):
+    """Can a test name `name` for this run? Its engine's start time only where this session
+    started that engine."""
     def known(name: str) -> bool:
+        if name == judge.ENGINE_START:
+            return engine_start_s is not None
         try:
             metrics.get(name)
         except KeyError:

@@ -47,10 +47,15 @@ Each gated metric is a table of five fields; provenance says what the numbers we
 
 `value` is the median of the repeats and `spread` their robust scale (stats.py), in the unit the
 metric name carries; `tolerance` is a fraction (0.1 = 10%) and may be edited by hand: a rewrite
-keeps it (gate.make_entries). Test ids, metric names and provenance keys are written sorted and
-floats rounded to 6 significant digits, so a rewrite of one test is a small diff. TOML has no
-null, so None values in provenance are left out, and anything that is not a TOML type is
-written as its str().
+keeps it (gate.make_entries). An optional sixth field, `spread_source = "repeats" | "history" |
+"prior"`, says that `spread` is the metric's run-to-run spread and where it came from
+(verdict/noise.py, docs/noise.md): such an entry is gated by the noise band
+max(tolerance, noise.K x spread). An entry without it (every file written before the field
+existed) keeps the old band, max(tolerance, 3 x the spreads of its repeats).
+
+Test ids, metric names and provenance keys are written sorted and floats rounded to 6
+significant digits, so a rewrite of one test is a small diff. TOML has no null, so None values
+in provenance are left out, and anything that is not a TOML type is written as its str().
 
 Several pytest-xdist workers may update the same file at once: each update holds a FileLock on
 `<file>.lock` (keep `*.toml.lock` out of git; the lock file is left in place on purpose, since
@@ -82,6 +87,7 @@ from pytest_llmperf.secrets import redact_env
 __all__ = [
     "DIRECTIONS",
     "LOCK_TIMEOUT_S",
+    "SPREAD_SOURCES",
     "Baseline",
     "BaselineEntry",
     "BaselineError",
@@ -100,6 +106,9 @@ DIRECTIONS = ("lower", "higher")
 LOCK_TIMEOUT_S = 60.0
 REGENERATE = "fix the entry or regenerate it with --llmperf-update-baselines"
 _ENTRY_FIELDS = ("value", "spread", "n", "direction", "tolerance")
+# Optional: absent in files written before it existed, which keep the old band (gate.py).
+SPREAD_SOURCE = "spread_source"
+SPREAD_SOURCES = ("repeats", "history", "prior")
 # A tolerance is a factor minus one (gate.py): 4 lets a metric get 5x worse. Anything above is
 # almost surely a percentage written as a number ("10" for 10%).
 MAX_TOLERANCE = 4.0
@@ -125,6 +134,9 @@ class BaselineEntry:
     direction: str
     tolerance: float
     n: int
+    # Where `spread` came from (SPREAD_SOURCES); None: an entry from before the field existed,
+    # whose spread is its repeats' only and which the gate judges by the old rule.
+    spread_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -172,7 +184,7 @@ def _entry(path: Path, key: str, table: Any) -> BaselineEntry:
     missing = [name for name in _ENTRY_FIELDS if name not in table]
     if missing:
         _fail(path, key, "missing " + ", ".join(f'"{name}"' for name in missing))
-    unknown = sorted(set(table) - set(_ENTRY_FIELDS))
+    unknown = sorted(set(table) - {*_ENTRY_FIELDS, SPREAD_SOURCE})
     if unknown:
         _fail(path, key, f'unknown field "{unknown[0]}" (fields: {", ".join(_ENTRY_FIELDS)})')
     direction = table["direction"]
@@ -184,12 +196,17 @@ def _entry(path: Path, key: str, table: Any) -> BaselineEntry:
     tolerance = _number(path, key, table, "tolerance")
     if not is_tolerance(tolerance):
         _fail(path, key, f'"tolerance" is {TOLERANCE_RULE}, got {tolerance!r}')
+    source = table.get(SPREAD_SOURCE)
+    if source is not None and source not in SPREAD_SOURCES:
+        _fail(path, key, f'"{SPREAD_SOURCE}" must be one of '
+                         f'{", ".join(map(json.dumps, SPREAD_SOURCES))}, got {source!r}')
     return BaselineEntry(
         value=_number(path, key, table, "value"),
         spread=_number(path, key, table, "spread"),
         direction=direction,
         tolerance=tolerance,
         n=n,
+        spread_source=source,
     )
 
 
@@ -254,10 +271,11 @@ def _entry_table(path: Path, key: str, entry: BaselineEntry) -> dict[str, Any]:
     if not math.isfinite(entry.value):
         # A metric the run could not measure (NaN: no requests completed) has nothing to store.
         _fail(path, key, f"refusing to write value {entry.value!r}", "leave it out of the baseline")
-    table = _toml_safe({name: getattr(entry, name) for name in _ENTRY_FIELDS})
+    fields = (*_ENTRY_FIELDS, SPREAD_SOURCE) if entry.spread_source else _ENTRY_FIELDS
+    table = _toml_safe({name: getattr(entry, name) for name in fields})
     _entry(path, key, table)  # refuse to write what load_baseline would reject
     # Fixed field order, not sorted: the value first is what a reader looks for.
-    return {name: table[name] for name in _ENTRY_FIELDS}
+    return {name: table[name] for name in fields}
 
 
 def atomic_write(path: Path, text: str) -> None:

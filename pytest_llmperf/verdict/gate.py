@@ -11,13 +11,25 @@ that is tolerance x |baseline|; downwards tolerance / (1 + tolerance) x |baselin
 latency may grow 50% and a throughput fall 33% under a 0.5 tolerance: both are 1.5 times
 worse. (A plain -50% would let a throughput halve, and wide bands of 1.0 or more could never fail
 a throughput at all.) For a 10% tolerance the two readings differ by under a point: +10% / -9.1%.
-`s` is each side's robust spread
-(stats.py). The two spreads add in quadrature because the gate judges a difference of two
-independent noisy estimates, and the variance of a difference is the sum of the variances. The
-tolerance is a floor in the spirit of asv's 10% factor and Bencher's percentage thresholds; the
-noise term keeps the gate from sitting inside the noise (CodSpeed's lesson: a 2% gate on 2.66%
-noise alarmed ~45% of the time). NOISE_K = 3 is the usual "3 sigma" (0.13% one-sided for normal
-noise), close in strictness to asv's p < 0.002. A value exactly on the band edge passes.
+`s` is each side's robust spread (stats.py). The two spreads add in quadrature because the gate
+judges a difference of two independent noisy estimates, and the variance of a difference is the
+sum of the variances. The tolerance is a floor in the spirit of asv's 10% factor and Bencher's
+percentage thresholds; the noise term keeps the gate from sitting inside the noise (CodSpeed's
+lesson: a 2% gate on 2.66% noise alarmed ~45% of the time). NOISE_K = 3 is the usual "3 sigma"
+(0.13% one-sided for normal noise), close in strictness to asv's p < 0.002. A value exactly on
+the band edge passes.
+
+That is the rule for a baseline entry without `spread_source`, whose spread is its repeats' only
+(every entry written before the field existed). An entry with one stores its metric's
+run-to-run spread (noise.py: from repeats, the history store or a measured prior), and its band
+is max(tolerance, noise.K x that spread), both as factors:
+
+    ttft_s.p50 regressed: 900.0 ms vs baseline 362.1 ms (+148.6%, allowed +99.0% by 3 x
+    run-to-run spread 33.0% (prior), lower is better) [...]
+
+On an H200 the floor (noise.FLOOR, 2%) fails a 3% throughput loss, while TTFT p50, whose runs
+moved 36% apart, gets a band so wide that it is gated only where a test names it
+(docs/noise.md).
 
 Messages are one line each and carry every fact needed to act: value, baseline, change, the
 band and where it came from, the direction, the file and table, and the command to update:
@@ -49,6 +61,7 @@ from pytest_llmperf.metrics.registry import (
 from pytest_llmperf.metrics.registry import direction as metric_direction
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.numbers import is_real
+from pytest_llmperf.verdict import noise as noise_mod
 from pytest_llmperf.verdict.baselines import Baseline, BaselineEntry
 from pytest_llmperf.verdict.status import Status
 
@@ -160,10 +173,10 @@ def band_side(delta: float, base: float) -> str:
     return "-" if shown < 0 else "+"
 
 
-def _band_text(status: str, entry: BaselineEntry, allowed: float, delta: float, noisy: bool,
+def _band_text(status: str, entry: BaselineEntry, allowed: float, delta: float, why: str,
                fmt: Callable[[float], str]) -> str:
     size = f"{_percent(allowed, entry.value):.1f}%" if entry.value else fmt(allowed)
-    band = band_side(delta, entry.value) + size + (f" = {NOISE_K:g} x noise" if noisy else "")
+    band = band_side(delta, entry.value) + size + why
     if status == REGRESSION:
         return f"allowed {band}, {entry.direction} is better"
     return f"band {band}"
@@ -185,9 +198,8 @@ def check_metric(
         message = f"{name} has no value (NaN) vs baseline {fmt(base)}{hint}"
         return Verdict(name, REGRESSION, current.value, base, math.nan, math.nan, math.nan, message)
     delta = current.value - base
-    floor = _tolerance_floor(baseline.tolerance, base, delta)
-    noise = NOISE_K * math.hypot(baseline.spread, current.spread)
-    allowed = max(floor, noise)
+    band = _run_to_run_band if baseline.spread_source else _repeats_band
+    allowed, why = band(baseline, current, delta)
     worse = delta if baseline.direction == "lower" else -delta
     # isclose: a value exactly on the band edge must not fail on a rounding error.
     if abs(worse) <= allowed or math.isclose(abs(worse), allowed, rel_tol=1e-9):
@@ -198,14 +210,41 @@ def check_metric(
         status, verb = IMPROVEMENT, "improved beyond the band"
     # A zero baseline (an idle counter) has no percentages: show the change itself.
     change = f"{_percent(delta, base):+.1f}%" if base else "+-"[delta < 0] + fmt(abs(delta))
-    noisy = noise > floor
-    band = _band_text(status, baseline, allowed, delta, noisy, fmt)
+    band_text = _band_text(status, baseline, allowed, delta, why, fmt)
     hint = origin.hint(status) if origin else ""
     shown = f"{fmt(current.value)} vs baseline {fmt(base)}"
-    message = f"{name} {verb}: {shown} ({change}, {band}){hint}"
+    message = f"{name} {verb}: {shown} ({change}, {band_text}){hint}"
     delta_pct, band_pct = _percent(delta, base), _percent(allowed, base)
     return Verdict(name, status, current.value, base, delta_pct, allowed, band_pct, message,
-                   noisy)
+                   bool(why))
+
+
+def _repeats_band(baseline: BaselineEntry, current: Estimate, delta: float
+                  ) -> tuple[float, str]:
+    """An entry without a spread_source (written before it existed): max(tolerance floor,
+    NOISE_K x the two sides' repeats' spreads in quadrature). Returns the band and, where the
+    noise set it, how."""
+    floor = _tolerance_floor(baseline.tolerance, baseline.value, delta)
+    noise = NOISE_K * math.hypot(baseline.spread, current.spread)
+    return max(floor, noise), f" = {NOISE_K:g} x noise" if noise > floor else ""
+
+
+def _run_to_run_band(baseline: BaselineEntry, current: Estimate, delta: float
+                     ) -> tuple[float, str]:
+    """An entry whose spread is run-to-run (noise.py): max(tolerance, noise.K x spread) as a
+    factor, the spread being this run's repeats' where they spread wider (a noisier session)."""
+    spread, source = baseline.spread, baseline.spread_source
+    if current.n > 1 and current.spread > spread:
+        spread, source = current.spread, "this run's repeats"
+    base = baseline.value
+    if base == 0:  # no factor of zero: the band is the spread itself
+        noise = noise_mod.K * spread
+        return noise, f" by {noise_mod.K:g} x spread ({source})" if noise else ""
+    relative = spread / abs(base)
+    factor = max(baseline.tolerance, noise_mod.K * relative)
+    why = (f" by {noise_mod.K:g} x run-to-run spread {relative:.1%} ({source})"
+           if noise_mod.K * relative > baseline.tolerance else "")
+    return _tolerance_floor(factor, base, delta), why
 
 
 def check_baseline(
@@ -284,6 +323,8 @@ def _why_absent(name: str) -> str | None:
     if name.startswith(SERVER_PREFIX) and lookup(name):  # ours, not on this server's page
         return ("this run's server did not report it: server metrics are read from vLLM's "
                 "/metrics; spec_decode_* needs speculative decoding")
+    if name == "engine_start_s":  # measured only where this session started the engine
+        return "this session did not start the engine (--llmperf-endpoint): no start time"
     return None
 
 

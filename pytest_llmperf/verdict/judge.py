@@ -23,9 +23,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pytest_llmperf.metrics.stats import Estimate, combine_runs
-from pytest_llmperf.verdict import baselines, gate
+from pytest_llmperf.verdict import baselines, gate, noise
 from pytest_llmperf.verdict.ab import ab_entry, judge_pairs, paired_ratios
 from pytest_llmperf.verdict.status import Status
+
+# The engine's cold start, a metric when this session started the engine (registry.py).
+ENGINE_START = "engine_start_s"
 
 
 @dataclass
@@ -101,10 +104,15 @@ class Current:
     runs: tuple[Mapping[str, float], ...] = ()
 
     @classmethod
-    def of(cls, runs) -> Current:
-        """From a Result's runs (RunMetrics)."""
+    def of(cls, runs, engine_start_s: float | None = None) -> Current:
+        """From a Result's runs (RunMetrics) and, where this session started its engine, the
+        time that took: one sample for all the repeats (and for every later test the engine
+        serves), so it has no spread of its own (noise.py gives it one)."""
         flat = tuple(run.flat() for run in runs)
-        return cls(combine_runs(list(flat)), flat)
+        estimates = combine_runs(list(flat))
+        if engine_start_s is not None:
+            estimates[ENGINE_START] = Estimate(float(engine_start_s), 0.0, 1)
+        return cls(estimates, flat)
 
 
 @dataclass(frozen=True)
@@ -200,10 +208,15 @@ class BaselineTable:
 
     def _against(self, current: Current, gated: Sequence[str],
                  baseline: baselines.Baseline) -> Judgement:
+        """Every metric of the table, or exactly the ones the test named (`exact`); a metric
+        too noisy to gate (noise.py) only where it was named, with one line saying why not."""
         if self.exact:
             baseline = only_metrics(baseline, gated)
-        return Judgement(report=gate.check_baseline(current.estimates, baseline, self.ref.nodeid),
-                         baseline=baseline)
+        judged, noisy = noise.split_noisy(baseline, gated if self.exact else ())
+        kind = noise.kind_of(self.fingerprint.get("hardware_class"))
+        return Judgement(report=gate.check_baseline(current.estimates, judged, self.ref.nodeid),
+                         baseline=baseline,
+                         notes=[noise.noisy_line(noisy, kind)] if noisy else [])
 
     def _machine_local(self, current: Current, gated: Sequence[str], why: str,
                        ungated: Status) -> Judgement:
@@ -344,10 +357,13 @@ def judge(current: Current, reference: Reference | None, *,
 
 def updated_entries(estimates: dict[str, Estimate], ref: BaselineRef, tolerance: float | None,
                     gated: tuple[str, ...] = gate.DEFAULT_GATED, *, exact: bool = False,
-                    ) -> dict[str, baselines.BaselineEntry]:
+                    kind: str | None = None) -> dict[str, baselines.BaselineEntry]:
     """Entries to write for --llmperf-update-baselines, keeping hand-edited tolerances. With
     `exact` (the test names its gated metrics) exactly those are written; otherwise a metric
-    added to the file by hand is kept too."""
+    added to the file by hand is kept too. With the hardware `kind` (noise.kind_of) each entry
+    stores its run-to-run spread and where it came from, with noise.FLOOR as its tolerance
+    unless the tolerance is the test's or was edited by hand (noise.with_spreads); without it,
+    entries as before that field existed."""
     try:
         previous = baselines.load_baseline(ref.shown, ref.key)
     except baselines.BaselineError:
@@ -357,4 +373,16 @@ def updated_entries(estimates: dict[str, Estimate], ref: BaselineRef, tolerance:
     kwargs = {"tolerance": tolerance} if tolerance is not None else {}
     if tolerance is not None and previous is not None:
         kwargs["overrides"] = {name: tolerance for name in previous.metrics}
-    return gate.make_entries(estimates, names=gated, previous=previous, **kwargs)
+    entries = gate.make_entries(estimates, names=gated, previous=previous, **kwargs)
+    if kind is None:
+        return entries
+    users = set(entries) if tolerance is not None else {
+        name for name, entry in (previous.metrics if previous else {}).items()
+        if entry.tolerance != _written_tolerance(entry)}
+    return noise.with_spreads(entries, estimates, kind, keep_tolerance=users)
+
+
+def _written_tolerance(entry: baselines.BaselineEntry) -> float:
+    """The tolerance the plugin itself wrote into an entry like this one: any other was set by
+    hand. Before spread_source existed every entry got gate.DEFAULT_TOLERANCE."""
+    return noise.FLOOR if entry.spread_source else gate.DEFAULT_TOLERANCE
