@@ -9,8 +9,12 @@ run-to-run spread `s` (relative to its value) and where it came from:
 - "history": the spread of the last runs stored for the series, when the baseline is written
   from them (`--llmperf-from-history N`, history/from_history.py) and HISTORY_MIN_RUNS or more
   went into it: value and spread then come from the same runs;
-- "repeats": the spread of this session's repeats (`--llmperf-repeat N`, N > 1);
+- "repeats": the spread of this session's repeats (`--llmperf-repeat N`, N > 1), where it is
+  wider than the prior: repeats in one session understate the spread between sessions;
 - "prior": else the measured spread of the metric's family on this kind of hardware (PRIORS).
+
+A metric with no prior for its kind keeps the old band (max(tolerance, 3 x its repeats'
+spread)) unless history measured it: nothing says how far it moves between sessions.
 
 The band is then max(floor, K x s), as a factor like the tolerance (gate.py): K x s above the
 baseline for a lower-is-better metric, K x s / (1 + K x s) below it for a higher-is-better one.
@@ -143,12 +147,17 @@ def spread_for(name: str, estimate: Estimate, kind: str) -> Spread | None:
     None: nowhere, so the entry keeps the old band."""
     if not (math.isfinite(estimate.value) and math.isfinite(estimate.spread)):
         return None
+    relative = _relative(estimate.spread, estimate.value)
     if estimate.source == "history" and estimate.n >= HISTORY_MIN_RUNS:
-        return Spread(_relative(estimate.spread, estimate.value), "history")
-    if estimate.source is None and estimate.n > 1:
-        return Spread(_relative(estimate.spread, estimate.value), "repeats")
+        return Spread(relative, "history")
     prior = prior_for(name, kind)
-    return Spread(prior.spread, "prior", prior.what) if prior else None
+    if prior is None:  # nothing measured between sessions: the old band, repeats and all
+        return None
+    # Repeats in one session share its machine state and understate the spread between
+    # sessions (stats.py): they may widen the band past the prior, never narrow it.
+    if estimate.source is None and estimate.n > 1 and relative > prior.spread:
+        return Spread(relative, "repeats")
+    return Spread(prior.spread, "prior", prior.what)
 
 
 def with_spreads(entries: Mapping[str, BaselineEntry], estimates: Mapping[str, Estimate],

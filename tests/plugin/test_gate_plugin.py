@@ -395,3 +395,23 @@ def test_naming_the_start_of_an_engine_this_session_did_not_start_is_one_line(su
     assert_lines(result, "@pytest.mark.llmperf(gate=...): gate names unknown metric "
                          "'engine_start_s' (this session did not start the engine "
                          "(--llmperf-endpoint): no start time)")
+
+
+def test_a_baseline_from_history_stores_the_spread_of_its_runs(suite, monkeypatch):
+    for tpot in ("0.0100", "0.0104", "0.0098"):  # three sessions recorded in the history store
+        monkeypatch.setenv("FAKE_a", f"0.1,{tpot}")
+        suite.runpytest("-k", "test_a").assert_outcomes(passed=1)
+    monkeypatch.setenv("FAKE_a", "0.1,0.0101")
+    suite.runpytest("-k", "test_a", "--llmperf-update-baselines", "--llmperf-from-history",
+                    "4").assert_outcomes(passed=1)
+    entry = tomllib.loads((suite.path / "baselines/cpu/test_suite.toml").read_text())[
+        "test_a"]["metrics"]["tpot_s.p50"]
+    assert (entry["value"], entry["n"], entry["spread_source"]) == (0.01005, 4, "history")
+    assert entry["spread"] == pytest.approx(0.00015 * 1.4826, rel=1e-5)  # MAD 0.15 ms
+    monkeypatch.setenv("FAKE_a", "0.1,0.0103")  # +2.5%: over the 2% floor, inside 3 x 2.2%
+    suite.runpytest("-k", "test_a").assert_outcomes(passed=1)
+    monkeypatch.setenv("FAKE_a", "0.1,0.0108")
+    result = suite.runpytest("-k", "test_a")
+    result.assert_outcomes(failed=1)
+    assert_lines(result, "tpot_s.p50 regressed: 10.8 ms vs baseline 10.1 ms (+7.5%, allowed "
+                         "+6.6% by 3 x run-to-run spread 2.2% (history), lower is better) *")

@@ -152,6 +152,7 @@ def test_the_cold_start_lands_in_history_as_a_metric_series():
 
 @pytest.mark.parametrize(("estimate", "spread"), [
     (Estimate(10.0, 0.5, 3), noise.Spread(0.05, "repeats")),
+    (Estimate(10.0, 0.05, 3), noise.Spread(0.015, "prior", "CPU throughput")),  # understated
     (Estimate(10.0, 0.4, 5, source="history"), noise.Spread(0.04, "history")),
     (Estimate(10.0, 0.4, 2, source="history"), noise.Spread(0.015, "prior", "CPU throughput")),
     (Estimate(10.0, 0.0, 1), noise.Spread(0.015, "prior", "CPU throughput")),
@@ -162,6 +163,10 @@ def test_the_spread_comes_from_repeats_history_or_the_prior(estimate, spread):
 
 def test_no_spread_for_a_metric_without_a_prior_or_a_value():
     assert noise.spread_for("server:kv_cache_usage_max", Estimate(0.5, 0.0, 1), noise.GPU) is None
+    assert noise.spread_for("server:kv_cache_usage_max", Estimate(0.5, 0.01, 3),
+                            noise.GPU) is None  # repeats alone: the old band
+    assert noise.spread_for("server:kv_cache_usage_max", Estimate(
+        0.5, 0.01, 3, source="history"), noise.GPU) == noise.Spread(0.02, "history")
     assert noise.spread_for("ttft_s.p90", Estimate(0.5, 0.0, 1), noise.CPU) is None
     assert noise.spread_for("ttft_s.p50", Estimate(math.nan, math.nan, 1), noise.GPU) is None
 
