@@ -15,16 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf.machine import hardware as hardware_mod
 from pytest_llmperf import secrets
 from pytest_llmperf.client import progressline
-from pytest_llmperf.machine.neighbours import session_root
 from pytest_llmperf.engines import arg_check
 from pytest_llmperf.engines.leases import GpuLeases, visible_gpus
 from pytest_llmperf.engines.pool import EnginePool, vllm_factory
 from pytest_llmperf.engines.server import CPU_ENGINE_NICE
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.ids import xdist_group
+from pytest_llmperf.machine import hardware as hardware_mod
+from pytest_llmperf.machine.neighbours import session_root
 from pytest_llmperf.plugin import check_baselines, confirm_later, hookspecs, markers, xdist
 from pytest_llmperf.plugin.fixture import Llmperf, engine_of, user_nodeid
 from pytest_llmperf.plugin.reporthooks import NAME as REPORTS_PLUGIN
@@ -113,7 +113,7 @@ def pytest_configure(config: pytest.Config) -> None:
     nice = engine_nice(settings, hardware)
     factory = vllm_factory(settings.path(settings.log_dir), settings.startup_timeout,
                            _engine_env(config), nice=nice,
-                           separate_control=hardware.hardware_class == "cpu")
+                           separate_control=not hardware.is_gpu)
     gpus = visible_gpus(hardware.device_count) if hardware.is_gpu else []
     leases = GpuLeases(gpus) if hardware.is_gpu else None
     config.stash[SESSION_KEY] = LlmperfSession(
@@ -145,7 +145,7 @@ def engine_nice(settings: settings_mod.Settings, hardware: hardware_mod.Hardware
     generator share cores; never on GPUs, where a niced engine would just measure slower."""
     if settings.engine_nice != "auto":
         return settings.engine_nice
-    return CPU_ENGINE_NICE if hardware.hardware_class == "cpu" else 0
+    return 0 if hardware.is_gpu else CPU_ENGINE_NICE
 
 
 @pytest.hookimpl(trylast=True)
