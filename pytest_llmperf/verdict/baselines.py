@@ -77,6 +77,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import tomli_w
+import tomlkit
 from filelock import FileLock
 
 from pytest_llmperf.errors import InputError
@@ -318,9 +319,35 @@ def update_baseline(
     }
     fix = "fix the file, or delete it to start it afresh"
     with FileLock(os.fspath(path) + ".lock", timeout=LOCK_TIMEOUT_S):
-        document = _read_toml(path, fix) or {}
+        if _read_toml(path, fix) is None:  # a new file: every table in one order
+            atomic_write(path, tomli_w.dumps({test_id: table}))
+        else:
+            atomic_write(path, _with_table(path.read_text(encoding="utf-8"), test_id, table))
+
+
+def _with_table(text: str, test_id: str, table: Mapping[str, Any]) -> str:
+    """`text` with one test's table replaced in place, through tomlkit, which keeps what a user
+    wrote around the values: comments (why a tolerance was widened), blank lines, the order of
+    the tables (tomli-w, which wrote the file before, drops every comment:
+    https://tomlkit.readthedocs.io/en/latest/quickstart/ , "style-preserving")."""
+    document = tomlkit.parse(text)
+    if isinstance(document.get(test_id), Mapping):
+        _merge(document[test_id], table)
+    else:
         document[test_id] = table
-        atomic_write(path, tomli_w.dumps({key: document[key] for key in sorted(document)}))
+    return tomlkit.dumps(document)
+
+
+def _merge(container: Any, new: Mapping[str, Any]) -> None:
+    """Make tomlkit `container` hold `new`: keys it lacks removed, tables merged key by key (a
+    comment on a kept key stays), other values replaced."""
+    for key in [key for key in container if key not in new]:
+        del container[key]
+    for key, value in new.items():
+        if isinstance(value, Mapping) and isinstance(container.get(key), Mapping):
+            _merge(container[key], value)
+        else:
+            container[key] = value
 
 
 def make_provenance(

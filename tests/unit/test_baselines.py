@@ -110,15 +110,32 @@ def test_absent_file_or_test_gives_none(path):
     assert load_baseline(path, "test_fixed[128]") is None
 
 
-def test_update_keeps_other_tables_and_sorts_them(path):
+def test_update_keeps_other_tables_where_they_are_and_adds_new_ones_at_the_end(path):
     update_baseline(path, "test_fixed[64]", {"ttft_s.p50": TTFT}, {})
     update_baseline(path, "TestClass::test_a[x-y]", {"ttft_s.p50": TTFT}, {})
     update_baseline(path, "test_b", {"ttft_s.p50": TTFT}, {})
     newer = BaselineEntry(value=0.3, spread=0.0, direction="lower", tolerance=0.2, n=1)
     update_baseline(path, "test_fixed[64]", {"ttft_s.p50": newer}, {})
     document = tomllib.loads(Path(path).read_text())
-    assert list(document) == ["TestClass::test_a[x-y]", "test_b", "test_fixed[64]"]
+    assert list(document) == ["test_fixed[64]", "TestClass::test_a[x-y]", "test_b"]
     assert load_baseline(path, "test_fixed[64]").metrics == {"ttft_s.p50": newer}
+    assert load_baseline(path, "test_b").metrics == {"ttft_s.p50": TTFT}
+
+
+def test_an_update_keeps_the_comments_a_user_wrote_in_the_file(path):
+    update_baseline(path, "test_a", {"ttft_s.p50": TTFT, "output_throughput_tok_s": TPUT}, {})
+    text = Path(path).read_text()
+    text = "# Measured on the nightly runner, not a laptop.\n" + text.replace(
+        "tolerance = 0.1\n", "tolerance = 0.5  # widened: TTFT of 16 requests swings\n", 1)
+    Path(path).write_text(text)
+    newer = BaselineEntry(value=4400.0, spread=50.0, direction="higher", tolerance=0.5, n=1)
+    update_baseline(path, "test_a", {"output_throughput_tok_s": newer}, {"commit": "def"})
+    update_baseline(path, "test_b", {"ttft_s.p50": TTFT}, {})
+    after = Path(path).read_text()
+    assert after.startswith("# Measured on the nightly runner, not a laptop.\n")
+    assert "tolerance = 0.5  # widened: TTFT of 16 requests swings\n" in after
+    assert load_baseline(path, "test_a").metrics == {"output_throughput_tok_s": newer}
+    assert load_baseline(path, "test_a").provenance == {"commit": "def"}
     assert load_baseline(path, "test_b").metrics == {"ttft_s.p50": TTFT}
 
 
