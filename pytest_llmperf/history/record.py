@@ -1,7 +1,8 @@
 """A run as the store appends it, made from the session's run file document (reports/runfile.py
 `run_document`, merged over pytest-xdist workers): the document already holds every result's
-metrics with their spreads, its verdict, engine spec (secrets hidden), workload and gate, the
-fingerprint and the commit, so the store records exactly what `--llmperf-json` would write.
+metrics with their spreads, its measurement record (verdict, gate settings:
+verdict/measurement.py), engine spec (secrets hidden) and workload, the fingerprint and the
+commit, so the store records exactly what `--llmperf-json` would write.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pytest_llmperf.history import identity
+from pytest_llmperf.verdict.measurement import MeasurementRecord
+from pytest_llmperf.verdict.status import Status
 
 __all__ = ["MetricValue", "ResultRecord", "RunRecord", "ci_url", "from_document"]
 
 # What a result entry of the run file holds besides what has a column of its own; the rest of
 # the entry (failures, client, cost, roofline, server, disturbance, gpu_telemetry, ...) goes to
 # `extra`; energy per token is a metric like any other (docs/gpu-telemetry.md).
-_COLUMNS = ("key", "test_id", "verdict", "engine", "engine_label", "workload", "workload_label",
-            "gate", "metrics")
+_COLUMNS = ("key", "test_id", "status", "verdict", "engine", "engine_label", "workload",
+            "workload_label", "gate", "metrics")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +41,7 @@ class MetricValue:
 class ResultRecord:
     test_id: str
     key: str
-    verdict: str
+    status: Status | None  # the measurement record's (verdict/measurement.py)
     engine: dict[str, Any]
     engine_label: str
     workload: dict[str, Any]
@@ -46,6 +49,12 @@ class ResultRecord:
     gate: dict[str, Any]
     metrics: dict[str, MetricValue]
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str:
+        """The verdict column's words, as the store keeps them (`llmperf history` shows them and
+        history/series.py reads them)."""
+        return self.status.summary if self.status else ""
 
 
 @dataclass(frozen=True)
@@ -88,13 +97,14 @@ def _metrics(entry: Mapping[str, Any]) -> dict[str, MetricValue]:
 
 
 def _result(entry: Mapping[str, Any]) -> ResultRecord:
+    measured = MeasurementRecord.from_plain(entry)
     return ResultRecord(
         test_id=str(entry.get("test_id") or entry.get("key")), key=str(entry.get("key", "")),
-        verdict=str(entry.get("verdict") or ""), engine=dict(entry.get("engine") or {}),
+        status=measured.status, engine=dict(entry.get("engine") or {}),
         engine_label=str(entry.get("engine_label") or ""),
         workload=dict(entry.get("workload") or {}),
         workload_label=str(entry.get("workload_label") or ""),
-        gate=dict(entry.get("gate") or {}),
+        gate=measured.gate.to_plain(),
         metrics=_metrics(entry),
         extra={k: v for k, v in entry.items() if k not in _COLUMNS},
     )

@@ -57,8 +57,8 @@ class ReportHooks:
         if report.when == "call":
             llmperf = self.session
             item.user_properties += junit.properties(
-                user_nodeid(item), llmperf.results, llmperf.verdicts, llmperf.extras,
-                outputs.usd_per_hour(llmperf), root=llmperf.settings.rootdir)
+                user_nodeid(item), llmperf.ledger.records, outputs.usd_per_hour(llmperf),
+                root=llmperf.settings.rootdir)
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

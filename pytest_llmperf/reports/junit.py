@@ -11,14 +11,13 @@ its later measurements with the suffix of their id (`ttft_s.p50#2`, `verdict@cha
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_llmperf.ids import belongs_to
 from pytest_llmperf.metrics.cost import Price
-from pytest_llmperf.metrics.result import Result
-from pytest_llmperf.reports.model import Extra, summary_rows, verdict_text
-from pytest_llmperf.verdict.status import Status
+from pytest_llmperf.reports.model import summary_rows, verdict_text
+from pytest_llmperf.verdict.measurement import MeasurementRecord
 
 SIGNIFICANT = "{:.6g}"  # enough for any gate, short enough to read in a CI page
 
@@ -27,24 +26,23 @@ def _number(value: float) -> str:
     return SIGNIFICANT.format(value)  # "20", not "20.0", for a count
 
 
-def properties(nodeid: str, results: Sequence[Result], verdicts: Mapping[str, Status],
-               extras: Sequence[Extra], usd_per_hour: Price | float | None, *,
+def properties(nodeid: str, records: Sequence[MeasurementRecord],
+               usd_per_hour: Price | float | None, *,
                root: Path | None = None) -> list[tuple[str, str]]:
     """The properties of the test `nodeid` (as the user types it): every measurement it made, in
     order."""
-    mine = [r for r in results if belongs_to(r.test_id, nodeid)]
+    mine = [record for record in records if belongs_to(record.test_id, nodeid)]
     out: list[tuple[str, str]] = []
-    for row in summary_rows(mine, verdicts, usd_per_hour, root=root):
+    for row in summary_rows(mine, usd_per_hour, root=root):
         suffix = row["test_id"][len(nodeid):]
         out.append((f"verdict{suffix}", verdict_text(row)))
         out += [(f"{name}{suffix}", row[name]) for name in ("engine", "workload")]
         out += [(f"{key}{suffix}", _number(value)) for key, value in row["values"].items()
                 if value is not None]
-    for test_id, estimates, _ in extras:  # SLO capacities, offline throughputs
-        if belongs_to(test_id, nodeid):
-            suffix = test_id[len(nodeid):]
-            out += [(f"{name}{suffix}", _number(est.value)) for name, est in estimates.items()
-                    if math.isfinite(est.value)]
-            status = verdicts.get(test_id)
-            out.append((f"verdict{suffix}", status.summary if status else ""))
+    for record in mine:  # SLO capacities, offline throughputs
+        if record.extras is not None:
+            suffix = record.test_id[len(nodeid):]
+            out += [(f"{name}{suffix}", _number(est.value))
+                    for name, est in record.extras.estimates.items() if math.isfinite(est.value)]
+            out.append((f"verdict{suffix}", record.status.summary if record.status else ""))
     return out

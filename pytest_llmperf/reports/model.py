@@ -20,8 +20,8 @@ from pytest_llmperf.ids import side_of
 from pytest_llmperf.metrics import cost, energy, gpus, registry, roofline
 from pytest_llmperf.metrics.derived import Derived, derive_all
 from pytest_llmperf.metrics.result import Result
-from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.numbers import finite_or_none
+from pytest_llmperf.verdict.measurement import MeasurementRecord
 from pytest_llmperf.verdict.status import Status
 
 # {"test_id", "engine", "workload", "status": a Status' value or "", "values": {key: float|None},
@@ -29,7 +29,6 @@ from pytest_llmperf.verdict.status import Status
 #  price (cost.Share.describe; "" without a price), "gpus": each card's telemetry
 #  (GpuTelemetry.to_dict; GPU runs only)}
 Row = dict[str, Any]
-Extra = tuple[str, dict[str, Estimate], str]  # test id, its metrics, what they are
 
 
 @dataclass(frozen=True)
@@ -123,26 +122,29 @@ def _value(result: Result, key: str) -> float | None:
     return finite_or_none(result.value(key))
 
 
-def summary_rows(results: Sequence[Result], verdicts: Mapping[str, Status],
+def summary_rows(records: Sequence[MeasurementRecord],
                  usd_per_hour: cost.Price | float | None = None,
                  root: Path | None = None,
                  derived: Sequence[Derived] | None = None) -> list[Row]:
-    """A row per result; `verdicts` maps a test id to its verdict,
+    """A row per record that measured a run, with its verdict;
     `usd_per_hour` (the price, cost.for_hardware; a bare number is the machine's) adds the cost
     columns, at each engine's share of it; `root` (pytest's rootdir) is where a relative model
-    path is, for the roofline. `derived` (one per result, metrics/derived.py): the per-GPU,
-    cost and roofline numbers where the caller has worked them out already; else they are
-    worked out here from `usd_per_hour` and `root`."""
+    path is, for the roofline. `derived` (one per measured record, metrics/derived.py): the
+    per-GPU, cost and roofline numbers where the caller has worked them out already; else they
+    are worked out here from `usd_per_hour` and `root`."""
+    measured = [record for record in records if record.result is not None]
+    results = [record.result for record in measured]
     derived = derive_all(results, usd_per_hour, root) if derived is None else derived
     rows = []
-    for result, found in zip(results, derived, strict=True):
+    for record, found in zip(measured, derived, strict=True):
+        result = record.result
         keys = [column.key for column in COLUMNS] + list(EXTRA_VALUES)
         values = {key: _value(result, key) for key in keys}
         values.update(found.values())
         share = found.share
-        rows.append({"test_id": result.test_id, "engine": result.engine_label,
+        rows.append({"test_id": record.test_id, "engine": result.engine_label,
                      "workload": result.workload_label,
-                     "status": str(verdicts.get(result.test_id, "")), "values": values,
+                     "status": record.status.value if record.status else "", "values": values,
                      "server": dict(result.server), "cost": share.describe() if share else "",
                      **({"gpus": [card.to_dict() for card in result.gpu_telemetry]}
                         if result.gpu_telemetry else {})})
@@ -285,12 +287,15 @@ def server_texts(rows: Iterable[Row]) -> dict[str, str]:
     return texts
 
 
-def extra_lines(extras: Iterable[Extra], verdicts: Mapping[str, Status]) -> list[str]:
+def extra_lines(records: Iterable[MeasurementRecord]) -> list[str]:
     """Gated metrics that are not a run's (SLO capacity, offline throughput): one line each."""
     lines = []
-    for test_id, estimates, detail in extras:
-        values = ", ".join(f"{name} = {est.value:,.2f}" for name, est in estimates.items())
-        status = verdicts.get(test_id)
-        verdict = status.summary if status else ""
-        lines.append(f"{test_id}: {values} ({detail})" + (f"  {verdict}" if verdict else ""))
+    for record in records:
+        if record.extras is None:
+            continue
+        values = ", ".join(f"{name} = {est.value:,.2f}"
+                           for name, est in record.extras.estimates.items())
+        verdict = record.status.summary if record.status else ""
+        lines.append(f"{record.test_id}: {values} ({record.extras.detail})"
+                     + (f"  {verdict}" if verdict else ""))
     return lines

@@ -19,7 +19,10 @@ Our own complete data sits under the top-level "llmperf" key, which those tools 
      "engine": {...}, "engine_label": ..., "workload": {...}, "workload_label": ...,
      "metrics": {"ttft_s.p50": {"value": 0.21, "spread": 0.004, "n": 3, "direction": "lower"},
                  ...every name of RunMetrics.flat()},
-     "server_metrics": {...}, "verdict": "pass", "engine_start_s": 41.2,
+     "server_metrics": {...}, "status": "regression" (a Status' value; "" never judged),
+     "verdict": "REGRESSION" (the verdict column's words, for the eye: a file written before
+     "status" has only these), "gate": {"tolerance": 0.75, "metrics": [...]} (what the test
+     declared), "engine_start_s": 41.2,
      "server": {"vllm": "0.32.0", "torch": "2.13.0+cpu", "python": "3.11.7",
                 "source": "GET /version"} (which vLLM served it; the fingerprint is the client's),
      "failures": {"overloaded": 2, "cut_off": 1} (failed requests per kind, failures.py),
@@ -78,7 +81,7 @@ from pytest_llmperf.metrics.stats import combine_runs
 from pytest_llmperf.numbers import finite_or_none as _finite
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.verdict.baselines import atomic_write
-from pytest_llmperf.verdict.status import Status
+from pytest_llmperf.verdict.measurement import MeasurementRecord
 
 __all__ = ["FORMAT", "WRITE_ONE", "run_document", "write_run"]
 
@@ -94,31 +97,27 @@ _NORMAL_QUARTILE_Z = 0.6745
 
 
 def run_document(
-    results: Sequence[Result],
+    records: Sequence[MeasurementRecord],
     *,
-    verdicts: Mapping[str, Status],
     fingerprint: Mapping[str, Any],
     commit: str | None,
     started: datetime,
-    gates: Mapping[str, Mapping[str, Any]] | None = None,
     usd_per_hour: cost.Price | float | None = None,
-    annotations: Mapping[str, Mapping[str, Any]] | None = None,
     root: Path | None = None,
     derived: Sequence[Derived] | None = None,
 ) -> dict[str, Any]:
-    """The run as a pytest-benchmark JSON document with our data under "llmperf".
+    """The run as a pytest-benchmark JSON document with our data under "llmperf": one result
+    entry per record that measured a run (verdict/measurement.py), its numbers written here and
+    the record's own part (verdict, gate settings, annotations) by `MeasurementRecord.to_plain`.
 
-    `verdicts` maps a test id (or a baseline key) to its gate verdict, as the summary shows it;
-    `gates` maps a test id to the gate settings the test declared ({"tolerance": 0.75,
-    "metrics": [...]}), so `llmperf compare` judges each test as the test itself would;
     `usd_per_hour` (--llmperf-cost-per-hour's price, cost.for_hardware; a bare number is the
-    machine's) adds each result's "cost" at its engine's share (cost.py); `annotations`
-    maps a test id to more fields of its result ("ab": side B's paired A/B judgement,
-    ab.ab_entry; "capacity": a capacity probe's SLO and outcome);
-    `root` (pytest's rootdir) is where a relative model path is, for the roofline;
-    `derived` (one per result, metrics/derived.py): each result's per-GPU, cost and roofline
-    numbers where the caller has worked them out already, else they are worked out here.
+    machine's) adds each result's "cost" at its engine's share (cost.py); `root` (pytest's
+    rootdir) is where a relative model path is, for the roofline; `derived` (one per measured
+    record, metrics/derived.py): each result's per-GPU, cost and roofline numbers where the
+    caller has worked them out already, else they are worked out here.
     """
+    measured = [record for record in records if record.result is not None]
+    results = [record.result for record in measured]
     derived = derive_all(results, usd_per_hour, root) if derived is None else derived
     return {
         "machine_info": _machine_info(fingerprint),
@@ -129,9 +128,8 @@ def run_document(
         "llmperf": {
             "format": FORMAT,
             "fingerprint": dict(fingerprint),
-            "results": [{**_result_entry(result, verdicts, gates or {}, found),
-                         **(annotations or {}).get(result.test_id, {})}
-                        for result, found in zip(results, derived, strict=True)],
+            "results": [{**_result_entry(record.result, found), **record.to_plain()}
+                        for record, found in zip(measured, derived, strict=True)],
         },
     }
 
@@ -169,14 +167,7 @@ def _benchmark_version() -> str:
         return "unknown"
 
 
-def _verdict_words(status: Status | None) -> str:
-    """The run file keeps the verdict column's words (`Status.from_summary` reads them)."""
-    return status.summary if status else ""
-
-
-def _result_entry(result: Result, verdicts: Mapping[str, Status],
-                  gates: Mapping[str, Mapping[str, Any]],
-                  found: Derived) -> dict[str, Any]:
+def _result_entry(result: Result, found: Derived) -> dict[str, Any]:
     runs = result.runs or (result.metrics,)
     estimates = combine_runs([run.flat() for run in runs])
     return {
@@ -197,11 +188,9 @@ def _result_entry(result: Result, verdicts: Mapping[str, Status],
         },
         # Scraped once per representative run, not per repeat: plain values, no spread.
         "server_metrics": {n: _finite(v) for n, v in sorted(result.server_metrics.items())},
-        "verdict": _verdict_words(verdicts.get(result.test_id, verdicts.get(result.key))),
         "engine_start_s": _finite(result.engine_start_s),
         # Which vLLM served it, as the server said (client/server_info.py); {} when not asked.
         "server": dict(result.server),
-        "gate": dict(gates.get(result.test_id, {})),
         # Failed requests per kind (failures.py) of the representative run; {} when none failed.
         "failures": result.failure_kinds(),
         "client": _client(result),

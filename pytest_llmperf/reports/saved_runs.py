@@ -18,6 +18,8 @@ from pytest_llmperf.numbers import is_real, is_whole
 from pytest_llmperf.reports.runfile import FORMAT, WRITE_ONE
 from pytest_llmperf.verdict.baselines import DIRECTIONS, BaselineEntry
 from pytest_llmperf.verdict.gate import DEFAULT_GATED, DEFAULT_TOLERANCE
+from pytest_llmperf.verdict.measurement import MeasurementRecord
+from pytest_llmperf.verdict.status import Status
 
 __all__ = ["RunFile", "RunFileError", "SavedResult", "load_run", "read_run", "resolve_saved"]
 
@@ -52,7 +54,9 @@ def load_run(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class SavedResult:
-    """One test of a saved run: each metric's median over repeats, spread, n and direction."""
+    """One test of a saved run: each metric's median over repeats, spread, n and direction,
+    and its measurement record as the run file kept it (verdict, declared gate settings, side
+    B's A/B judgement: verdict/measurement.py)."""
 
     key: str
     test_id: str
@@ -62,13 +66,33 @@ class SavedResult:
     engine_label: str = ""
     workload: dict[str, Any] = field(default_factory=dict)
     workload_label: str = ""
-    verdict: str = ""
     engine_start_s: float | None = None
     path: str = ""
-    # The gate settings the test declared (None: it left them to the defaults).
-    tolerance: float | None = None
-    gated: tuple[str, ...] | None = None
-    ab: dict[str, Any] = field(default_factory=dict)  # side B of a paired run: ab.ab_entry
+    record: MeasurementRecord | None = None  # None: a result made by hand, never judged
+
+    @property
+    def status(self) -> Status | None:
+        return self.record.status if self.record else None
+
+    @property
+    def verdict(self) -> str:
+        """The verdict column's words (judge.SavedRun reads them)."""
+        return self.status.summary if self.status else ""
+
+    @property
+    def tolerance(self) -> float | None:
+        """The tolerance the test declared (None: it left it to the default)."""
+        return self.record.gate.tolerance if self.record else None
+
+    @property
+    def gated(self) -> tuple[str, ...] | None:
+        """The metrics the test declared with gate= (None: it left them to the defaults)."""
+        return self.record.gate.metrics if self.record else None
+
+    @property
+    def ab(self) -> dict[str, Any]:
+        """Side B of a paired run: its judgement (ab.ab_entry); {} for any other result."""
+        return (self.record.ab if self.record else None) or {}
 
     def entries(
         self, names: Iterable[str] | None = DEFAULT_GATED, tolerance: float = DEFAULT_TOLERANCE
@@ -126,19 +150,19 @@ def _metric(path: str, where: str, entry: Any) -> tuple[Estimate, str]:
     return Estimate(value, spread, n), direction
 
 
-def _gate(path: str, where: str, entry: Any) -> tuple[float | None, tuple[str, ...] | None]:
-    """A result's declared gate settings; files written before they were recorded have none."""
+def _check_gate(path: str, where: str, entry: Any) -> None:
+    """A result's declared gate settings, if any (files written before they were recorded have
+    none), must be of MeasurementRecord's form."""
     if entry is None:
-        return None, None
+        return
     if not isinstance(entry, dict):
         raise _bad(path, where, f"expected an object, got {entry!r}")
     tolerance, names = entry.get("tolerance"), entry.get("metrics")
     if tolerance is not None:
-        tolerance = _number(path, f"{where}.tolerance", tolerance)
+        _number(path, f"{where}.tolerance", tolerance)
     if names is not None and not (isinstance(names, list)
                                   and all(isinstance(name, str) for name in names)):
         raise _bad(path, f"{where}.metrics", f"expected a list of metric names, got {names!r}")
-    return tolerance, None if names is None else tuple(names)
 
 
 def _object(value: Any) -> dict[str, Any]:
@@ -155,7 +179,7 @@ def _saved_result(path: str, index: int, item: Any) -> SavedResult:
     if not isinstance(metrics, dict):
         raise _bad(path, f"{where}.metrics", f"expected an object, got {metrics!r}")
     parsed = {name: _metric(path, f"{where}.metrics.{name}", m) for name, m in metrics.items()}
-    tolerance, gated = _gate(path, f"{where}.gate", item.get("gate"))
+    _check_gate(path, f"{where}.gate", item.get("gate"))
     return SavedResult(
         key=key,
         test_id=str(item.get("test_id", key)),
@@ -165,12 +189,9 @@ def _saved_result(path: str, index: int, item: Any) -> SavedResult:
         engine_label=str(item.get("engine_label", "")),
         workload=_object(item.get("workload")),
         workload_label=str(item.get("workload_label", "")),
-        verdict=str(item.get("verdict", "")),
         engine_start_s=item.get("engine_start_s"),
         path=path,
-        tolerance=tolerance,
-        gated=gated,
-        ab=_object(item.get("ab")),
+        record=MeasurementRecord.from_plain(item),
     )
 
 

@@ -17,11 +17,11 @@ from pytest_llmperf.client.measure import Endpoint, Measurement
 from pytest_llmperf.engines.errors import EngineDied, EngineError
 from pytest_llmperf.engines.pool import EnginePool
 from pytest_llmperf.engines.spec import Engine
-from pytest_llmperf.ids import result_id, side_key, side_of
+from pytest_llmperf.ids import MeasurementId, result_id, side_key, side_of
 from pytest_llmperf.machine.hardware import is_gpu_class
 from pytest_llmperf.metrics.compute import RunMetrics
 from pytest_llmperf.metrics.result import Result
-from pytest_llmperf.reports.notes import Note
+from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.settings import Settings
 from pytest_llmperf.verdict import judge
 from pytest_llmperf.verdict.ab import abba_order
@@ -57,8 +57,7 @@ class Measuring(Protocol):
     gpu_count: int
     settings: Settings
     paused_ab: dict[str, PausedAb]
-    verdicts: dict[str, Status]
-    notes: list[Note]
+    ledger: Ledger
 
     def tokenizer_for(self, engine: Engine) -> Any: ...
     def endpoint_for(self, engine: Engine, workload: Workload
@@ -120,8 +119,8 @@ class AbRun:
                 raise ConfirmLater(self.test_id)
         if confirm:
             later = " after the other tests of its engine," if self.resumed else ""
-            self.session.notes.append(Note(self.test_id, f"B regressed over {pairs} ABBA pairs; "
-                                           f"{confirm_pairs} more measured{later} to confirm"))
+            self.session.ledger.note(self.test_id, f"B regressed over {pairs} ABBA pairs; "
+                                     f"{confirm_pairs} more measured{later} to confirm")
             died = self.measure_round(pairs, confirm_pairs)
         return died
 
@@ -171,7 +170,7 @@ class AbRun:
         after = {side: pool.gpus_of(spec) for side, spec in sides.items()}
         shown = "; ".join(f"{side} on GPUs {','.join(before[side])} then "
                           f"{','.join(after[side])}" for side in ("A", "B"))
-        self.session.notes.append(Note(self.test_id, f"A/B sides traded GPUs halfway: {shown}"))
+        self.session.ledger.note(self.test_id, f"A/B sides traded GPUs halfway: {shown}")
 
     def results(self, died: EngineDied | None) -> tuple[Result, ...]:
         """Both sides' results, paired by position; the engine's death raised after them."""
@@ -181,10 +180,11 @@ class AbRun:
                                 self.workload, self.runs[side][:max(pairs, 1)],
                                 self.starts.get(side))
             for side in ("A", "B") if self.runs[side])
-        verdicts = self.session.verdicts
+        ledger = self.session.ledger
         for result in results:  # judge_ab may give side B its verdict; llmperf.ab does not
-            verdicts.setdefault(result.test_id, Status.SIDE_A if side_of(result.key) == "A"
-                                else Status.SIDE_B)
+            id = MeasurementId.parse(result.test_id)
+            if ledger.status(id) is None:
+                ledger.judged(id, Status.SIDE_A if side_of(result.key) == "A" else Status.SIDE_B)
         if died:
             self.session.mark_died(results, died)
             raise died

@@ -20,10 +20,10 @@ from pytest_llmperf.history.identity import engine_hash, family, series_key, wor
 from pytest_llmperf.history.series import NOT_POINTS
 from pytest_llmperf.history.store import RECORD_WAIT_S, HistoryError, HistoryStore, Point
 from pytest_llmperf.history.trend import TrendCheck
+from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.machine.clocks import read_clocks
 from pytest_llmperf.machine.hardware import is_gpu_fingerprint
 from pytest_llmperf.reports.files import check_writable, merge_documents
-from pytest_llmperf.reports.notes import Note
 from pytest_llmperf.session.provenance import git_commit
 from pytest_llmperf.verdict import gate, judge
 
@@ -89,7 +89,7 @@ def open_history(settings, fingerprint: dict[str, Any], *, worker: bool
 
 def _judged(session, subject: judge.Subject) -> bool:
     """Is the measurement one of its engine (not CLIENT LIMITED, DISTURBED, ...)?"""
-    status = session.verdicts.get(subject.test_id)
+    status = session.ledger.status(MeasurementId.parse(subject.test_id))
     return status is None or status.summary not in NOT_POINTS
 
 
@@ -115,7 +115,7 @@ def baseline_current(session, subject: judge.Subject, current: judge.Current, ga
     estimates, note = baseline_estimates(stored, now, current.estimates, gated,
                                          history.from_history, band)
     if note:
-        session.notes.append(Note(subject.test_id, note))
+        session.ledger.note(subject.test_id, note)
     return judge.Current(estimates, current.runs)
 
 

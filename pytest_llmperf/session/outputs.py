@@ -37,33 +37,33 @@ def payload(session, started) -> dict[str, Any]:
         or session.history is not None
     # Per-GPU throughput, cost and roofline: worked out once per result, for the run file and
     # the summary's rows alike.
-    derived = derive_all(session.results, usd_per_hour(session), session.settings.rootdir)
+    ledger = session.ledger
+    derived = derive_all(ledger.results, usd_per_hour(session), session.settings.rootdir)
     document = None
-    if wants_document and session.results:
+    if wants_document and ledger.measured:
         document = runfile.run_document(
-            session.results, verdicts=session.verdicts, fingerprint=session.fingerprint,
-            commit=git_commit(session.settings.rootdir), started=started, gates=session.gates,
-            usd_per_hour=usd_per_hour(session), annotations=session.annotations,
-            root=session.settings.rootdir, derived=derived)
+            ledger.records, fingerprint=session.fingerprint,
+            commit=git_commit(session.settings.rootdir), started=started,
+            usd_per_hour=usd_per_hour(session), root=session.settings.rootdir, derived=derived)
         # Plain data, as the file will hold it: pytest-xdist's execnet sends builtins only (an
         # A/B annotation's Status, a str subclass, would stop a worker's hand-over).
         document = json.loads(json.dumps(document, default=str))
     return {
-        "rows": model.summary_rows(session.results, session.verdicts, usd_per_hour(session),
-                                    root=session.settings.rootdir, derived=derived),
-        "extras": model.extra_lines(session.extras, session.verdicts),
+        "rows": model.summary_rows(ledger.records, usd_per_hour(session),
+                                   root=session.settings.rootdir, derived=derived),
+        "extras": model.extra_lines(ledger.records),
         "starts": [[engine.label(), seconds] for engine, seconds in session.pool.starts],
         # [label, restarts, given up?]: the MAX_DEATHS-th death is not restarted
         "deaths": [[engine.label(), min(n, MAX_DEATHS - 1), n >= MAX_DEATHS]
                    for engine, n in session.pool.deaths.items() if n],
-        "notes": [note.to_plain() for note in [*session.notes, *_cost_notes(session)]],
+        "notes": [note.to_plain() for note in [*ledger.notes, *_cost_notes(session)]],
         "document": document,
     }
 
 
 def _cost_notes(session) -> list[Note]:
     note = cost.missing_note(session.settings.cost_per_hour, session.hardware_class)
-    return [Note(None, note)] if note and session.results else []
+    return [Note(None, note)] if note and session.ledger.measured else []
 
 
 def write_documents(session, payloads: list[dict[str, Any]]) -> list[str]:

@@ -7,7 +7,6 @@ Owned by the plugin (one per pytest session, kept in `config.stash`), never a mo
 from __future__ import annotations
 
 import os
-from collections import defaultdict
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
@@ -25,24 +24,25 @@ from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.failures import describe_counts
-from pytest_llmperf.ids import result_id, user_nodeid
-from pytest_llmperf.metrics import energy
-from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
+from pytest_llmperf.ids import MeasurementId, result_id, user_nodeid
 from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.machine.hardware import is_gpu_class
+from pytest_llmperf.machine.watch import watched
+from pytest_llmperf.metrics import energy
+from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.reports import saved_runs
-from pytest_llmperf.reports.notes import Note
 from pytest_llmperf.session import ab_run, history_run
 from pytest_llmperf.session.ab_run import PausedAb
 from pytest_llmperf.session.deployment import Deployment
+from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.provenance import engine_identity, git_commit
 from pytest_llmperf.session.settings import Settings, usable_cores
 from pytest_llmperf.session.updates import BaselineUpdates, PendingUpdate
-from pytest_llmperf.machine.watch import watched
 from pytest_llmperf.verdict import baselines, gate, judge, noise
 from pytest_llmperf.verdict.ab import ab_line
+from pytest_llmperf.verdict.measurement import GateSettings
 from pytest_llmperf.verdict.status import Status
 from pytest_llmperf.workloads.identity import workload_identity
 from pytest_llmperf.workloads.text_only import as_text
@@ -65,19 +65,11 @@ class LlmperfSession:
     pool: EnginePool
     hardware_class: str = "cpu"
     fingerprint: dict[str, Any] = field(default_factory=dict)
-    results: list[Result] = field(default_factory=list)
-    verdicts: dict[str, Status] = field(default_factory=dict)
-    # test id -> the gate settings its test declared, for the run file (see runfile.run_document)
-    gates: dict[str, dict[str, Any]] = field(default_factory=dict)
-    notes: list[Note] = field(default_factory=list)
-    # test id -> what the run file adds to that result: "ab" (side B's paired judgement,
-    # ab.ab_entry) and "capacity" (a capacity probe's SLO and outcome), for `llmperf compare`
-    # and the plots
-    annotations: dict[str, dict[str, Any]] = field(default_factory=lambda: defaultdict(dict))
+    # A record per measurement (verdict, gate settings, annotations) and the notes.
+    ledger: Ledger = field(default_factory=Ledger)
     updates: BaselineUpdates = field(default_factory=BaselineUpdates)
     # test id -> an A/B measurement whose confirm pairs were deferred (run_ab, defer=True)
     paused_ab: dict[str, PausedAb] = field(default_factory=dict)
-    extras: list[tuple[str, dict[str, Estimate], str]] = field(default_factory=list)
     engine_nice: int = 0
     # The pid whose descendants are this session's processes (client/neighbours.session_root);
     # 0: this process.
@@ -98,7 +90,8 @@ class LlmperfSession:
         if self.deployment is None and self.settings.endpoint:
             self.deployment = Deployment.from_settings(self.settings, os.environ)
         if self.deployment is not None:
-            self.notes += [Note(None, line) for line in self.deployment.notes()]
+            for line in self.deployment.notes():
+                self.ledger.note(None, line)
 
     # ------------------------------------------------------------------ measuring
 
@@ -142,8 +135,8 @@ class LlmperfSession:
             return VLLM
         kind = self.deployment.kind()
         line = self.deployment.kind_note()
-        if line and Note(None, line) not in self.notes:
-            self.notes.append(Note(None, line))
+        if line:
+            self.ledger.note_once(None, line)
         return kind
 
     def identify(self, engine: Engine, base_url: str) -> None:
@@ -182,8 +175,8 @@ class LlmperfSession:
                 break  # a client worker or the engine died: what was measured is kept
         result = self.record(nodeid, key, engine, workload, runs, start_s)
         # What the server could not do, one line each, never measured wrong in silence.
-        self.notes += [Note(result.test_id, line)
-                       for line in limits(kind, result.records, text_prompts)]
+        for line in limits(kind, result.records, text_prompts):
+            self.ledger.note(result.test_id, line)
         if died:
             self.mark_died([result], died)
             raise died
@@ -193,7 +186,7 @@ class LlmperfSession:
         """The verdict of measurements their engine died (or stalled) in."""
         status = Status.ENGINE_STALLED if isinstance(died, EngineStalled) else Status.ENGINE_DIED
         for result in results:
-            self.verdicts[result.test_id] = status
+            self.ledger.judged(_id(result.test_id), status)
 
     def run_ab(self, nodeid: str, key: str, a: Engine, b: Engine, workload: Workload,
                pairs: int, confirm_pairs: int = 0, gated: tuple[str, ...] = (),
@@ -234,9 +227,8 @@ class LlmperfSession:
         records and summaries shown) is the median by output throughput."""
         metrics, measured = sorted(runs, key=lambda run: run[0].output_throughput_tok_s)[
             len(runs) // 2]
-        warning = Note(None, measured.warning) if measured.warning else None
-        if warning and warning not in self.notes:
-            self.notes.append(warning)
+        if measured.warning:
+            self.ledger.note_once(None, measured.warning)
         result = Result(
             test_id=result_id(nodeid, key), key=key,
             engine=self.engine_identity(engine), engine_label=engine.label(),
@@ -249,17 +241,18 @@ class LlmperfSession:
             disturbance=_disturbance_of(runs), server=dict(self.servers.get(engine, {})),
             gpu_telemetry=measured.disturbance.telemetry if measured.disturbance else (),
         )
-        self.results.append(result)
+        id = _id(result.test_id)
+        self.ledger.add(id, result)
         if turns := result.by_turn:  # a conversation's latencies by turn, for the run file
-            self.annotate(result.test_id, by_turn=turns)
+            self.ledger.annotate(id, by_turn=turns)
         if result.disturbed:  # the neighbour, not the engine (nor the client), set the numbers
-            self.verdicts[result.test_id] = Status.DISTURBED
+            self.ledger.judged(id, Status.DISTURBED)
         elif result.client_error or result.client.limited:
-            self.verdicts[result.test_id] = Status.CLIENT_LIMITED
+            self.ledger.judged(id, Status.CLIENT_LIMITED)
         if result.failed:  # what went wrong, by kind, whether or not the error rate is allowed
-            self.notes.append(Note(result.test_id, f"{result.failed} of "
-                                   f"{result.failed + result.completed} requests failed: "
-                                   f"{describe_counts(result.failure_kinds())}"))
+            self.ledger.note(result.test_id, f"{result.failed} of "
+                             f"{result.failed + result.completed} requests failed: "
+                             f"{describe_counts(result.failure_kinds())}")
         return result
 
     def engine_death(self, engine: Engine, records, stall: str | None = None
@@ -277,7 +270,7 @@ class LlmperfSession:
     def _note_death(self, engine: Engine, line: str, restarted: bool) -> None:
         then = (f"restarted for the next test ({self.pool.deaths[engine]} of {MAX_DEATHS} "
                 "deaths)" if restarted else "not started again")
-        self.notes.append(Note(None, f"{line}; {then}"))
+        self.ledger.note(None, f"{line}; {then}")
 
     def one_at_a_time(self) -> AbstractContextManager:
         """Held for each measurement of an endpoint: the server is shared by every pytest-xdist
@@ -317,12 +310,12 @@ class LlmperfSession:
         return run_offline(engine, requests, self.log_dir())
 
     def annotate(self, test_id: str, **fields: Any) -> None:
-        """Data the run file keeps with a result beyond its metrics (see `annotations`)."""
-        self.annotations[test_id].update(fields)
+        """Data the run file keeps with a result beyond its metrics (Ledger.annotate)."""
+        self.ledger.annotate(_id(test_id), **fields)
 
     def record_extra(self, test_id: str, estimates: dict[str, Estimate], detail: str) -> None:
         """Metrics that are not a run (an SLO capacity, offline throughput), for the summary."""
-        self.extras.append((test_id, estimates, detail))
+        self.ledger.add_extras(_id(test_id), estimates, detail)
 
     def log_dir(self) -> Path:
         return self.settings.path(self.settings.log_dir)
@@ -337,14 +330,14 @@ class LlmperfSession:
         """A measured run: its SLOs over every metric, its reference over the gated ones (the
         test's `gate=` list, else the baseline's own, else gate.DEFAULT_GATED)."""
         known = _known_metric(result.metrics, result.engine_start_s)
-        declared = {"tolerance": options.tolerance, "metrics": options.gate and list(options.gate)}
-        self.gates[result.test_id] = {k: v for k, v in declared.items() if v is not None}
+        self.ledger.entry(_id(result.test_id)).gate = GateSettings(
+            options.tolerance, tuple(options.gate) if options.gate else None)
         if options.gate:
             try:
                 gate.check_names(list(options.gate), known, what="gate")
             except gate.UnknownMetricError as exc:
                 judgement = judge.Judgement(error=f"@pytest.mark.llmperf(gate=...): {exc}")
-                self.verdicts[result.test_id] = judgement.status
+                self.ledger.judged(_id(result.test_id), judgement.status)
                 return judgement
         subject = judge.Subject(item, result.test_id, result.key, result.engine, result.workload)
         current = judge.Current.of(result.runs, result.engine_start_s)
@@ -361,14 +354,15 @@ class LlmperfSession:
         judgement = judge.judge(judge.Current.of(result_b.runs), side_a,
                                  gated=options.gate or gate.DEFAULT_GATED, slo=slo,
                                  known=_known_metric(result_b.metrics))
-        self.annotate(result_b.test_id, ab=judgement.ab)
-        if self.verdicts.get(result_b.test_id) not in UNJUDGED:
-            self.verdicts[result_b.test_id] = judgement.status
+        id_b = _id(result_b.test_id)
+        self.ledger.annotate(id_b, ab=judgement.ab)
+        if self.ledger.status(id_b) not in UNJUDGED:
+            self.ledger.judged(id_b, judgement.status)
         sides = server_info.sides_text(result_a.server, result_b.server)
-        self.notes.append(Note(result_b.test_id, ab_line(judgement.ab)
-                               + (f"; {sides}" if sides else "")))
-        self.notes += [Note(result_b.test_id, verdict.message)
-                       for verdict in judgement.report.verdicts if verdict.status != Status.PASS]
+        self.ledger.note(result_b.test_id, ab_line(judgement.ab) + (f"; {sides}" if sides else ""))
+        for verdict in judgement.report.verdicts:
+            if verdict.status != Status.PASS:
+                self.ledger.note(result_b.test_id, verdict.message)
         return judgement
 
     def judge_estimates(self, subject: judge.Subject, current: judge.Current, options, *, slo,
@@ -382,11 +376,11 @@ class LlmperfSession:
         judgement = judge.judge(current, reference, gated=gated, tolerance=options.tolerance,
                                  slo=slo, known=known,
                                  also=history_run.trend_checks(self, subject, gated))
-        limited = self.verdicts.get(subject.test_id)
+        limited = self.ledger.status(_id(subject.test_id))
         limited = limited if limited in UNJUDGED else None
         if self.settings.update_baselines and limited:
             why = "client-limited" if limited == Status.CLIENT_LIMITED else "disturbed"
-            self.notes.append(Note(subject.test_id, f"baseline not updated ({why} run)"))
+            self.ledger.note(subject.test_id, f"baseline not updated ({why} run)")
         elif self.settings.update_baselines and not judgement.failed:
             written = history_run.baseline_current(self, subject, current, gated,
                                                    options.tolerance)
@@ -394,8 +388,9 @@ class LlmperfSession:
         elif judgement.record_local and not limited and not judgement.failed:
             self._owe_update(subject, self.local_ref(ref), current, options, gated, exact,
                              local=True)
-        self.verdicts[subject.test_id] = limited or judgement.status
-        self.notes += [Note(subject.test_id, note) for note in judgement.notes]
+        self.ledger.judged(_id(subject.test_id), limited or judgement.status)
+        for note in judgement.notes:
+            self.ledger.note(subject.test_id, note)
         return judgement
 
     def _owe_update(self, subject: judge.Subject, ref: judge.BaselineRef, current: judge.Current,
@@ -448,12 +443,16 @@ class LlmperfSession:
 
     def apply_updates(self, nodeid: str, passed: bool) -> list[str]:
         """Write a test's pending baseline updates if it passed (updates.BaselineUpdates)."""
-        return self.updates.apply(nodeid, passed, self.notes, self.verdicts)
+        return self.updates.apply(nodeid, passed, self.ledger)
 
     # ------------------------------------------------------------------ output
 
     def runs_dir(self) -> Path:
         return self.settings.path(RUNS_DIR)
+
+
+def _id(test_id: str) -> MeasurementId:
+    return MeasurementId.parse(test_id)
 
 
 def _disturbance_of(runs: list[tuple[RunMetrics, Measurement]]) -> Disturbance | None:

@@ -7,8 +7,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_llmperf.ids import result_id
-from pytest_llmperf.reports.notes import Note
+from pytest_llmperf.ids import MeasurementId, result_id
+from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.verdict import baselines, judge
 from pytest_llmperf.verdict.status import Status
 
@@ -20,6 +20,11 @@ class PendingUpdate:
     provenance: dict[str, Any]
     local: bool = False  # this machine's first-run baseline (not a committed file)
 
+    @property
+    def id(self) -> MeasurementId:
+        """The measurement the update is made of: the test's, under its baseline key."""
+        return MeasurementId.parse(result_id(self.ref.nodeid, self.ref.key))
+
 
 class BaselineUpdates:
     """The pending updates of each test (by node id), and their writing."""
@@ -30,17 +35,15 @@ class BaselineUpdates:
     def add(self, nodeid: str, update: PendingUpdate) -> None:
         self.pending[nodeid].append(update)
 
-    def apply(self, nodeid: str, passed: bool, notes: list[Note],
-              verdicts: dict[str, Status]) -> list[str]:
+    def apply(self, nodeid: str, passed: bool, ledger: Ledger) -> list[str]:
         """Write a test's pending updates if it passed. Returns the updates that could not be
         written (one line each: file, key, fix); the measurements stay in the summary and the
         run file either way."""
         errors = []
         for update in self.pending.pop(nodeid, []):
             nodeid = update.ref.nodeid  # as the user types it
-            test_id = result_id(nodeid, update.ref.key)
             if not passed:
-                notes.append(Note(nodeid, "baseline not updated (the test failed)"))
+                ledger.note(nodeid, "baseline not updated (the test failed)")
                 continue
             try:
                 update.ref.path.parent.mkdir(parents=True, exist_ok=True)
@@ -48,18 +51,18 @@ class BaselineUpdates:
                                           update.provenance)
             except baselines.BaselineError as exc:
                 errors.append(f"baseline not updated: {exc}")
-                verdicts[test_id] = Status.ERROR
+                ledger.judged(update.id, Status.ERROR)
                 continue
             except OSError as exc:  # a read-only checkout, a full disk: this test's failure
                 errors.append(f"baseline not updated: {update.ref.shown}: "
                               f"{exc.strerror or exc}; make it writable and run again")
-                verdicts[test_id] = Status.ERROR
+                ledger.judged(update.id, Status.ERROR)
                 continue
             where = f'{update.ref.shown} :: "{update.ref.key}"'
             if update.local:  # the verdict stays: nothing was gated yet
-                notes.append(Note(nodeid, f"this machine's first-run baseline recorded: {where}; "
-                                          "the next run here gates against it"))
+                ledger.note(nodeid, f"this machine's first-run baseline recorded: {where}; "
+                                    "the next run here gates against it")
                 continue
-            notes.append(Note(nodeid, f"baseline updated: {where}"))
-            verdicts[test_id] = Status.UPDATED
+            ledger.note(nodeid, f"baseline updated: {where}")
+            ledger.judged(update.id, Status.UPDATED)
         return errors

@@ -26,6 +26,7 @@ import pytest
 from pytest_llmperf.plugin import hooks as plugin
 from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.records import RequestRecord
+from pytest_llmperf.ids import MeasurementId, result_id
 from pytest_llmperf.metrics.result import Result
 
 def fake_records(ttft, tpot, n=20, out=10):
@@ -46,10 +47,10 @@ def _inject(request, monkeypatch):
     def run(nodeid, key, engine, workload, repeat):
         ttft, tpot = (float(x) for x in os.environ.get("FAKE_" + workload.name, "0.1,0.01").split(","))
         runs = tuple(compute_metrics(fake_records(ttft, tpot)) for _ in range(repeat))
-        result = Result(test_id=nodeid, key=key, engine=session.engine_identity(engine),
+        result = Result(test_id=result_id(nodeid, key), key=key, engine=session.engine_identity(engine),
                         engine_label=engine.label(), workload=workload.to_dict(),
                         workload_label=workload.label(), metrics=runs[0], runs=runs, records=())
-        session.results.append(result)
+        session.ledger.add(MeasurementId.parse(result.test_id), result)
         return result
     monkeypatch.setattr(session, "run", run)
 '''

@@ -22,11 +22,12 @@ from tests.plugin.test_gate_plugin import CONFTEST as GATE_CONFTEST
 from tests.plugin.test_gate_plugin import assert_lines
 
 # test_gate_plugin's injected measurements; FAKE_LIMITED makes a run one the client limited.
-CONFTEST = GATE_CONFTEST.replace("""        session.results.append(result)
-""", """        session.results.append(result)
-        if os.environ.get("FAKE_LIMITED"):
+INJECTED = """        session.ledger.add(MeasurementId.parse(result.test_id), result)
+"""
+assert INJECTED in GATE_CONFTEST
+CONFTEST = GATE_CONFTEST.replace(INJECTED, INJECTED + """        if os.environ.get("FAKE_LIMITED"):
             from pytest_llmperf.verdict.status import Status
-            session.verdicts[result.test_id] = Status.CLIENT_LIMITED
+            session.ledger.judged(MeasurementId.parse(result.test_id), Status.CLIENT_LIMITED)
 """)
 SUITE = '''
 import pytest

@@ -16,7 +16,7 @@ CONFTEST = '''
 import os
 import pytest
 from pytest_llmperf.client.loadgen import Trace
-from pytest_llmperf.ids import result_id
+from pytest_llmperf.ids import MeasurementId, result_id
 from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.plugin import hooks as plugin
@@ -62,7 +62,7 @@ def _inject(request, monkeypatch):
                         engine_label=engine.label(), workload=workload.to_dict(),
                         workload_label=workload.label(), metrics=runs[0], runs=runs,
                         records=tuple(records))
-        session.results.append(result)
+        session.ledger.add(MeasurementId.parse(result.test_id), result)
         return result
     monkeypatch.setattr(session, "run", run)
 '''

@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports import saved_runs
 from pytest_llmperf.verdict import baselines, gate, judge
 from pytest_llmperf.verdict.baselines import BaselineEntry
+from pytest_llmperf.verdict.measurement import MeasurementRecord
 from pytest_llmperf.verdict.status import Status
 
 FILE = "baselines/cpu/test_cpu.toml"
@@ -548,7 +550,8 @@ def test_a_machine_local_baseline_of_another_workload_is_recorded_anew(ref, tmp_
 
 @pytest.mark.parametrize("verdict", ["CLIENT LIMITED", "ENGINE DIED", "ENGINE STALLED"])
 def test_a_saved_result_that_says_nothing_of_its_engine_is_no_reference(verdict):
-    saved = dataclasses.replace(saved_result({"ttft_s.p50": TTFT}), verdict=verdict)
+    record = MeasurementRecord(MeasurementId.parse(NODEID), status=Status.from_summary(verdict))
+    saved = dataclasses.replace(saved_result({"ttft_s.p50": TTFT}), record=record)
     judgement = judge.judge(judge.Current({"ttft_s.p50": est(0.5)}),
                             judge.SavedRun(SAVED, KEY, saved))
     assert judgement.status == Status.NOT_COMPARED and not judgement.failed

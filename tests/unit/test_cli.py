@@ -12,6 +12,7 @@ import pytest
 from pytest_llmperf import cli
 from pytest_llmperf.machine import hardware
 from pytest_llmperf.reports.runfile import run_document, write_run
+from pytest_llmperf.verdict.measurement import MeasurementRecord
 from tests.unit.test_runfile import FINGERPRINT, STARTED, document, make_result
 
 TEST = "suites/test_cpu.py::test_fixed[64]"
@@ -295,9 +296,9 @@ def ab_run(tmp_path, b_ttft: float) -> str:
     b = replace(b, key="test_fixed[64] (B)", test_id=f"{TEST} (B)")
     side_a = judge.SideA(tuple(run.flat() for run in a.runs), 0.1)
     judged = judge.judge(judge.Current.of(b.runs), side_a, gated=("ttft_s.p50",))
-    doc = run_document([a, b], verdicts={b.test_id: judged.status}, fingerprint=FINGERPRINT,
-                       commit="3f2c1e0", started=STARTED,
-                       annotations={b.test_id: {"ab": judged.ab}})
+    records = [MeasurementRecord.of(a),
+               MeasurementRecord.of(b, judged.status, ab=judged.ab)]
+    doc = run_document(records, fingerprint=FINGERPRINT, commit="3f2c1e0", started=STARTED)
     return save_document(tmp_path / "ab.json", doc)
 
 

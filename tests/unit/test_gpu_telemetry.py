@@ -21,6 +21,7 @@ from pytest_llmperf.reports import html, markdown
 from pytest_llmperf.reports.model import gpu_lines, shown_columns, summary_rows
 from pytest_llmperf.reports.runfile import run_document
 from pytest_llmperf.verdict import judge
+from pytest_llmperf.verdict.measurement import MeasurementRecord
 
 SETTINGS = CardSettings(max_sm_mhz=2000.0, power_limit_w=700.0, default_power_limit_w=700.0)
 
@@ -149,14 +150,14 @@ GPU_LINE = ("suites/test_gpu.py::test_chat: GPU 0: SM 1,755 MHz (min 1,515), mem
 
 
 def test_a_gpu_row_shows_joules_per_token_and_a_line_per_card():
-    [row] = summary_rows([gpu_result([20.0])], {})
+    [row] = summary_rows([MeasurementRecord.of(gpu_result([20.0]))])
     assert row["values"]["energy_per_output_token_j"] == 2.5
     assert "J/tok" in [column.header for column in shown_columns([row])]
     assert gpu_lines([row]) == [GPU_LINE]
 
 
 def test_a_cpu_row_shows_nothing_new():
-    [row] = summary_rows([CPU_ROW_RESULT], {})
+    [row] = summary_rows([MeasurementRecord.of(CPU_ROW_RESULT)])
     assert row["values"]["energy_per_output_token_j"] is None and "gpus" not in row
     assert "J/tok" not in [column.header for column in shown_columns([row])]
     page = markdown.document(markdown.Report(rows=[row]))
@@ -165,14 +166,15 @@ def test_a_cpu_row_shows_nothing_new():
 
 
 def test_markdown_and_html_list_the_gpu_lines():
-    [row] = summary_rows([gpu_result([20.0])], {})
+    [row] = summary_rows([MeasurementRecord.of(gpu_result([20.0]))])
     page = markdown.document(markdown.Report(rows=[row]))
     assert f"### GPUs\n\n- {markdown.plain(GPU_LINE)}\n" in page
     assert "<h2>GPUs</h2>" in html.page(markdown.Report(rows=[row]))
 
 
 def document(result: Result) -> dict:
-    return run_document([result], verdicts={}, fingerprint=result.fingerprint, commit=None,
+    return run_document([MeasurementRecord.of(result)], fingerprint=result.fingerprint,
+                        commit=None,
                         started=datetime(2026, 11, 26, tzinfo=timezone.utc))
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_llmperf.ids import belongs_to
+from pytest_llmperf.ids import MeasurementId, belongs_to
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.reports.junit import properties
+from pytest_llmperf.verdict.measurement import Extras, MeasurementRecord
 from pytest_llmperf.verdict.status import Status
 from tests.unit.test_report import ENGINE, WORKLOAD, result, streamed
 
@@ -14,8 +15,9 @@ NODE = "suites/t.py::test_x[1]"
 
 
 def props_of(*results, extras=(), verdicts=None, usd_per_hour=None):
-    return properties(NODE, list(results), verdicts or {}, list(extras), usd_per_hour,
-                      root=Path("."))
+    verdicts = verdicts or {}
+    records = [MeasurementRecord.of(result, verdicts.get(result.test_id)) for result in results]
+    return properties(NODE, [*records, *extras], usd_per_hour, root=Path("."))
 
 
 def test_one_measurement_gives_its_verdict_labels_and_every_value():
@@ -33,10 +35,10 @@ def test_later_measurements_and_extras_carry_their_suffix_and_the_cost_when_pric
     second = result(NODE + "#2", [streamed()])
     point = result(NODE + "@rate4", [streamed()])
     other = result("suites/t.py::test_x[10]", [streamed()])  # another test: not included
-    extras = [(NODE + "#3", {"slo_capacity_req_s": Estimate(4.5, 0.0, 1),
-                             "offline_x": Estimate(float("nan"), 0.0, 1)}, "detail")]
-    props = dict(props_of(second, point, other, extras=extras,
-                          verdicts={NODE + "#3": Status.PASS}, usd_per_hour=0.36))
+    extras = [MeasurementRecord(MeasurementId.parse(NODE + "#3"), status=Status.PASS, extras=Extras(
+        {"slo_capacity_req_s": Estimate(4.5, 0.0, 1),
+         "offline_x": Estimate(float("nan"), 0.0, 1)}, "detail"))]
+    props = dict(props_of(second, point, other, extras=extras, usd_per_hour=0.36))
     assert props["verdict#2"] == "" and props["verdict@rate4"] == ""
     assert props["usd_per_1m_output_tok#2"] == "25" and props["usd_per_1m_total_tok@rate4"] == "5"
     assert props["slo_capacity_req_s#3"] == "4.5" and props["verdict#3"] == "pass"

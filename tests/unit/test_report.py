@@ -11,6 +11,7 @@ import math
 
 import pytest
 
+from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.metrics.cost import Price
 from pytest_llmperf.metrics.result import Result
@@ -30,6 +31,7 @@ from pytest_llmperf.reports.model import (
     verdict_counts,
 )
 from pytest_llmperf.verdict import judge
+from pytest_llmperf.verdict.measurement import Extras, MeasurementRecord
 from pytest_llmperf.verdict.status import Status
 
 OK_ID = "suites/test_cpu.py::test_ok"
@@ -82,14 +84,19 @@ def cells(row) -> list[str]:
     return [column.cell(row["values"]) for column in COLUMNS if not column.optional]
 
 
+def records(*results: Result) -> list[MeasurementRecord]:
+    """The results' measurement records, never judged."""
+    return [MeasurementRecord.of(result) for result in results]
+
+
 def cell(row, header: str) -> str:
     return next(c.cell(row["values"]) for c in COLUMNS if c.header == header)
 
 
 def test_a_row_holds_each_column_in_its_metric_unit():
     # 4 tokens in 1 s (first send to last token); TTFT 250 ms; 3 gaps of 250 ms after the first.
-    [row] = summary_rows([ok_result(kv_cache_usage_max=0.4375, prefix_cache_hit_rate=0.75)],
-                         {OK_ID: Status.REGRESSION})
+    [row] = summary_rows([MeasurementRecord.of(
+        ok_result(kv_cache_usage_max=0.4375, prefix_cache_hit_rate=0.75), Status.REGRESSION)])
     assert row == {
         "test_id": OK_ID, "engine": ENGINE, "workload": WORKLOAD, "status": "regression",
         "values": {"completed": 1.0, "failed": 0.0, "output_throughput_tok_s": 4.0,
@@ -113,7 +120,7 @@ def test_a_row_holds_each_column_in_its_metric_unit():
 
 def test_a_price_adds_the_cost_per_million_tokens():
     # 4 output tok/s and 20 total tok/s at $0.36/h: $0.0001/s buys 4 and 20 tokens.
-    [row] = summary_rows([ok_result()], {}, usd_per_hour=0.36)
+    [row] = summary_rows(records(ok_result()), usd_per_hour=0.36)
     assert row["values"]["usd_per_1m_output_tok"] == pytest.approx(25.0, rel=1e-12)
     assert row["values"]["usd_per_1m_total_tok"] == pytest.approx(5.0, rel=1e-12)
     assert [cell(row, "$/1M out"), cell(row, "$/1M tot")] == ["25", "5"]
@@ -126,8 +133,8 @@ def test_a_price_adds_the_cost_per_million_tokens():
 def test_on_gpus_a_row_has_output_per_gpu_and_pays_the_engines_share():
     # 4 output tok/s over TP 2 x DP 2 = 4 GPUs; 4 of the 8 GPUs of a $0.72/h machine: $0.36/h,
     # so the dollars are those of the whole-machine test above.
-    [row] = summary_rows([on_h100s(ok_result(), tensor_parallel_size=2, data_parallel_size=2)],
-                         {}, usd_per_hour=Price(0.72))
+    [row] = summary_rows(records(on_h100s(ok_result(), tensor_parallel_size=2,
+                                          data_parallel_size=2)), usd_per_hour=Price(0.72))
     assert row["values"]["output_throughput_tok_s_per_gpu"] == 1.0
     assert cell(row, "out/GPU") == "1.0"
     assert row["values"]["usd_per_1m_output_tok"] == pytest.approx(25.0, rel=1e-12)
@@ -136,7 +143,7 @@ def test_on_gpus_a_row_has_output_per_gpu_and_pays_the_engines_share():
         "engine tiny = tiny 2 2; cost 0.36 USD/h: 4 of 8 GPUs of a 0.72 USD/h machine"]
     assert "out/GPU" in [c.header for c in shown_columns([row])]
     # A price per GPU: $0.09 x 4 GPUs.
-    [per_gpu] = summary_rows([on_h100s(ok_result(), tensor_parallel_size=4)], {},
+    [per_gpu] = summary_rows(records(on_h100s(ok_result(), tensor_parallel_size=4)),
                              usd_per_hour=Price(0.09, "gpu"))
     assert per_gpu["values"]["usd_per_1m_output_tok"] == pytest.approx(25.0, rel=1e-12)
     assert per_gpu["values"]["output_throughput_tok_s_per_gpu"] == 1.0
@@ -145,25 +152,25 @@ def test_on_gpus_a_row_has_output_per_gpu_and_pays_the_engines_share():
 
 def test_nan_distributions_show_a_dash():
     # Every request failed: TTFT/TPOT/ITL/E2EL have no values (NaN), which must not read "nan".
-    [row] = summary_rows([result(FAIL_ID, [failed()])], {}, usd_per_hour=1.0)
+    [row] = summary_rows(records(result(FAIL_ID, [failed()])), usd_per_hour=1.0)
     assert cells(row) == ["0", "1", "0.0", "0.00", "-", "-", "-", "-", "-", "31.25", "-", "-"]
     assert cell(row, "$/1M out") == "-"  # and no cost for no throughput
 
 
 def test_a_single_token_output_has_no_tpot():
     # TPOT needs at least two tokens; a 1-token output leaves its distribution empty.
-    [row] = summary_rows([result(OK_ID, [streamed(tokens=1)])], {})
+    [row] = summary_rows(records(result(OK_ID, [streamed(tokens=1)])))
     assert cells(row)[4:8] == ["250.0", "250.0", "-", "-"]  # TTFT still measured
 
 
 def test_server_metric_columns_blank_without_a_metrics_endpoint():
     # An external endpoint without /metrics gives no server metrics: a dash, not 0%.
-    [row] = summary_rows([ok_result()], {})
+    [row] = summary_rows(records(ok_result()))
     assert cells(row)[10:12] == ["-", "-"]
 
 
 def test_server_metric_zero_is_shown_as_zero():
-    [row] = summary_rows([ok_result(kv_cache_usage_max=0.0, prefix_cache_hit_rate=0.0)], {})
+    [row] = summary_rows(records(ok_result(kv_cache_usage_max=0.0, prefix_cache_hit_rate=0.0)))
     assert cells(row)[10:12] == ["0", "0"]
 
 
@@ -172,7 +179,7 @@ def test_repeats_show_the_median_of_each_metric():
     # first run's value and not the mean (291.7).
     res = result(OK_ID, [streamed(ttft=0.5)], [streamed(ttft=0.25)], [streamed(ttft=0.125)])
     assert res.metrics.ttft_s.p50 == 0.5  # the Result's own metrics are the first run here
-    [row] = summary_rows([res], {})
+    [row] = summary_rows(records(res))
     assert cells(row)[4:6] == ["250.0", "250.0"]
 
 
@@ -181,12 +188,12 @@ def test_a_repeat_with_no_ttft_shows_a_dash_as_the_gate_sees_nan():
     # NaN so a partly missing run cannot pass; the table must not show a TTFT for it either.
     res = result(OK_ID, [streamed(ttft=0.25)], [streamed(ttft=0.5)], [failed()])
     assert math.isnan(judge.Current.of(res.runs).estimates["ttft_s.p50"].value)
-    [row] = summary_rows([res], {})
+    [row] = summary_rows(records(res))
     assert row["values"]["ttft_s.p50"] is None and cells(row)[4] == "-"
 
 
 def test_rows_without_a_verdict_have_an_empty_one():
-    assert [row["status"] for row in summary_rows([ok_result()], {})] == [""]
+    assert [row["status"] for row in summary_rows(records(ok_result()))] == [""]
 
 
 def row(test_id: str, verdict: str) -> dict:
@@ -210,8 +217,8 @@ def test_verdict_counts_worst_first_then_by_count():
 
 
 def test_cost_columns_only_where_a_row_has_a_cost():
-    unpriced = summary_rows([ok_result()], {})
-    priced = summary_rows([ok_result()], {}, usd_per_hour=1.0)
+    unpriced = summary_rows(records(ok_result()))
+    priced = summary_rows(records(ok_result()), usd_per_hour=1.0)
     assert [c.header for c in shown_columns(unpriced)][-2:] == ["KV max%", "hit%"]
     assert [c.header for c in shown_columns(priced)][-2:] == ["$/1M out", "$/1M tot"]
     assert "out/GPU" not in [c.header for c in shown_columns(priced)]  # a CPU run: no GPUs
@@ -269,15 +276,22 @@ def test_engine_legend_says_how_often_an_engine_was_restarted_and_when_given_up(
     ]
 
 
+def extra(test_id: str, estimates, detail: str, status=None) -> MeasurementRecord:
+    return MeasurementRecord(MeasurementId.parse(test_id), status=status,
+                             extras=Extras(estimates, detail))
+
+
 def test_extra_lines_one_per_measurement():
     extras = [
-        ("suites/test_cpu.py::test_capacity", {"slo_capacity_req_s": Estimate(1234.5678, 1.0, 3)},
-         "largest rate meeting the SLO"),
-        ("suites/test_cpu.py::test_offline",
-         {"output_throughput_tok_s": Estimate(2048.0, 0.0, 1),
-          "total_throughput_tok_s": Estimate(4096.25, 0.0, 1)}, "offline LLM.generate"),
+        extra("suites/test_cpu.py::test_capacity",
+              {"slo_capacity_req_s": Estimate(1234.5678, 1.0, 3)}, "largest rate meeting the SLO",
+              Status.PASS),
+        extra("suites/test_cpu.py::test_offline",
+              {"output_throughput_tok_s": Estimate(2048.0, 0.0, 1),
+               "total_throughput_tok_s": Estimate(4096.25, 0.0, 1)}, "offline LLM.generate"),
+        MeasurementRecord.of(ok_result()),  # a run: a row of the table, not a line here
     ]
-    assert extra_lines(extras, {"suites/test_cpu.py::test_capacity": Status.PASS}) == [
+    assert extra_lines(extras) == [
         "suites/test_cpu.py::test_capacity: slo_capacity_req_s = 1,234.57 "
         "(largest rate meeting the SLO)  pass",
         "suites/test_cpu.py::test_offline: output_throughput_tok_s = 2,048.00, "
@@ -286,13 +300,13 @@ def test_extra_lines_one_per_measurement():
 
 
 def test_extra_lines_with_nothing():
-    assert extra_lines([], {}) == []
+    assert extra_lines([]) == []
 
 
 def test_extra_lines_nan_value():
     # A capacity search where no rate met the SLO yields NaN; the line still says so.
-    line = extra_lines([("t::x", {"slo_capacity_req_s": Estimate(math.nan, math.nan, 1)}, "d")],
-                       {"t::x": Status.MISSED})
+    line = extra_lines([extra("t::x", {"slo_capacity_req_s": Estimate(math.nan, math.nan, 1)},
+                              "d", Status.MISSED)])
     assert line == ["t::x: slo_capacity_req_s = nan (d)  MISSED TARGET"]
 
 

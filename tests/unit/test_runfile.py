@@ -23,6 +23,7 @@ from pytest_llmperf.reports.runfile import run_document, write_run
 from pytest_llmperf.reports.saved_runs import RunFileError, read_run, resolve_saved
 from pytest_llmperf.verdict.baselines import BaselineEntry
 from pytest_llmperf.verdict.gate import DEFAULT_GATED
+from pytest_llmperf.verdict.measurement import GateSettings, MeasurementRecord
 from pytest_llmperf.verdict.status import Status
 
 FINGERPRINT = {"hardware_class": "cpu", "cpu_model": "Fake CPU 9000", "cpu_cores": 4,
@@ -66,8 +67,14 @@ def make_result(
     )
 
 
+def records(*results: Result, verdicts=None, **fields) -> list[MeasurementRecord]:
+    """The measurement records of `results`, each with its verdict from `verdicts`."""
+    return [MeasurementRecord.of(result, (verdicts or {}).get(result.test_id), **fields)
+            for result in results]
+
+
 def document(*results: Result, verdicts=None, fingerprint=FINGERPRINT, commit="3f2c1e0"):
-    return run_document(list(results), verdicts=verdicts or {}, fingerprint=fingerprint,
+    return run_document(records(*results, verdicts=verdicts), fingerprint=fingerprint,
                         commit=commit, started=STARTED)
 
 
@@ -107,7 +114,7 @@ def test_document_has_pytest_benchmark_layout_and_our_section():
     section = doc["llmperf"]
     assert section["format"] == 1 and section["fingerprint"] == FINGERPRINT
     (entry,) = section["results"]
-    assert entry["key"] == "test_fixed[64]" and entry["verdict"] == "pass"
+    assert entry["key"] == "test_fixed[64]" and entry["status"] == "pass"
     assert entry["engine"] == {"model": "tiny", "max_num_seqs": 8}
     assert entry["engine_start_s"] == 12.5
     assert set(entry["metrics"]) == set(make_result().metrics.flat())
@@ -237,7 +244,7 @@ def test_round_trip(tmp_path):
     assert run.commit == "3f2c1e0" and run.started == "2026-11-22T10:04:31+00:00"
     assert list(run.results) == ["test_fixed[64]", "TestX::test_y"]
     saved = run.results["test_fixed[64]"]
-    assert saved.test_id == result.test_id and saved.verdict == "REGRESSION"
+    assert saved.test_id == result.test_id and saved.status == Status.REGRESSION
     assert saved.engine == result.engine and saved.workload_label == "fixed 8/4"
     assert saved.engine_start_s == 12.5 and saved.path == os.fspath(path)
     # The median over the three repeats, with its spread (MAD x 1.4826).
@@ -246,7 +253,7 @@ def test_round_trip(tmp_path):
     assert ttft.value == pytest.approx(values[1]) and ttft.n == 3
     assert ttft.spread == pytest.approx(1.4826 * np.median(np.abs(np.array(values) - values[1])))
     assert saved.directions["output_throughput_tok_s"] == "higher"
-    assert run.results["TestX::test_y"].verdict == ""
+    assert run.results["TestX::test_y"].status is None
 
 
 def test_saved_run_stands_in_for_a_baseline(tmp_path):
@@ -388,12 +395,34 @@ def test_resolve_saved_says_what_it_looked_for(tmp_path):
 
 
 def test_the_gate_a_test_declared_travels_with_its_result(tmp_path):
-    gates = {"suites/test_cpu.py::test_fixed[64]": {"tolerance": 0.75, "metrics": ["tpot_s.p50"]}}
-    doc = run_document([make_result()], verdicts={}, fingerprint=FINGERPRINT, commit=None,
-                       started=STARTED, gates=gates)
+    declared = GateSettings(tolerance=0.75, metrics=("tpot_s.p50",))
+    doc = run_document(records(make_result(), gate=declared), fingerprint=FINGERPRINT,
+                       commit=None, started=STARTED)
     assert doc["llmperf"]["results"][0]["gate"] == {"tolerance": 0.75, "metrics": ["tpot_s.p50"]}
     saved = read_run(write_json(tmp_path / "run.json", doc)).results["test_fixed[64]"]
     assert (saved.tolerance, saved.gated) == (0.75, ("tpot_s.p50",))
+
+
+def test_a_verdict_is_written_as_its_status_value_and_its_words_for_the_eye(tmp_path):
+    result = make_result()
+    [entry] = document(result, verdicts={result.test_id: Status.CLIENT_LIMITED})[
+        "llmperf"]["results"]
+    assert (entry["status"], entry["verdict"]) == ("client limited", "CLIENT LIMITED")
+    [unjudged] = document(result)["llmperf"]["results"]
+    assert (unjudged["status"], unjudged["verdict"]) == ("", "")
+
+
+@pytest.mark.parametrize("words, status", [("CLIENT LIMITED", Status.CLIENT_LIMITED),
+                                           ("pass (stale baseline)", Status.STALE),
+                                           ("", None)])
+def test_a_run_file_written_before_statuses_were_stored_reads_its_verdict_words(
+        tmp_path, words, status):
+    data = valid_doc()
+    entry = data["llmperf"]["results"][0]
+    del entry["status"]  # as files written before it was recorded
+    entry["verdict"] = words
+    saved = read_run(write_json(tmp_path / "old.json", data)).results["test_fixed[64]"]
+    assert saved.status == status and saved.verdict == words
 
 
 def test_a_run_file_without_gate_settings_reads_as_the_defaults(tmp_path):
@@ -417,7 +446,7 @@ def test_on_gpus_each_result_has_its_output_per_gpu_and_its_share_of_the_price()
     # A fake: only a GPU machine records such a result for real. TP 2 x PP 2: 4 of the 8 GPUs.
     gpu = dataclasses.replace(make_result(), fingerprint=H100_X8, engine={
         "model": "tiny", "tensor_parallel_size": 2, "pipeline_parallel_size": 2})
-    doc = run_document([gpu], verdicts={}, fingerprint=H100_X8, commit=None, started=STARTED,
+    doc = run_document(records(gpu), fingerprint=H100_X8, commit=None, started=STARTED,
                        usd_per_hour=Price(2.4))
     [entry] = doc["llmperf"]["results"]
     output = entry["metrics"]["output_throughput_tok_s"]["value"]
@@ -430,7 +459,7 @@ def test_on_gpus_each_result_has_its_output_per_gpu_and_its_share_of_the_price()
 
 
 def test_on_a_cpu_no_output_per_gpu_and_the_whole_machine_priced():
-    doc = run_document([make_result()], verdicts={}, fingerprint=FINGERPRINT, commit=None,
+    doc = run_document(records(make_result()), fingerprint=FINGERPRINT, commit=None,
                        started=STARTED, usd_per_hour=Price(0.36))
     [entry] = doc["llmperf"]["results"]
     assert entry["per_gpu"] == {}

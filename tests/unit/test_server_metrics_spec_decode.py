@@ -27,6 +27,7 @@ from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports.model import summary_rows
 from pytest_llmperf.reports.runfile import run_document
 from pytest_llmperf.reports.terminal import full_table, short_table
+from pytest_llmperf.verdict.measurement import MeasurementRecord
 
 MODEL = 'model_name="/work/main/suites/models/tiny-llama"'
 # What vLLM 0.32 on the CPU served after 3 greedy requests of 128 tokens, with
@@ -224,7 +225,7 @@ def result(test_id: str, server_metrics: dict[str, float]) -> Result:
 def test_the_summary_shows_acceptance_only_where_an_engine_drafted():
     spec = result("t.py::test_ngram", summary_of(AT_START, CAPTURED))
     plain = result("t.py::test_plain", {"kv_cache_usage_max": 0.5})
-    rows = summary_rows([spec, plain], {})
+    rows = summary_rows([MeasurementRecord.of(spec), MeasurementRecord.of(plain)])
     lines = short_table(rows)
     header, _, _, ngram, plain_line, *legend = lines
     assert header.endswith("E2EL p50  acc%  acc len  verdict")  # KV max% did not fit in 120
@@ -235,12 +236,12 @@ def test_the_summary_shows_acceptance_only_where_an_engine_drafted():
             "step (1 + accepted per draft)") in " ".join(" ".join(legend).split())
     assert max(map(len, lines)) <= 120
     # Without a drafting engine the columns are left out altogether.
-    assert "acc" not in full_table(summary_rows([plain], {}))[0]
+    assert "acc" not in full_table(summary_rows([MeasurementRecord.of(plain)]))[0]
 
 
 def test_the_run_file_carries_every_acceptance_key():
     spec = result("t.py::test_ngram", summary_of(AT_START, CAPTURED))
-    doc = run_document([spec], verdicts={}, fingerprint={}, commit=None,
+    doc = run_document([MeasurementRecord.of(spec)], fingerprint={}, commit=None,
                        started=datetime(2026, 1, 1, tzinfo=timezone.utc))
     written = json.loads(json.dumps(doc, allow_nan=False))["llmperf"]["results"][0]
     assert spec_keys(written["server_metrics"]) == {

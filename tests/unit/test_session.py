@@ -18,6 +18,7 @@ from pytest_llmperf.plugin.confirm_later import ConfirmLater
 from pytest_llmperf.plugin.fixture import TestOptions
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.session import session as session_mod
+from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.session import LlmperfSession
 from pytest_llmperf.session.settings import resolve
 from pytest_llmperf.verdict.status import Status
@@ -37,7 +38,12 @@ class OnePool:
 
 def lines(session) -> list[str]:
     """The session's notes as the summary shows them."""
-    return [note.render() for note in session.notes]
+    return [note.render() for note in session.ledger.notes]
+
+
+def statuses(session) -> dict[str, Status | None]:
+    """Each measurement's verdict, by its id."""
+    return {record.test_id: record.status for record in session.ledger.records}
 
 
 def session_sending_late(monkeypatch, lag_s: float) -> LlmperfSession:
@@ -64,14 +70,14 @@ def test_an_open_loop_sent_behind_schedule_is_client_limited(monkeypatch):
     assert result.client.limited
     assert result.client.reasons == [
         "requests sent 50.0 ms behind schedule at p90 (limit 10 ms)"]
-    assert session.verdicts == {"suite.py::test_x": Status.CLIENT_LIMITED}
+    assert statuses(session) == {"suite.py::test_x": Status.CLIENT_LIMITED}
 
 
 def test_a_punctual_client_is_not_limited(monkeypatch):
     session = session_sending_late(monkeypatch, 0.001)
     result = session.run("suite.py::test_x", "test_x", ENGINE, fixed(rate=50.0), repeat=1)
     assert not result.client.limited
-    assert session.verdicts == {}
+    assert statuses(session) == {"suite.py::test_x": None}
 
 
 @pytest.mark.parametrize("load", [{"concurrency": 4}, {"rate": 50.0, "concurrency": 2}],
@@ -199,7 +205,7 @@ def test_a_deferred_confirm_keeps_the_first_pairs_and_the_rerun_goes_on_from_the
     with pytest.raises(ConfirmLater):
         run_ab(session, confirm_pairs=4, defer=True)
     assert measured == ["A", "B", "B", "A"] * 2
-    assert session.results == [] and session.notes == []
+    assert session.ledger.records == [] and session.ledger.notes == []
 
     result_a, result_b = run_ab(session, confirm_pairs=4)  # the rerun, minutes later
     assert measured == ["A", "B", "B", "A"] * 4
@@ -282,9 +288,10 @@ def test_a_baseline_the_disk_refuses_fails_that_test_in_one_line_and_keeps_the_r
 
     (tmp_path / "afile").write_text("")  # where the baseline folder should be: a file
     ref = judge.BaselineRef(tmp_path / "afile" / "cpu" / "t.toml", "test_x", "t.py::test_x")
-    updates, notes, verdicts = BaselineUpdates(), [], {}
+    updates, ledger = BaselineUpdates(), Ledger()
     updates.add("t.py::test_x", PendingUpdate(ref, {}, {}))
-    errors = updates.apply("t.py::test_x", True, notes, verdicts)
+    errors = updates.apply("t.py::test_x", True, ledger)
     assert errors == [f"baseline not updated: {ref.shown}: Not a directory; make it writable and run "
                       "again"]
-    assert verdicts == {"t.py::test_x": Status.ERROR}
+    assert [(record.test_id, record.status) for record in ledger.records] == [
+        ("t.py::test_x", Status.ERROR)]

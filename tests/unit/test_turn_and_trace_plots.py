@@ -27,6 +27,7 @@ from pytest_llmperf.reports.plotdata import (
     turn_latencies,
 )
 from pytest_llmperf.reports.runfile import run_document
+from pytest_llmperf.verdict.measurement import MeasurementRecord
 
 PNG = b"\x89PNG\r\n\x1a\n"
 STARTED = datetime(2026, 11, 22, 10, 4, 31, tzinfo=timezone.utc)
@@ -77,9 +78,9 @@ def trace_replay() -> Result:
 
 def run_file(*results: Result) -> dict:
     # Through JSON, as `llmperf plot` reads a file: NaN and int keys as a file has them.
-    annotations = {r.test_id: {"by_turn": r.by_turn} for r in results if r.by_turn}
-    document = run_document(results, verdicts={}, fingerprint={"hardware_class": "cpu"},
-                            commit=None, started=STARTED, annotations=annotations)
+    records = [MeasurementRecord.of(r, by_turn=r.by_turn or None) for r in results]
+    document = run_document(records, fingerprint={"hardware_class": "cpu"}, commit=None,
+                            started=STARTED)
     return json.loads(json.dumps(document))
 
 
