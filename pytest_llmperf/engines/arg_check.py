@@ -1,5 +1,5 @@
-"""Engine arguments checked by vLLM's own `vllm serve` parser, no engine started
-(`--llmperf-check-args`).
+"""Engine arguments checked by the server's own parser, no engine started (`--llmperf-check-args`):
+vLLM's `vllm serve` parser for a vLLM spec, and each other kind's own (engines/kinds/).
 
 A GPU suite runs where there are GPUs: nightly, on a runner CI does not have. A misspelt flag in
 one (`extra_args={"max-num-seqz": 8}`, `kv_cache_dtype="fp9"`, `dtype="bf16"`, broken JSON in
@@ -10,8 +10,10 @@ one (`extra_args={"max-num-seqz": 8}`, `kv_cache_dtype="fp9"`, `dtype="bf16"`, b
 The parser lives in a child process of the interpreter the engine would run with (this one, or
 `Engine(python=...)`'s other vLLM install), as the server and the offline worker do: the test
 process never imports vLLM (seconds of torch import, and a vLLM that configures logging and
-warnings for the whole process). One child per interpreter per session: the import is paid once,
-and each check after it takes milliseconds.
+warnings for the whole process). One child per interpreter and kind per session: the import is
+paid once, and each check after it takes milliseconds. Where another kind's package does not
+import in the engine's interpreter (SGLang, TensorRT-LLM on a CPU machine), its specs are not
+checked, and the summary says so.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from pytest_llmperf.engines.errors import EngineError
+from pytest_llmperf.engines.kinds import DEFAULT, EngineKind
 from pytest_llmperf.engines.spec import Engine
 
 __all__ = ["ArgCheckError", "CheckOutcome", "check_engines", "close_all", "require_vllm"]
@@ -51,20 +54,27 @@ def require_vllm() -> None:
 
 
 class _Checker:
-    """One child process holding vLLM's parser: a JSON argument list in, {"refusal": ...} out."""
+    """One child process holding a kind's parser: a JSON argument list in, {"refusal": ...}
+    out. `unavailable`: why the kind's parser could not be built there (its import error)."""
 
-    def __init__(self, python: str, env: Mapping[str, str]) -> None:
-        self.command = f"{python} -m {WORKER_MODULE}"
+    def __init__(self, python: str, env: Mapping[str, str], kind: EngineKind) -> None:
+        argv = [python, "-m", WORKER_MODULE] + ([] if kind.name == DEFAULT
+                                                 else ["--kind", kind.name])
+        self.command = " ".join(argv)
+        self.what = f"the {kind.label} argument check ({self.command})"
         self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
         try:
             self._process = subprocess.Popen(
-                [python, "-m", WORKER_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=self._stderr, text=True, env=dict(env))
         except OSError as exc:
             self._stderr.close()
-            raise ArgCheckError(f"the vLLM argument check ({self.command}) could not start: "
-                                f"{exc.strerror or exc}") from None
-        self.version = str(self._answer(START_TIMEOUT_S).get("vllm", "unknown"))
+            raise ArgCheckError(f"{self.what} could not start: {exc.strerror or exc}") from None
+        hello = self._answer(START_TIMEOUT_S)
+        self.unavailable: str | None = hello.get("unavailable")
+        self.version = str(hello.get(DEFAULT) or hello.get("version") or "unknown")
+        if self.unavailable:
+            self.close()
 
     def refusal(self, args: list[str]) -> str | None:
         stdin: TextIO = self._process.stdin  # type: ignore[assignment]
@@ -81,8 +91,7 @@ class _Checker:
         line = stdout.readline() if ready else ""
         if not ready:
             self.close()
-            raise ArgCheckError(f"the vLLM argument check ({self.command}) gave no answer in "
-                                f"{timeout_s:.0f} s")
+            raise ArgCheckError(f"{self.what} gave no answer in {timeout_s:.0f} s")
         try:
             return json.loads(line)
         except json.JSONDecodeError:  # "" at its end; anything else is not our worker
@@ -94,7 +103,7 @@ class _Checker:
         self._stderr.seek(0)
         lines = [line.strip() for line in self._stderr.read().splitlines() if line.strip()]
         self.close()
-        return ArgCheckError(f"the vLLM argument check ({self.command}) ended before answering: "
+        return ArgCheckError(f"{self.what} ended before answering: "
                              f"{lines[-1] if lines else 'no output'}")
 
     def _stop(self) -> None:
@@ -119,17 +128,18 @@ class _Checker:
                     pass
 
 
-_CHECKERS: dict[tuple[str, tuple[tuple[str, str], ...]], _Checker] = {}
+_CHECKERS: dict[tuple[str, str, tuple[tuple[str, str], ...]], _Checker] = {}
 
 
 def _checker(engine: Engine) -> _Checker:
-    """The child for the interpreter `engine` runs with, in the environment it gets (its `env`
-    can point PYTHONPATH at another vLLM), started on first use."""
+    """The child for the interpreter `engine` runs with and its kind, in the environment it
+    gets (its `env` can point PYTHONPATH at another vLLM), started on first use."""
     python = engine.python or sys.executable
     env = {**os.environ, **engine.environment()}
-    key = (python, tuple(sorted((k, v) for k, v in env.items() if k.startswith("PYTHON"))))
+    key = (python, engine.kind,
+           tuple(sorted((k, v) for k, v in env.items() if k.startswith("PYTHON"))))
     if key not in _CHECKERS:
-        _CHECKERS[key] = _Checker(python, env)
+        _CHECKERS[key] = _Checker(python, env, engine.engine_kind)
     return _CHECKERS[key]
 
 
@@ -141,8 +151,8 @@ def close_all() -> None:
 
 @dataclass(frozen=True)
 class CheckOutcome:
-    """One measurement call's engines checked: `failure` is its line when vLLM refused one,
-    else None and `summary` says what was checked."""
+    """One measurement call's engines checked: `failure` is its line when a server's parser
+    refused one, else None and `summary` says what was checked (and what could not be)."""
 
     failure: str | None
     summary: str
@@ -152,9 +162,17 @@ def check_engines(engines: Sequence[tuple[str, Engine]]) -> CheckOutcome:
     """Check each (role, engine) - role "engine", "A/B side A", ... - in order; the first
     refusal is the failure: "A/B side B (llama-3.1-8b ...): vLLM 0.32.0 refuses its arguments:
     unrecognized arguments: --max-num-seqz". ArgCheckError where no child answers."""
-    versions = []
+    checked: list[str] = []
+    unchecked: list[str] = []
+    versions: dict[EngineKind, list[str]] = {}  # the parsers used, by kind
     for role, engine in engines:
         checker = _checker(engine)
+        kind = engine.engine_kind
+        if checker.unavailable:
+            unchecked.append(f"{role} ({engine.label()}): {kind.label}'s parser does not import "
+                             f"here ({checker.unavailable}); checked only where {kind.name} is "
+                             "installed")
+            continue
         try:
             problem = checker.refusal(engine.server_args())
         except ArgCheckError:  # that child is gone: the next check starts another
@@ -162,10 +180,19 @@ def check_engines(engines: Sequence[tuple[str, Engine]]) -> CheckOutcome:
                 del _CHECKERS[key]
             raise
         if problem is not None:
-            return CheckOutcome(f"{role} ({engine.label()}): vLLM {checker.version} refuses its "
-                                "arguments: " + problem, "")
-        versions.append(checker.version)
-    labels = "; ".join(f"{role} ({engine.label()})" for role, engine in engines)
-    shown = " and ".join(dict.fromkeys(versions))
-    return CheckOutcome(None, f"engine arguments checked: {labels} (vLLM {shown}'s vllm serve "
-                              "parser)")
+            return CheckOutcome(f"{role} ({engine.label()}): {kind.label} {checker.version} "
+                                "refuses its arguments: " + problem, "")
+        checked.append(f"{role} ({engine.label()})")
+        versions.setdefault(kind, []).append(checker.version)
+    parsers = [f"{kind.label} {' and '.join(dict.fromkeys(found))}'s {kind.arg_checked_by} parser"
+               for kind, found in versions.items()]
+    return CheckOutcome(None, _summary(checked, parsers, unchecked))
+
+
+def _summary(checked: list[str], parsers: list[str], unchecked: list[str]) -> str:
+    done = (f"engine arguments checked: {'; '.join(checked)} ({'; '.join(parsers)})"
+            if checked else "")
+    if not unchecked:
+        return done
+    missed = "; ".join(unchecked)
+    return f"{done}; not checked: {missed}" if done else f"engine arguments not checked: {missed}"

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from numbers import Integral, Real
 from typing import Any, Callable
 
+from pytest_llmperf.engines.kinds import KINDS
 from pytest_llmperf.numbers import is_real, is_whole
 
 DEFAULT = ", or None for vLLM's default"
@@ -52,6 +53,8 @@ def _mapping(keys_ok: Callable[[Any], bool], values_ok: Callable[[Any], bool]):
 
 # field -> (accepts?, what it accepts). A field with no rule here is optional text.
 RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "kind": (lambda v: isinstance(v, str) and v in KINDS,
+             "the server to start: " + ", ".join(map(repr, KINDS)) + " (engines/kinds/)"),
     "model": (_text, "a local model directory or a Hugging Face model id (a non-empty string)"),
     **{name: (lambda v: _whole(v, 1), "a whole number >= 1" + DEFAULT) for name in _WHOLE_FROM_1},
     "seed": (lambda v: _whole(v, 0), "a whole number >= 0" + DEFAULT),
@@ -77,7 +80,7 @@ def field_problem(name: str, value: Any) -> str | None:
     """None when `value` suits field `name`; else the one-line error for `Engine(name=value)`
     (the value's repr shows a wrong type: `'2'` is a string)."""
     not_given = () if name in ("extra_args", "env") else None
-    if name != "model" and (value is None or value == not_given):
+    if name not in ("model", "kind") and (value is None or value == not_given):
         return None
     accepts, rule = RULES.get(name, _OPTIONAL_TEXT)
     return None if accepts(value) else f"Engine({name}={value!r}): expected {rule}"

@@ -1,12 +1,14 @@
 """Is a started engine still alive, and if it died, how: told in one line a user can act on.
 
-vLLM's server is a process tree: the API server (our child, the group leader), its EngineCore
-process and, on GPUs, one worker per rank. What kills an engine (the kernel's OOM killer, an NCCL
-error, a driver fault) usually kills one of the children; the API server then answers 500s for
-about a second and exits with code 0 (measured on the CPU engine: SIGKILL of EngineCore, /health
-503 after 0.6 s, the server gone after 1.2 s). So the server's own exit status says little: the
-process that ended *first* is the news. `ProcessWatch` records the order in which the tree's
-processes end, with a pidfd per process (Linux 5.3+): exact, and no polling.
+What follows is told of vLLM; a kind whose server is one process (llama.cpp's) is the same
+story with one member. vLLM's server is a process tree: the API server (our child, the group
+leader), its EngineCore process and, on GPUs, one worker per rank. What kills an engine (the
+kernel's OOM killer, an NCCL error, a driver fault) usually kills one of the children; the API
+server then answers 500s for about a second and exits with code 0 (measured on the CPU engine:
+SIGKILL of EngineCore, /health 503 after 0.6 s, the server gone after 1.2 s). So the server's own
+exit status says little: the process that ended *first* is the news. `ProcessWatch` records the
+order in which the tree's processes end, with a pidfd per process (Linux 5.3+): exact, and no
+polling.
 
 The exit status of a grandchild is not ours to read (only its parent, the API server, may wait
 for it, and vLLM does not log it), so for a child we can say that it ended, not how.
@@ -23,14 +25,12 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_llmperf.engines.kinds.vllm import LOG_PREFIX as VLLM_PREFIX
 from pytest_llmperf.engines.spec import Engine
 
 LOG_SCAN_LINES = 400  # the errors sit above vLLM's shutdown chatter (~50 lines of leak reports)
 TELLING_LINES = 3
 LINE_CHARS = 240
-
-# vLLM's log prefix: "(APIServer pid=21544) ERROR 11-23 12:10:42 [async_llm.py:906] message"
-_VLLM_PREFIX = re.compile(r"^(?:\(\w+ pid=\d+\) )?(?P<level>[A-Z]+) \d\d-\d\d [\d:]+ \[[^\]]*\] ")
 _ERROR_WORDS = re.compile(
     r"Error|Exception|Killed|killed|died|unexpected|Fatal|FATAL|out of memory|OOM")
 _QUIET_LEVELS = ("DEBUG", "INFO")
@@ -39,7 +39,7 @@ _QUIET_LEVELS = ("DEBUG", "INFO")
 @dataclass(frozen=True)
 class Member:
     """One process of an engine's tree, named as `ps` shows it (vLLM titles its children
-    `VLLM::EngineCore`, `VLLM::Worker_TP0`, ...)."""
+    `VLLM::EngineCore`, `VLLM::Worker_TP0`, ...; SGLang `sglang::scheduler`)."""
 
     pid: int
     name: str
@@ -61,7 +61,7 @@ def group_members(pgid: int) -> list[Member]:
         if int(after_name[2]) != pgid:
             continue
         comm = stat[stat.index("(") + 1:stat.rindex(")")]
-        name = "server" if int(entry) == pgid else argv0 if argv0.startswith("VLLM::") else comm
+        name = "server" if int(entry) == pgid else argv0 if "::" in argv0 else comm
         members.append(Member(int(entry), name))
     return sorted(members, key=lambda m: m.pid)
 
@@ -153,8 +153,10 @@ def how_it_died(ended: list[Member], server_returncode: int | None,
     return story
 
 
-def telling_log_lines(path: Path | None, limit: int = TELLING_LINES) -> list[str]:
-    """The last error lines of a log, without vLLM's prefix, traceback frames or repeats."""
+def telling_log_lines(path: Path | None, limit: int = TELLING_LINES,
+                      prefix: re.Pattern[str] | None = VLLM_PREFIX) -> list[str]:
+    """The last error lines of a log, without the server's line `prefix` (the kind's; vLLM's by
+    default), traceback frames or repeats."""
     if path is None:
         return []
     try:
@@ -165,9 +167,9 @@ def telling_log_lines(path: Path | None, limit: int = TELLING_LINES) -> list[str
     found: list[str] = []
     for raw in tail:
         line = raw.rstrip()
-        prefix = _VLLM_PREFIX.match(line)
-        message = line[prefix.end():] if prefix else line
-        level = prefix.group("level") if prefix else ""
+        found_prefix = prefix.match(line) if prefix else None
+        message = line[found_prefix.end():] if found_prefix else line
+        level = found_prefix.group("level") if found_prefix else ""
         if not message.strip() or message[0].isspace() or message.startswith("Traceback"):
             continue  # a frame of a traceback: its last line says what went wrong
         if level in _QUIET_LEVELS or line.startswith("INFO:"):
@@ -197,13 +199,13 @@ def short_name(engine: Engine) -> str:
 
 def death_line(engine: Engine, when: str, story: str, log_path: Path | None) -> str:
     """`engine tiny-llama died during the test (how); last log lines: ...; log: PATH`."""
-    return f"engine {short_name(engine)} died {when} {_details(story, log_path)}"
+    return f"engine {short_name(engine)} died {when} {_details(engine, story, log_path)}"
 
 
 def stall_line(engine: Engine, when: str, story: str, log_path: Path | None) -> str:
     """`engine tiny-llama stalled during the test (no chunk for ...; its state); last log lines:
     ...; log: PATH`."""
-    return f"engine {short_name(engine)} stalled {when} {_details(story, log_path)}"
+    return f"engine {short_name(engine)} stalled {when} {_details(engine, story, log_path)}"
 
 
 def given_up_line(engine: Engine, deaths: int, when: str, story: str,
@@ -212,10 +214,10 @@ def given_up_line(engine: Engine, deaths: int, when: str, story: str,
     what = "died or stalled" if stalled else "died"
     last = "the last time it stalled" if stalled else "the last time"
     return (f"engine {short_name(engine)} {what} {deaths} times in this session and is not "
-            f"started again; {last} {when} {_details(story, log_path)}")
+            f"started again; {last} {when} {_details(engine, story, log_path)}")
 
 
-def _details(story: str, log_path: Path | None) -> str:
-    lines = telling_log_lines(log_path)
+def _details(engine: Engine, story: str, log_path: Path | None) -> str:
+    lines = telling_log_lines(log_path, prefix=engine.engine_kind.log_prefix)
     shown = " | ".join(lines) if lines else "(no error in the log)"
     return f"({story}); last log lines: {shown}; log: {shown_path(log_path)}"

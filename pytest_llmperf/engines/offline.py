@@ -39,7 +39,7 @@ OFFLINE_TIMEOUT_S = STARTUP_TIMEOUT_S + 900.0
 JOB_VERSION = 1
 
 # Engine fields that are not LLM(...) keyword arguments.
-_NOT_KWARGS = ("extra_args", "env", "python")
+_NOT_KWARGS = ("extra_args", "env", "python", "kind")
 _RUN_IDS = itertools.count()
 
 
@@ -144,6 +144,10 @@ def run_offline(engine: Engine, requests: list[Request], log_dir: Path, *, nice:
     runs past `timeout_s`; nothing it started is left running, whatever happens."""
     if not requests:
         raise InputError("run_offline: no requests")
+    if not engine.engine_kind.offline:
+        raise EngineStartError(f"offline run of {engine.label()}: {engine.engine_kind.label} has "
+                               "no offline mode here (vLLM's LLM.generate is the one there is); "
+                               "measure it with llmperf.run")
     check_model_path(engine, OFFLINE)
     if engine.python:  # the worker is this package's code, run by this install's vLLM
         raise EngineStartError(f"offline run of {engine.label()}: Engine(python=...) applies to "

@@ -9,6 +9,9 @@ is stopped, its GPUs handed back, and the next test gets a fresh one. A stalled 
 watchdog's word, passed to `check`) is treated the same, killed at once: a hung engine would
 not heed a polite stop. A spec that died (or stalled) MAX_DEATHS times is not started again:
 something about it (memory, a driver) kills it, and each restart of a large model costs minutes.
+
+A Ray engine (engines/ray.py) gets the session's Ray cluster in its environment (RAY_ADDRESS) as
+it gets its GPU lease; the cluster's local head, if one was started, stops with `stop_all`.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Callable, Protocol
 from pytest_llmperf.engines.errors import EngineDied, EngineError, EngineStalled, EngineStartError
 from pytest_llmperf.engines.health import death_line, given_up_line, stall_line
 from pytest_llmperf.engines.leases import GpuLeases, Lease
-from pytest_llmperf.engines.server import VllmServer
+from pytest_llmperf.engines.server import EngineServer
 from pytest_llmperf.engines.spec import Engine
 
 MAX_DEATHS = 3
@@ -31,7 +34,7 @@ BETWEEN_TESTS = "between tests"
 
 
 class Server(Protocol):
-    """What the pool needs of a server; VllmServer is one, tests may pass a fake."""
+    """What the pool needs of a server; EngineServer is one, tests may pass a fake."""
 
     base_url: str
     start_time_s: float | None
@@ -46,18 +49,30 @@ class Server(Protocol):
     def state(self) -> str: ...
 
 
-# factory(engine, extra_env) -> a server not yet started; extra_env carries the GPU lease.
+# factory(engine, extra_env) -> a server not yet started; extra_env carries the GPU lease and,
+# for a Ray engine, the cluster to join (RAY_ADDRESS).
 ServerFactory = Callable[[Engine, dict[str, str]], Server]
 # on_death(engine, the death line, restarted?) -> None: the session turns it into a note.
 DeathListener = Callable[[Engine, str, bool], None]
 
 
+class Placement(Protocol):
+    """Where a spec's workers run beyond its own process tree; ray.RayCluster is one."""
+
+    spans_nodes: bool  # its engines may place ranks on other machines
+
+    def env_for(self, engine: Engine) -> dict[str, str]: ...
+
+    def close(self) -> None: ...
+
+
 class EnginePool:
     def __init__(self, factory: ServerFactory, capacity: int = 1,
-                 leases: GpuLeases | None = None) -> None:
+                 leases: GpuLeases | None = None, placement: Placement | None = None) -> None:
         self._factory = factory
         self._capacity = capacity
         self._leases = leases  # None on CPU hardware: no GPUs to hand out
+        self._placement = placement  # None: no Ray engines expected (a test's fake pool)
         self._running: OrderedDict[Engine, Server] = OrderedDict()
         self._held: dict[Engine, Lease] = {}
         self._failed: dict[Engine, EngineError] = {}
@@ -75,9 +90,11 @@ class EnginePool:
             raise self._failed[engine]
         while len(self._running) >= self._capacity:  # free memory before the next start
             self.stop(next(iter(self._running)))
-        lease = self._leases.acquire(engine.gpus_needed) if self._leases else None
-        server = self._factory(engine, lease.env if lease else {})
+        lease = self._leases.acquire(self._local_gpus(engine)) if self._leases else None
         try:
+            env = {**(lease.env if lease else {}),
+                   **(self._placement.env_for(engine) if self._placement else {})}
+            server = self._factory(engine, env)
             server.start()
         except EngineStartError as exc:
             if lease:
@@ -89,6 +106,15 @@ class EnginePool:
             self._held[engine] = lease
         self.starts.append((engine, server.start_time_s or 0.0))
         return server
+
+    def _local_gpus(self, engine: Engine) -> int:
+        """GPUs of this machine a spec holds: all it needs, or, where its ranks may go to other
+        machines of a Ray cluster, what this machine has of them."""
+        needed = engine.gpus_needed
+        if self._placement is not None and self._placement.spans_nodes \
+                and engine.engine_kind.uses_ray(engine):
+            return min(needed, len(self._leases.devices))
+        return needed
 
     def gpus_of(self, engine: Engine) -> list[str]:
         """The GPUs a running spec holds (none on CPU hardware, or when it is not running)."""
@@ -155,16 +181,24 @@ class EnginePool:
             lease.release()
 
     def stop_all(self) -> None:
+        """Stop every engine, then the Ray head started for them (a later Ray engine starts
+        another)."""
         for engine in list(self._running):
             self.stop(engine)
+        if self._placement is not None:
+            self._placement.close()
 
 
-def vllm_factory(log_dir: Path, startup_timeout_s: float,
-                 extra_env: dict[str, str] | None = None, nice: int = 0,
-                 separate_control: bool = False) -> ServerFactory:
-    def make(engine: Engine, lease_env: dict[str, str]) -> VllmServer:
-        return VllmServer(engine, log_dir, extra_env={**(extra_env or {}), **lease_env},
-                          startup_timeout_s=startup_timeout_s, nice=nice,
-                          separate_control=separate_control)
+def engine_factory(log_dir: Path, startup_timeout_s: float,
+                   extra_env: dict[str, str] | None = None, nice: int = 0,
+                   separate_control: bool = False) -> ServerFactory:
+    """Servers of each spec's kind (engines/kinds/), logging into `log_dir`."""
+    def make(engine: Engine, lease_env: dict[str, str]) -> EngineServer:
+        return EngineServer(engine, log_dir, extra_env={**(extra_env or {}), **lease_env},
+                            startup_timeout_s=startup_timeout_s, nice=nice,
+                            separate_control=separate_control)
 
     return make
+
+
+vllm_factory = engine_factory  # its name from before kinds

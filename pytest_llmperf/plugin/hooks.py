@@ -19,7 +19,8 @@ from pytest_llmperf import secrets
 from pytest_llmperf.client import progressline
 from pytest_llmperf.engines import arg_check
 from pytest_llmperf.engines.leases import GpuLeases, visible_gpus
-from pytest_llmperf.engines.pool import EnginePool, vllm_factory
+from pytest_llmperf.engines.pool import EnginePool, engine_factory
+from pytest_llmperf.engines.ray import RayCluster
 from pytest_llmperf.engines.server import CPU_ENGINE_NICE
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.ids import xdist_group
@@ -38,6 +39,7 @@ SESSION_KEY = pytest.StashKey[LlmperfSession]()
 SETTINGS_KEY = pytest.StashKey[settings_mod.Settings]()
 STARTED_KEY = pytest.StashKey[datetime]()
 HARDWARE_KEY = pytest.StashKey[object]()
+RAY_KEY = pytest.StashKey[RayCluster]()
 
 ENGINE_MARKER = "engine(spec): the pytest_llmperf.Engine this test measures (tests sharing a " \
                 "spec run together, so each engine starts once)"
@@ -111,14 +113,17 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
     config.stash[HARDWARE_KEY] = hardware
     nice = engine_nice(settings, hardware)
-    factory = vllm_factory(settings.path(settings.log_dir), settings.startup_timeout,
-                           _engine_env(config), nice=nice,
-                           separate_control=not hardware.is_gpu)
+    factory = engine_factory(settings.path(settings.log_dir), settings.startup_timeout,
+                             _engine_env(config), nice=nice,
+                             separate_control=not hardware.is_gpu)
+    # The Ray cluster Ray engines join (RAY_ADDRESS's, or a local head the pool stops).
+    config.stash[RAY_KEY] = RayCluster(settings.path(settings.log_dir))
     gpus = visible_gpus(hardware.device_count) if hardware.is_gpu else []
     leases = GpuLeases(gpus) if hardware.is_gpu else None
     config.stash[SESSION_KEY] = LlmperfSession(
         settings=settings,
-        pool=EnginePool(factory, capacity=settings.keep_engines, leases=leases),
+        pool=EnginePool(factory, capacity=settings.keep_engines, leases=leases,
+                        placement=config.stash[RAY_KEY]),
         hardware_class=hardware.hardware_class, engine_nice=nice, gpu_count=len(gpus),
         fingerprint=hardware_mod.current_fingerprint(hardware).to_dict(),
         process_root=session_root(xdist.is_worker(config)),
@@ -283,8 +288,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             )
         except (TypeError, ValueError) as exc:
             raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
-        if hardware is not None:
-            reason = markers.skip_reason(requirement, hardware)
+        if hardware is not None:  # a Ray engine's markers count its cluster's GPUs (ray.py)
+            reason = markers.skip_reason(requirement, config.stash[RAY_KEY].hardware_for(
+                engine_of(item), hardware))
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
     items[:] = order_by_engine(items)

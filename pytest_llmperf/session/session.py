@@ -17,9 +17,9 @@ from pytest_llmperf.client import server_info
 from pytest_llmperf.client.measure import Endpoint, Measurement, measure
 from pytest_llmperf.client.openai import ClientOptions
 from pytest_llmperf.client.selfcheck import check_client
-from pytest_llmperf.client.server_kind import VLLM, ServerKind, limits
+from pytest_llmperf.client.server_kind import KINDS, VLLM, ServerKind, limits
 from pytest_llmperf.engines.errors import EngineDied, EngineStalled
-from pytest_llmperf.engines.interpreter import engine_versions
+from pytest_llmperf.engines.interpreter import engine_versions, kind_identity
 from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.errors import InputError
@@ -119,7 +119,7 @@ class LlmperfSession:
 
     def endpoint_for(self, engine: Engine, workload: Workload) -> tuple[Endpoint, float | None]:
         """Start (or reuse) the engine; with --llmperf-endpoint, use that server instead."""
-        options = ClientOptions(api=workload.api, server=self.server_kind())
+        options = ClientOptions(api=workload.api, server=self.server_kind(engine))
         if self.deployment is not None:
             self.deployment.check_model(self.deployment.model_name(engine), "the test's Engine")
             self.identify(engine, self.deployment.url)
@@ -128,11 +128,12 @@ class LlmperfSession:
         self.identify(engine, server.base_url)
         return Endpoint(server.base_url, engine.model_name, options), server.start_time_s
 
-    def server_kind(self) -> ServerKind:
-        """vLLM for the engines the plugin starts; --llmperf-endpoint's server as named or
-        detected (deployment.Deployment.kind), said once under the summary when not vLLM."""
+    def server_kind(self, engine: Engine | None = None) -> ServerKind:
+        """The engine's kind's (engines/kinds/) for the engines the plugin starts (vLLM's by
+        default); --llmperf-endpoint's server as named or detected
+        (deployment.Deployment.kind), said once under the summary when not vLLM."""
         if self.deployment is None:
-            return VLLM
+            return KINDS.get(engine.engine_kind.client_kind, VLLM) if engine else VLLM
         kind = self.deployment.kind()
         line = self.deployment.kind_note()
         if line:
@@ -151,15 +152,15 @@ class LlmperfSession:
             self.servers[engine] = known or server_info.identity(server_info.fetch_version(
                 base_url, headers=dict(access.headers), verify=access.ssl_context()))
             return
-        self.servers[engine] = server_info.identity(server_info.fetch_version(base_url),
-                                                    engine_versions(engine))
+        self.servers[engine] = kind_identity(engine) or server_info.identity(
+            server_info.fetch_version(base_url), engine_versions(engine))
 
     def run(self, nodeid: str, key: str, engine: Engine, workload: Workload,
             repeat: int) -> Result:
         # The same requests and arrival schedule every repeat: only the engine's timing varies.
         # Built first: a bad dataset or config fails before an engine start is paid for.
         # A server that takes no token-id prompts gets them as text (workloads/text_only.py).
-        kind = self.server_kind()
+        kind = self.server_kind(engine)
         as_sent = workload if kind.token_id_prompts else as_text(workload)
         text_prompts = as_sent is not workload
         workload = as_sent

