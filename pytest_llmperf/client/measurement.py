@@ -25,6 +25,7 @@ from pytest_llmperf.client.server_metrics import ServerMetricsSampler
 from pytest_llmperf.client.sessions import Sessions, run_sessions
 from pytest_llmperf.client.watchdog import Watchdog
 from pytest_llmperf.machine.disturbance import Disturbance
+from pytest_llmperf.metrics import phases
 from pytest_llmperf.records import ClientStats, Request, RequestRecord
 
 WARMUP_CONCURRENCY = 4
@@ -48,7 +49,7 @@ class Endpoint:
 class Measurement:
     records: list[RequestRecord]
     server_metrics: dict[str, float] = field(default_factory=dict)
-    warning: str | None = None  # why server metrics are missing or partial
+    warning: str | None = None  # why server metrics are missing, partial or not of these requests
     client: ClientStats = field(default_factory=ClientStats)
     client_error: str | None = None  # a client worker died; `records` holds the others'
     stall: str | None = None  # the watchdog stopped it (watchdog.Stall); `records` holds the rest
@@ -57,8 +58,14 @@ class Measurement:
 
 def finished(records: list[RequestRecord], sampler: ServerMetricsSampler, stats: ClientStats,
              watchdog: Watchdog, client_error: str | None = None) -> Measurement:
-    """The Measurement of a run that got past its warm-up, in one process or several."""
-    return Measurement(records, sampler.summary(), sampler.warning, stats, client_error,
+    """The Measurement of a run that got past its warm-up, in one process or several. Where the
+    engine's request timings cover another number of requests than the client completed, the
+    warning says so (metrics/phases.py)."""
+    summary = sampler.summary()
+    completed = sum(record.ok for record in records)
+    mismatch = phases.count_note(summary.get("e2el_s.n"), completed, len(records) - completed)
+    warning = "; ".join(text for text in (sampler.warning, mismatch) if text) or None
+    return Measurement(records, summary, warning, stats, client_error,
                        stall=watchdog.stall and str(watchdog.stall))
 
 

@@ -14,6 +14,12 @@ A labelled counter can keep one label's series apart: speculative decoding's acc
 draft position are summed over engines, never over positions.
 Each server kind names its own samples (`MetricNames`: vLLM's, SGLang's, llama.cpp's server's;
 client/server_kind.py picks one); the summary's keys are the same for all of them.
+
+The engine's request-timing histograms (queue, prefill, decode, TTFT, ITL, E2EL: `phases`) are
+read twice, at the first sample and at the last: the window between them is the measured one
+(the sampler starts after the warm-up), so both sides count the same requests. Their difference
+gives the window's count, mean and percentiles ("ttft_s.mean", "queue_s.p50", "e2el_s.n":
+metrics/histograms.py), which metrics/phases.py splits a client latency by (docs/phases.md).
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ import httpx
 
 from pytest_llmperf.client.access import Access
 from pytest_llmperf.metrics import spec_decode
+from pytest_llmperf.metrics.histograms import Histogram, parse_histograms, window_values
+from pytest_llmperf.metrics.phases import SGLANG_PHASES, VLLM_PHASES
 
 __all__ = ["LLAMACPP_METRICS", "SAMPLE_INTERVAL_S", "SGLANG_METRICS", "VLLM_METRICS",
            "MetricNames", "ServerMetricsSampler", "SpecDecodeCounters", "by_label", "labelled",
@@ -98,6 +106,8 @@ class MetricNames:
     counter_deltas: Mapping[str, str] = field(hash=False)
     max_over_label_sets: frozenset[str] = field(default_factory=frozenset)
     spec_decode: SpecDecodeCounters | None = None
+    # summary key ("queue_s") -> the histogram read at the window's edges (metrics/phases.py).
+    phases: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     @property
     def sampled(self) -> frozenset[str]:
@@ -114,7 +124,7 @@ class MetricNames:
 
 
 VLLM_METRICS = MetricNames("vLLM", "vllm:", GAUGE_MAXIMA, COUNTER_DELTAS, _MAX_OVER_LABEL_SETS,
-                           VLLM_SPEC_DECODE)
+                           VLLM_SPEC_DECODE, VLLM_PHASES)
 
 # SGLang's names, from https://docs.sglang.io/docs/references/production_metrics and its
 # collector (https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/metrics/collector.py):
@@ -137,6 +147,7 @@ SGLANG_METRICS = MetricNames(
         "generation_tokens": "sglang:generation_tokens_total",
     },
     max_over_label_sets=frozenset({"sglang:token_usage"}),
+    phases=SGLANG_PHASES,
 )
 
 # llama.cpp's own server (`llama-server --metrics`), from
@@ -256,6 +267,9 @@ class ServerMetricsSampler:
         self._first: dict[str, float] | None = None
         self._last: dict[str, float] = {}
         self._maxima: dict[str, float] = {}
+        # The phase histograms at the window's first and last sample (module docstring).
+        self._window_start: dict[str, Histogram] | None = None
+        self._window_end: dict[str, Histogram] | None = None
         self._samples = 0
         self._failures = 0
         self._error: str | None = None
@@ -269,7 +283,7 @@ class ServerMetricsSampler:
                                            headers=list(self.access.headers),
                                            verify=self.access.ssl_context())
         # A server that fails the first sample has no metrics to give: poll no further.
-        if await self._sample():
+        if await self._sample(edge=True):
             self._task = asyncio.create_task(self._poll(), name="llmperf-server-metrics")
         return self
 
@@ -279,7 +293,7 @@ class ServerMetricsSampler:
             await self._stop_polling()
             # After Ctrl-C or a cancelled run, stop at once rather than wait on one more GET.
             if self._samples and (exc_type is None or issubclass(exc_type, Exception)):
-                await self._sample()
+                await self._sample(edge=True)
         finally:
             if self._owns_http and self._http is not None:
                 await self._http.aclose()
@@ -303,13 +317,17 @@ class ServerMetricsSampler:
         except asyncio.CancelledError:
             pass
 
-    async def _sample(self) -> bool:
-        """One GET; True if it gave this kind's metrics. Never raises (except on cancellation)."""
+    async def _sample(self, edge: bool = False) -> bool:
+        """One GET; True if it gave this kind's metrics. Never raises (except on cancellation).
+        At an `edge` of the window (the first sample, the last) the phase histograms are read
+        too."""
         try:
             response = await self._http.get(self.url, timeout=SCRAPE_TIMEOUT_S)
             if response.status_code != 200:
                 return self._failed(f"HTTP {response.status_code}")
             values = parse_metrics(response.text, self.names)
+            histograms = (parse_histograms(response.text, self.names.phases.values())
+                          if edge and self.names.phases else None)
         except Exception as exc:  # a scrape must never break the run it observes
             return self._failed(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
         # A page of this kind may hold none of our samples yet (SGLang's appear with the first
@@ -318,6 +336,10 @@ class ServerMetricsSampler:
             server = self.names.server
             return self._failed(f"no {server} metrics in the response (not a {server} server?)")
         self._record(values)
+        if histograms is not None:
+            self._window_end = histograms
+            if self._window_start is None:
+                self._window_start = histograms
         return True
 
     def _failed(self, reason: str) -> bool:
@@ -355,7 +377,8 @@ class ServerMetricsSampler:
         A metric this server does not export is NaN; so is the hit rate of a run with no
         prefix-cache queries. Gauge maxima are over the samples: a peak shorter than the
         interval can fall between two of them. Speculative decoding's keys are there only where
-        the server exports its counters (`_spec_decode`).
+        the server exports its counters (`_spec_decode`); the phases' ("queue_s.mean", ...) only
+        where its histograms were read at both edges of the window.
         """
         if self._samples < 2 or self._first is None:
             return {}
@@ -367,6 +390,8 @@ class ServerMetricsSampler:
         queries, hits = out["prefix_cache_queries"], out["prefix_cache_hits"]
         out["prefix_cache_hit_rate"] = hits / queries if queries > 0 else math.nan
         out.update(self._spec_decode(first, last))
+        if self._window_start is not None and self._window_end is not self._window_start:
+            out.update(window_values(self._window_start, self._window_end, self.names.phases))
         out["samples"] = self._samples
         return out
 

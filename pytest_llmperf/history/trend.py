@@ -16,6 +16,10 @@ factor, the run where it changed and what else changed at that run:
     ms (+25.4%, allowed +10.0%, lower is better), 2 runs ago in .llmperf/history.sqlite; what
     changed at run 7: vllm 0.32.0 -> 0.33.0; see: llmperf history "suites/test_cpu.py::test_x"
     --metric tpot_s.p50
+
+A latency that changed for the worse also says which of its phases grew (metrics/phases.py),
+from the medians of the runs on either side of the change, where those runs have the server's
+timings: "...; queue grew most (means: queue +180.0 ms, prefill +3.0 ms, ...)".
 """
 
 from __future__ import annotations
@@ -28,12 +32,13 @@ from pytest_llmperf.history.changepoints import Change
 from pytest_llmperf.history.record import MetricValue
 from pytest_llmperf.history.series import Series, changed_text, run_name, series_of
 from pytest_llmperf.history.store import Point
+from pytest_llmperf.metrics import phases
 from pytest_llmperf.metrics.registry import direction, formatter
 from pytest_llmperf.verdict import gate
 from pytest_llmperf.verdict.judge import Current, Judgement
 from pytest_llmperf.verdict.status import Status
 
-__all__ = ["DEFAULT_WINDOW", "TrendCheck", "change_line", "with_value"]
+__all__ = ["DEFAULT_WINDOW", "TrendCheck", "change_line", "change_phases", "with_value"]
 
 DEFAULT_WINDOW = 3
 
@@ -77,12 +82,15 @@ class TrendCheck:
             estimate = current.estimates.get(name)
             if estimate is None or not math.isfinite(estimate.value):
                 continue
-            series = series_of([*self.points, self._now_with(name, estimate.value)], name, band)
+            now = self._now_with(name, estimate.value, current)
+            series = series_of([*self.points, now], name, band)
             for change in series.recent(self.window):
                 line = change_line(series, change, band, self.where)
                 if (change.ratio > 1) != (direction(name) == "lower"):
                     notes.append(line)
                     continue
+                grew = change_phases(series, change)
+                line += f"; {grew}" if grew else ""
                 hint = f'; see: llmperf history "{self.test_id}" --metric {name}'
                 verdicts.append(gate.Verdict(
                     name, Status.REGRESSION, estimate.value, change.before,
@@ -90,8 +98,30 @@ class TrendCheck:
                     line + hint))
         return Judgement(report=gate.GateReport(tuple(verdicts)), notes=notes)
 
-    def _now_with(self, name: str, value: float) -> Point:
-        return with_value(self.now, name, value)
+    def _now_with(self, name: str, value: float, current: Current) -> Point:
+        """The run being judged, holding `value` as its `name` and the phases' means a split
+        needs (metrics/phases.py), from the current estimates."""
+        point = with_value(self.now, name, value)
+        found = {key: MetricValue(estimate.value, None, None, direction(key))
+                 for key in phases.SPLIT_NAMES
+                 if (estimate := current.estimates.get(key)) is not None}
+        return replace(point, values={**found, **point.values})
+
+
+def change_phases(series: Series, change: Change) -> str | None:
+    """Which phases of a latency grew at `change` (metrics/phases.py): the medians of the runs
+    of the segment before it against those of the segment from it on; None where either
+    segment's runs lack the server's timings."""
+    bounds = [0, *(found.index for found in series.changes), len(series.points)]
+    at = bounds.index(change.index)
+    before = series.points[bounds[at - 1]:change.index]
+    after = series.points[change.index:bounds[at + 1]]
+
+    def values(points: Sequence[Point]) -> dict[str, float]:
+        return phases.medians({key: found.value for key, found in point.values.items()
+                               if found.value is not None} for point in points)
+
+    return phases.growth(series.metric, values(after), values(before))
 
 
 def with_value(point: Point, name: str, value: float) -> Point:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from pytest_llmperf.metrics import goodput
+from pytest_llmperf.metrics import goodput, phases
 from pytest_llmperf.metrics.energy import NAMES as ENERGY_NAMES
 from pytest_llmperf.metrics.registry import SERVER_PREFIX, STATISTICS, lookup
 from pytest_llmperf.metrics.turns import turn_metrics
@@ -103,7 +103,8 @@ class RunMetrics:
     # The server's /metrics summary of this run under its gate names ("server:
     # spec_decode_acceptance_rate", metrics/registry.py), so an SLO, a baseline or an A/B can
     # judge what only the server knows (a prefix-cache hit rate, a draft acceptance rate);
-    # () where the server reported none.
+    # () where the server reported none. With the server's TTFT, also "frontend_s.mean": the
+    # client's TTFT mean less the server's (metrics/phases.py).
     server: tuple[tuple[str, float], ...] = ()
     # Energy per token from the engine's GPUs' energy counters over this run's window
     # (metrics/energy.py); () where there is none (a CPU, a card without the counter).
@@ -136,7 +137,7 @@ class RunMetrics:
         if name in ENERGY_NAMES:
             raise KeyError(f"energy metric {name!r}: this run has no GPU energy reading (NVML's "
                            "energy counter, on the engine's GPUs; a CPU run has none)")
-        if name.startswith(SERVER_PREFIX):
+        if name.startswith(SERVER_PREFIX) or name == phases.FRONTEND:
             raise KeyError(f"server metric {name!r}: this run's server did not report it (it "
                            "is read from vLLM's /metrics, and only some engines have it: "
                            "spec_decode_* needs speculative decoding)")
@@ -273,8 +274,9 @@ def compute_metrics(records: Sequence[RequestRecord],
     output = sum(r.output_tokens for r in done)
     throughputs = _throughputs(done, sent, prompt, output)
     limits = goodput.current_limits() if goodput_limits is None else goodput_limits
+    distributions = _distributions(done, sent)
     return RunMetrics(
-        **_distributions(done, sent),
+        **distributions,
         **throughputs,
         **goodput.goodput([_request_latencies(r) for r in records], throughputs["duration_s"],
                           limits),
@@ -286,8 +288,16 @@ def compute_metrics(records: Sequence[RequestRecord],
         length_mismatches=sum(r.length_mismatch for r in records),
         tokens_estimated=sum(r.tokens_estimated for r in done),
         turns=turn_metrics(records),
-        # Only what the registry knows: the summary also counts its own samples.
-        server=tuple((SERVER_PREFIX + name, float(value))
-                     for name, value in sorted((server_metrics or {}).items())
-                     if lookup(SERVER_PREFIX + name)),
+        server=_server(distributions["ttft_s"].mean, server_metrics or {}),
     )
+
+
+def _server(ttft_mean: float, summary: Mapping[str, float]) -> tuple[tuple[str, float], ...]:
+    """The /metrics summary under its "server:" names, only what the registry knows (the
+    summary also counts its own samples), and where it has the server's TTFT, frontend_s.mean."""
+    named = {SERVER_PREFIX + name: float(value) for name, value in sorted(summary.items())
+             if lookup(SERVER_PREFIX + name)}
+    front = phases.frontend({**named, "ttft_s.mean": ttft_mean})
+    if front is not None:
+        named[phases.FRONTEND] = front
+    return tuple(named.items())

@@ -121,6 +121,14 @@ METRICS: tuple[Metric, ...] = (
            "acc% = draft tokens accepted (speculative decoding)"),
     Metric("server:spec_decode_mean_accepted_length", "tokens", HIGHER, "acc len",
            meaning="acc len = tokens per drafting step (1 + accepted per draft)"),
+    # Where the time went: the engine's own timings of the measured requests, from its
+    # request-timing histograms (metrics/phases.py, docs/phases.md): n, the mean and p50-p99
+    # (a histogram has no std, min or max).
+    *(_latency(SERVER_PREFIX + name, "", "") for name in (
+        "ttft_s", "itl_s", "e2el_s", "queue_s", "prefill_s", "decode_s", "inference_s")),
+    # The client's TTFT mean less the engine's: the API server, the network and the client
+    # (mean only; present where the server times TTFT).
+    _latency("frontend_s", "", ""),
 )
 BY_NAME: dict[str, Metric] = {metric.name: metric for metric in METRICS}
 # As metrics.compute.Summary has them (a unit test holds the two together).

@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_llmperf.failures import count_kinds, describe_counts
-from pytest_llmperf.metrics.client_check import ClientCheck
-from pytest_llmperf.metrics.compute import RunMetrics, Summary
 from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.machine.gpu_telemetry import GpuTelemetry
+from pytest_llmperf.metrics import phases
+from pytest_llmperf.metrics.client_check import ClientCheck
+from pytest_llmperf.metrics.compute import RunMetrics, Summary
 from pytest_llmperf.metrics.stats import combine_repeats
 from pytest_llmperf.metrics.turns import by_turn
 from pytest_llmperf.records import RequestRecord
@@ -50,6 +51,18 @@ class Result:
     def by_turn(self) -> dict[str, dict[str, float]]:
         """A conversation's latencies by turn index (metrics/turns.py); {} for other runs."""
         return by_turn(self.records)
+
+    @property
+    def ttft_split(self) -> phases.Split | None:
+        """Where the representative run's mean TTFT went: queue, prefill, hand-off, frontend and
+        wire (metrics/phases.py); None where the server did not time its requests."""
+        return phases.split(self.metrics.flat())
+
+    @property
+    def transport_check(self) -> str | None:
+        """One line when the client's ITL mean and the engine's disagree beyond the calibrated
+        bound: the client or the transport is suspect (metrics/phases.py); else None."""
+        return phases.itl_check(self.metrics.flat())
 
     @property
     def disturbed(self) -> bool:

@@ -16,6 +16,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.metrics import phases
+from pytest_llmperf.metrics.phases import Split
 from pytest_llmperf.reports.files import write_text
 from pytest_llmperf.reports.markdown import Report
 from pytest_llmperf.reports.model import (
@@ -164,7 +166,22 @@ def pictures_of(document: Mapping[str, Any] | None) -> tuple[list[Picture], str 
         return [], plots.MISSING
     if document is None:
         return [], None
-    return plots.pictures(plotdata.gather([document])), None
+    found = plots.pictures(plotdata.gather([document]))
+    splits = phase_splits(document)
+    return found + ([plots.phases_picture(splits)] if splits else []), None
+
+
+def phase_splits(document: Mapping[str, Any]) -> list[tuple[str, Split]]:
+    """Each result's TTFT split (metrics/phases.py) from the run file's metrics, where the
+    server timed its requests."""
+    found = []
+    for entry in (document.get("llmperf") or {}).get("results") or ():
+        values = {name: metric["value"] for name, metric in (entry.get("metrics") or {}).items()
+                  if isinstance(metric, Mapping) and metric.get("value") is not None}
+        split = phases.split(values)
+        if split is not None:
+            found.append((str(entry.get("test_id") or entry.get("key")), split))
+    return found
 
 
 def write(report: Report, document: dict[str, Any] | None, path: Path) -> str:

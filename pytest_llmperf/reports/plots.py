@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pytest_llmperf.errors import LlmperfError
 from pytest_llmperf.ids import without_side
+from pytest_llmperf.metrics.phases import Split
 from pytest_llmperf.reports import plotdata
 from pytest_llmperf.reports.plotdata import LATENCY_NAMES, PlotData
 
@@ -323,6 +324,44 @@ def history_picture(test: str, series: Sequence[plotdata.History]) -> Picture:
     _title(figure, f"{_short(test)} over {len(series[0].points)} runs")
     return Picture(f"history-{slug(test)}.png",
                    f"{test}: each gated metric per run, with its baseline's band", _png(figure))
+
+
+# A phase keeps its colour from test to test: the engine's phases in blues and greens, the part
+# outside the engine in orange.
+PHASE_COLORS = {"queue": "tab:red", "prefill": "tab:blue", "decode": "tab:cyan",
+                "hand-off": "tab:gray", "server": "tab:blue", "frontend and wire": "tab:orange"}
+
+
+def phases_picture(found: Sequence[tuple[str, Split]]) -> Picture:
+    """A bar per test: its mean TTFT as 100%, stacked by where the time went (metrics/phases.py),
+    the engine's phases first, frontend and wire last, the TTFT in ms at its end. Shares, not ms:
+    tests differ by orders of magnitude, and a shared ms axis flattens the fast ones. A negative
+    part (a client faster than the engine's own clock, within noise) is drawn as nothing."""
+    figure, (ax,) = _new_figure(11, 1.6 + 0.42 * len(found))
+    shown: set[str] = set()
+    for row, (test, split) in enumerate(found):
+        widths = [(label, max(seconds, 0.0)) for label, seconds in split.parts]
+        whole = sum(width for _, width in widths) or 1.0
+        left = 0.0
+        for label, width in widths:
+            share = 100 * width / whole
+            ax.barh(row, share, left=left, color=PHASE_COLORS.get(label, "C7"),
+                    label=None if label in shown else label)
+            shown.add(label)
+            left += share
+        ax.annotate(f"{_ms(split.total):,.1f} ms", (100, row), textcoords="offset points",
+                    xytext=(4, -3), fontsize=8)
+    ax.set_yticks(range(len(found)), [_short(test) for test, _ in found], fontsize=8)
+    ax.invert_yaxis()  # the first test on top, as in the table
+    ax.set_xlim(0, 112)  # room for the TTFT at each bar's end
+    ax.set_xticks(range(0, 101, 20))
+    ax.set_xlabel("share of the mean TTFT (%): the engine's queue, prefill and hand-off, then "
+                  "the API server, the network and the client")
+    ax.grid(axis="x", alpha=.3)
+    figure.legend(fontsize=8, loc="outside lower center", ncol=len(shown))
+    _title(figure, "Where the time to first token went (means; the engine's own timings)")
+    return Picture("phases-ttft.png", "each test's mean TTFT split into the engine's phases and "
+                   "frontend and wire", _png(figure))
 
 
 def pictures(data: PlotData) -> list[Picture]:

@@ -4,7 +4,9 @@ shown under their file's name, the columns are the most telling ones that fit, a
 repeat for many tests are folded. `-v` (or `--llmperf-summary full`) shows every column, the
 whole test ids and every note.
 
-Either way, errors, regressions, missed targets and client-limited runs come first.
+Either way, errors, regressions, missed targets and client-limited runs come first. Where the
+server timed its requests, `-v` also splits each test's TTFT into where the time went, and a
+client whose ITL disagrees with the engine's gets one line either way (metrics/phases.py).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
+from pytest_llmperf.metrics import phases
 from pytest_llmperf.reports import notes as notes_mod
 from pytest_llmperf.reports.model import (
     COLUMNS,
@@ -150,10 +153,25 @@ def wrap(lines: Sequence[str], width: int = WIDTH) -> list[str]:
     return out
 
 
+def phase_lines(rows: Sequence[Row], full: bool) -> list[str]:
+    """Per test: with `full`, its TTFT split into where the time went ("test: ttft 262.0 ms =
+    queue 6.3 + prefill 225.1 + hand-off 19.4 + frontend and wire 11.2"); either way, a line
+    where the client's ITL disagrees with the engine's. Nothing for a server without timings."""
+    lines = []
+    for row in rows:
+        values = {key: value for key, value in row["values"].items() if value is not None}
+        found = phases.split(values) if full else None
+        suspect = phases.itl_check(values)
+        lines += [f"{row['test_id']}: {text}" for text in (found and found.line(), suspect)
+                  if text]
+    return lines
+
+
 def section(rows: Sequence[Row], engines: Sequence[str], others: Sequence[str],
             notes: Sequence[Note], *, full: bool, width: int = WIDTH) -> list[str]:
     """The whole section: the table, the engine legend, the other lines (capacities, offline
-    throughputs), then the notes, folded unless `full`."""
+    throughputs, where the time went), then the notes, folded unless `full`."""
+    others = [*others, *phase_lines(rows, full)]
     if full:
         table = full_table(rows) if rows else []
         return table + list(engines) + list(others) + [n.render() for n in dict.fromkeys(notes)]

@@ -37,6 +37,7 @@ from typing import Any
 
 from pytest_llmperf.engines.spec import Engine, is_pairs, thaw_pairs
 from pytest_llmperf.errors import InputError
+from pytest_llmperf.metrics import phases
 from pytest_llmperf.verdict.gate import (
     IMPROVEMENT,
     PASS,
@@ -101,6 +102,9 @@ class PairedRatios:
     ratios: tuple[float, ...]
     # Pairs measured before the confirm pairs; None: no confirm pairs were asked for.
     first_round: int | None = None
+    # For a latency: which of its phases grew from A to B, by their medians over the pairs
+    # (metrics/phases.py); None where a side lacks the server's timings.
+    phases: str | None = None
 
     @property
     def median(self) -> float:
@@ -164,6 +168,8 @@ class PairedRatios:
                    f"{low:.3f}-{high:.3f} over {len(self.ratios)} ABBA pairs{alone}), allowed "
                    f"{bound} {limit:.3f} ({direction} is better; A/B tolerance {tolerance:g})"
                    f"{settle}")
+        if status == REGRESSION and self.phases:
+            message += f"; {self.phases}"
         return Verdict(name, status, median, 1.0, (median - 1) * 100, tolerance,
                        tolerance * 100, message)
 
@@ -196,7 +202,8 @@ def paired_ratios(a_runs: Sequence[Mapping[str, float]], b_runs: Sequence[Mappin
                   ) -> dict[str, PairedRatios]:
     """B/A for each metric of each pair (the n-th A run with the n-th B run). A zero or missing
     value on either side gives NaN for that pair. `first_round`: the pairs before the confirm
-    pairs."""
+    pairs. A latency's phases (metrics/phases.py) are compared by each side's medians."""
+    a_phases, b_phases = phases.medians(a_runs), phases.medians(b_runs)
     out = {}
     for name in names:
         ratios = []
@@ -204,7 +211,8 @@ def paired_ratios(a_runs: Sequence[Mapping[str, float]], b_runs: Sequence[Mappin
             va, vb = a.get(name, math.nan), b.get(name, math.nan)
             ratios.append(vb / va if va and math.isfinite(va) and math.isfinite(vb)
                           else math.nan)
-        out[name] = PairedRatios(name, tuple(ratios), first_round)
+        out[name] = PairedRatios(name, tuple(ratios), first_round,
+                                 phases.growth(name, b_phases, a_phases))
     return out
 
 

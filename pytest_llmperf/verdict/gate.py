@@ -47,9 +47,10 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pytest_llmperf.errors import InputError
+from pytest_llmperf.metrics import phases
 from pytest_llmperf.metrics.registry import (
     SERVER_PREFIX,
     UnknownMetricError,
@@ -248,23 +249,45 @@ def _run_to_run_band(baseline: BaselineEntry, current: Estimate, delta: float
 
 
 def check_baseline(
-    current: Mapping[str, Estimate | float], baseline: Baseline, nodeid: str | None = None
+    current: Mapping[str, Estimate | float], baseline: Baseline, nodeid: str | None = None,
+    reference: Mapping[str, float] | None = None,
 ) -> GateReport:
     """Every metric the baseline gates, in name order. One the run lacks is a regression.
 
     Metrics the run has but the baseline does not gate are ignored: the baseline decides.
+    A regressed latency names the phase that grew (metrics/phases.py) where both this run and
+    the reference have the server's timings: `reference` holds the reference's values by name
+    (by default, the baseline's own entries: a table that gates the phases' means).
     """
     origin = Origin(baseline.where, nodeid)
     verdicts = []
     for name, entry in sorted(baseline.metrics.items()):
         if name in current:
-            verdicts.append(check_metric(name, current[name], entry, origin=origin))
+            verdict = check_metric(name, current[name], entry, origin=origin)
+            verdicts.append(_with_phases(verdict, current, baseline, reference, origin))
             continue
         shown = formatter(name, entry.value)(entry.value)
         message = f"{name} not measured in this run (baseline {shown}){origin.hint(REGRESSION)}"
         nan = math.nan
         verdicts.append(Verdict(name, REGRESSION, nan, entry.value, nan, nan, nan, message))
     return GateReport(tuple(verdicts))
+
+
+def _with_phases(verdict: Verdict, current: Mapping[str, Estimate | float], baseline: Baseline,
+                 reference: Mapping[str, float] | None, origin: Origin) -> Verdict:
+    """A regressed latency's message with its phases' growth before the hint, where both sides
+    have them: "...; queue grew most (means: queue +180.0 ms, ...) [file :: key]; ..."."""
+    if verdict.status != REGRESSION:
+        return verdict
+    before = reference if reference is not None else {
+        name: entry.value for name, entry in baseline.metrics.items()}
+    now = {name: _as_estimate(value).value for name, value in current.items()}
+    grew = phases.growth(verdict.name, now, before)
+    if grew is None:
+        return verdict
+    hint = origin.hint(REGRESSION)
+    head = verdict.message.removesuffix(hint)
+    return replace(verdict, message=f"{head}; {grew}{hint}")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -1,0 +1,46 @@
+"""Makes vLLM's API server slower on purpose, before the engine sees a request: a stand-in for
+"the new release's frontend got slower" (or a proxy in the way).
+
+Put this directory on PYTHONPATH and set LLMPERF_INDUCED_FRONTEND_DELAY_S (seconds): every
+/v1/completions request then waits that long in the API server before it is handed to the engine.
+vLLM starts a request's TTFT and E2EL at its arrival in the engine client, after this point
+(docs/phases.md), so the delay shows as frontend and wire, not as queue or prefill.
+"""
+
+import asyncio
+import importlib.abc
+import importlib.util
+import os
+import sys
+
+DELAY_S = float(os.environ.get("LLMPERF_INDUCED_FRONTEND_DELAY_S", "0") or 0)
+TARGET = "vllm.entrypoints.openai.completion.serving"  # vLLM 0.32's completions handler
+
+
+class _SlowFrontend(importlib.abc.MetaPathFinder):
+    """Wraps OpenAIServingCompletion.create_completion right after its module is imported."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != TARGET:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        original_exec = spec.loader.exec_module
+
+        def exec_module(module):
+            original_exec(module)
+            serving = module.OpenAIServingCompletion
+            create = serving.create_completion
+
+            async def slow_create_completion(self, *args, **kwargs):
+                await asyncio.sleep(DELAY_S)  # the event loop serves other requests meanwhile
+                return await create(self, *args, **kwargs)
+
+            serving.create_completion = slow_create_completion
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if DELAY_S > 0:
+    sys.meta_path.insert(0, _SlowFrontend())

@@ -1,0 +1,137 @@
+"""Where the time went, on the real CPU engine: each induced cause shows in its own phase, and
+the gate's or the A/B's failure line names it (metrics/phases.py, docs/phases.md).
+
+- An induced queue: one sequence at a time (max_num_seqs=1) under 8 concurrent requests; side A
+  is the same engine with room for all of them. The A/B line names the queue.
+- A slower frontend: side B's API server waits 100 ms on every request before handing it to the
+  engine (tests/integration/frontend_delay). The A/B line names frontend and wire and calls the
+  client or the transport suspect; queue and prefill stay where they were.
+- Longer prompts: 1,536 tokens instead of 32 on the same engine, gated against the short run's
+  values as a baseline. The gate's line names prefill.
+
+Every measurement also checks that the engine counted the same requests in the window as the
+client completed (no warning). Each side's split is printed (-s) for docs/phases.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from pytest_llmperf import Workload
+from pytest_llmperf.client.measure import Endpoint, measure
+from pytest_llmperf.engines.server import CPU_ENGINE_NICE, VllmServer
+from pytest_llmperf.engines.spec import thaw_pairs
+from pytest_llmperf.metrics import phases
+from pytest_llmperf.metrics.compute import compute_metrics
+from pytest_llmperf.metrics.stats import Estimate
+from pytest_llmperf.verdict import ab, gate
+from pytest_llmperf.verdict.baselines import Baseline
+from pytest_llmperf.verdict.status import Status
+from pytest_llmperf.workloads.prompts import load_tokenizer
+from suites.tiny import TINY_CPU
+from tests.conftest import REPO, requires_vllm
+
+pytestmark = requires_vllm
+
+FRONTEND_DELAY = REPO / "tests" / "integration" / "frontend_delay"
+DELAY_S = 0.100
+PAIRS = 2  # A B B A: enough for an A/B verdict on a several-fold change
+
+
+def _serve(engine, log_dir):
+    server = VllmServer(engine, log_dir, nice=CPU_ENGINE_NICE, separate_control=True).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def one_seq_server(tmp_path):
+    yield from _serve(TINY_CPU.replace(max_num_seqs=1), tmp_path)
+
+
+@pytest.fixture
+def slow_frontend_server(tmp_path):
+    env = {**thaw_pairs(TINY_CPU.env), "PYTHONPATH": str(FRONTEND_DELAY),
+           "LLMPERF_INDUCED_FRONTEND_DELAY_S": str(DELAY_S)}
+    yield from _serve(TINY_CPU.replace(env=env), tmp_path)
+
+
+def measured(server, workload: Workload) -> dict[str, float]:
+    """One measurement of `workload` (after its warm-up) as every metric by name."""
+    requests, warmup = workload.build(load_tokenizer(TINY_CPU.model))
+    found = measure(Endpoint(server.base_url, TINY_CPU.model_name), requests, workload.pattern,
+                    seed=workload.seed, warmup=warmup)
+    assert found.warning is None  # the engine timed exactly the requests the client completed
+    metrics = compute_metrics(found.records, server_metrics=found.server_metrics)
+    assert metrics.failed == 0
+    return metrics.flat()
+
+
+def abba(a, b, workload: Workload) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+    """Both sides in ABBA order, each run with its own prompts (seed): a prompt repeated on the
+    same engine would hit its prefix cache and shorten that side's prefill."""
+    runs: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
+    for seed, side in enumerate(ab.abba_order(PAIRS)):
+        runs[side].append(measured(a if side == "A" else b, replace(workload, seed=seed)))
+    for side, found in runs.items():
+        print(f"side {side}: {phases.split(phases.medians(found)).line()}")
+    return runs["A"], runs["B"]
+
+
+def ab_verdict(a_runs, b_runs, name: str = "ttft_s.p50") -> gate.Verdict:
+    [verdict] = ab.judge_pairs(ab.paired_ratios(a_runs, b_runs, [name]), 0.1).verdicts
+    print(verdict.message)
+    return verdict
+
+
+def change(a_runs, b_runs, name: str) -> float:
+    return phases.medians(b_runs, [name])[name] - phases.medians(a_runs, [name])[name]
+
+
+def test_an_induced_queue_shows_as_queue(tiny_server, one_seq_server):
+    # 32 output tokens: each request holds the one sequence long enough that the queue stands
+    # far above a noisy run of side A (one reached a 163 ms TTFT on a busy machine).
+    workload = Workload.fixed(input_tokens=32, output_tokens=32, num_requests=16,
+                              concurrency=8, warmup_requests=2)
+    a_runs, b_runs = abba(tiny_server, one_seq_server, workload)
+    verdict = ab_verdict(a_runs, b_runs)
+    assert verdict.status == Status.REGRESSION
+    assert "; queue grew most (means: queue +" in verdict.message
+    assert "suspect" not in verdict.message
+
+
+def test_a_frontend_delay_shows_as_frontend_and_wire(tiny_server, slow_frontend_server):
+    workload = Workload.fixed(input_tokens=32, output_tokens=16, num_requests=8,
+                              concurrency=2, warmup_requests=2)
+    a_runs, b_runs = abba(tiny_server, slow_frontend_server, workload)
+    verdict = ab_verdict(a_runs, b_runs)
+    assert verdict.status == Status.REGRESSION
+    assert "; frontend and wire grew most (means: " in verdict.message
+    assert verdict.message.endswith(": the client or the transport is suspect, not the engine")
+    assert change(a_runs, b_runs, phases.FRONTEND) == pytest.approx(DELAY_S, abs=0.03)
+    # The engine's own phases did not move by a fraction of the delay.
+    for name in ("server:queue_s.mean", "server:prefill_s.mean"):
+        assert abs(change(a_runs, b_runs, name)) < 0.2 * DELAY_S, name
+
+
+def test_longer_prompts_show_as_prefill(tiny_server):
+    def prompts(tokens: int, seed: int) -> Workload:
+        return Workload.fixed(input_tokens=tokens, output_tokens=4, num_requests=8,
+                              concurrency=1, warmup_requests=2, seed=seed)
+
+    short, long = measured(tiny_server, prompts(32, 11)), measured(tiny_server, prompts(1536, 12))
+    for values in (short, long):
+        print(phases.split(values).line())
+    names = ("ttft_s.p50", *phases.SPLIT_NAMES)
+    entries = gate.make_entries({name: Estimate(short[name], 0.0, 1) for name in names},
+                                names=names, tolerance=0.1)
+    baseline = Baseline(entries, path="baselines/cpu/test_prompts.toml", test_id="test_prompts")
+    report = gate.check_baseline({name: Estimate(value, 0.0, 1) for name, value in long.items()},
+                                 baseline, "suites/test_prompts.py::test_prompts")
+    [ttft] = [verdict for verdict in report.failures if verdict.name == "ttft_s.p50"]
+    print(ttft.message)
+    assert "; prefill grew most (means: queue " in ttft.message
