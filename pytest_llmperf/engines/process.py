@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -31,6 +32,10 @@ __all__ = ["EngineStartError", "check_model_path", "engine_error", "log_header",
 STOP_TIMEOUT_S = 15.0  # SIGTERM -> SIGKILL; vLLM on CPU stops in ~2 s
 STOP_POLL_S = 0.05
 LOG_TAIL_LINES = 15
+ROOT_CAUSE_ABOVE = "See root cause above"
+ROOT_CAUSE_SCAN_LINES = 400
+# An exception's own line ("ValueError: ..."), with or without vLLM's log prefix before it.
+_EXCEPTION_LINE = re.compile(r"(?<![\w.])[A-Za-z_][\w.]*(?:Error|Exception): .*$")
 # Niceness for engines that share CPU cores with the load generator (see lower_autogroup).
 CPU_ENGINE_NICE = 19
 
@@ -188,11 +193,26 @@ def error_line(lines: list[str]) -> str:
     return lines[-1].strip() if lines else "(empty log)"
 
 
+def root_cause(log_path: Path, line: str) -> str:
+    """`line`, or where it is vLLM's "Engine core initialization failed. See root cause above."
+    (its API server's words for any engine core that failed to start), the last exception line
+    above it: the engine core's own (seen: "ValueError: current platform cpu does not support
+    ray." 58 lines up, past the API server's traceback)."""
+    if ROOT_CAUSE_ABOVE not in line:
+        return line
+    for earlier in reversed(log_tail(log_path, ROOT_CAUSE_SCAN_LINES)):
+        found = _EXCEPTION_LINE.search(earlier)
+        if found and ROOT_CAUSE_ABOVE not in earlier:
+            return found.group(0).strip()
+    return line
+
+
 def engine_error(engine: Engine, what: str, log_path: Path, mode: str = "") -> EngineStartError:
     """`vLLM engine '<label>'<mode> <what>: <the log's error line> (full log: <path>)` (the
     kind's noun first: "llama.cpp server '<label>' ..."), the engine's secret values hidden in
     the line (vLLM logs its non-default args, --api-key too)."""
-    reason = redact_text(error_line(log_tail(log_path)), engine.secret_values())
+    reason = redact_text(root_cause(log_path, error_line(log_tail(log_path))),
+                         engine.secret_values())
     return EngineStartError(
         f"{engine.engine_kind.noun} {engine.label()!r}{mode} {what}: {reason} "
         f"(full log: {log_path})"

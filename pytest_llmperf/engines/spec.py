@@ -157,11 +157,12 @@ class Engine:
                 | secrets.secret_values(thaw_pairs(self.extra_args)))
 
     def label(self) -> str:
-        """A short name for tables: the model's last path part plus what is not default, after
-        the kind when it is not vLLM ("llamacpp tiny-llama-f32.gguf len=2048")."""
+        """A short name for tables: the model's last path part (the summary's engine column),
+        then the kind when it is not vLLM, then what is not default
+        ("tiny-llama-f32.gguf llamacpp len=2048")."""
         parts = [Path(self.model).name or self.model]
         if self.kind != DEFAULT:
-            parts.insert(0, self.kind)
+            parts.append(self.kind)
         for key, value in self.shown().items():
             if key in ("model", "env", "tokenizer", "chat_template", "served_model_name",
                        "python", "kind"):

@@ -1,4 +1,5 @@
-"""The one tiny CPU engine that the integration tests of a running server share.
+"""The one tiny CPU engine that the integration tests of a running server share, and the tiny
+Llama as a GGUF file for llama.cpp's server.
 
 Every start of vLLM costs 35-50 s on a 2-core CI machine, most of it three Python processes
 importing torch and vLLM. Tests that only need *a* healthy TINY_CPU server (measuring against it,
@@ -9,9 +10,13 @@ process group (tests/conftest.py).
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from pytest_llmperf.engines.server import CPU_ENGINE_NICE, VllmServer
+from scripts.tiny_gguf import make_tiny_gguf
 from suites.tiny import TINY_CPU
 from tests.conftest import SHARED_ENGINE_GROUPS
 
@@ -30,3 +35,13 @@ def tiny_server(tmp_path_factory):
     finally:
         server.stop()
         SHARED_ENGINE_GROUPS.discard(group)
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(request) -> Path:
+    """The tiny Llama as GGUF (scripts/tiny_gguf.py), made once and kept (13 MB, with the sdist
+    whose converter made it) in pytest's cache, or the temp dir under -p no:cacheprovider."""
+    cache = getattr(request.config, "cache", None)
+    where = (Path(cache.mkdir("llmperf-llamacpp")) if cache is not None
+             else Path(tempfile.gettempdir()) / "llmperf-tiny-gguf")
+    return make_tiny_gguf(where / "tiny-llama-f32.gguf", where / "sdist")

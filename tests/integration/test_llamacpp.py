@@ -20,7 +20,6 @@ import httpx
 import pytest
 
 from pytest_llmperf.engines.server import free_port
-from scripts.tiny_gguf import make_tiny_gguf
 from tests.conftest import REPO
 
 # Skipped only where llama-cpp-python is not installed; in CI (CI=true), which runs
@@ -43,16 +42,6 @@ def test_llamacpp(llmperf):
     llmperf.run(Workload.fixed(input_tokens=32, output_tokens=16, num_requests={n},
                                concurrency={concurrency}))
 """
-
-
-@pytest.fixture(scope="session")
-def tiny_gguf(request, tmp_path_factory) -> Path:
-    """The tiny Llama as GGUF, made once and kept in pytest's cache (13 MB) with the sdist whose
-    converter made it."""
-    cache = getattr(request.config, "cache", None)
-    where = (Path(cache.mkdir("llmperf-llamacpp")) if cache is not None
-             else tmp_path_factory.mktemp("llamacpp"))
-    return make_tiny_gguf(where / "tiny-llama-f32.gguf", where / "sdist")
 
 
 @pytest.fixture(scope="module")

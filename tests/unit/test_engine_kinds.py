@@ -17,9 +17,10 @@ from pytest_llmperf.engines.health import death_line, telling_log_lines
 from pytest_llmperf.engines.kinds import KINDS
 from pytest_llmperf.engines.kinds.sglang import LOG_PREFIX as SGLANG_PREFIX
 from pytest_llmperf.engines.offline import run_offline
-from pytest_llmperf.engines.process import check_model_path
+from pytest_llmperf.engines.process import check_model_path, engine_error
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.records import Request
+from pytest_llmperf.session.provenance import engine_identity
 
 TINY = "suites/models/tiny-llama"
 GGUF = "/models/tiny-llama-f32.gguf"
@@ -69,7 +70,7 @@ def test_a_llamacpp_spec_records_its_kind_and_is_labelled_by_it():
     engine = llamacpp(max_model_len=2048)
     assert engine.to_dict() == {"model": GGUF, "tokenizer": TINY, "max_model_len": 2048,
                                 "kind": "llamacpp"}
-    assert engine.label() == "llamacpp tiny-llama-f32.gguf len=2048"
+    assert engine.label() == "tiny-llama-f32.gguf llamacpp len=2048"
     assert engine != Engine(model=GGUF, tokenizer=TINY, max_model_len=2048)
     assert engine.replace(seed=1).kind == "llamacpp"
 
@@ -147,7 +148,7 @@ def test_a_missing_gguf_file_says_what_to_point_the_model_at():
     with pytest.raises(EngineStartError) as caught:
         check_model_path(llamacpp())
     assert str(caught.value) == (
-        "llama.cpp server 'llamacpp tiny-llama-f32.gguf': model path /models/tiny-llama-f32.gguf "
+        "llama.cpp server 'tiny-llama-f32.gguf llamacpp': model path /models/tiny-llama-f32.gguf "
         "does not exist; point Engine(model=...) at a GGUF file (scripts/tiny_gguf.py makes a "
         "tiny one)")
 
@@ -157,7 +158,7 @@ def test_offline_mode_is_vllms_only(tmp_path):
         run_offline(llamacpp(), [Request(prompt="hi", prompt_tokens=1, output_tokens=1)],
                     tmp_path)
     assert str(caught.value) == (
-        "offline run of llamacpp tiny-llama-f32.gguf: llama.cpp's server has no offline mode "
+        "offline run of tiny-llama-f32.gguf llamacpp: llama.cpp's server has no offline mode "
         "here (vLLM's LLM.generate is the one there is); measure it with llmperf.run")
 
 
@@ -181,3 +182,27 @@ def test_a_llamacpp_death_line_names_its_log(tmp_path: Path):
     assert re.fullmatch(r"engine tiny-llama-f32\.gguf died during the test \(the server was "
                         r"killed by SIGKILL\); last log lines: RuntimeError: llama_decode "
                         r"returned -3; log: \S+/llamacpp-8000\.log", line), line
+
+
+def test_a_failed_engine_core_start_is_told_by_its_root_cause(tmp_path: Path):
+    """vLLM's API server ends a failed engine core start with "See root cause above", under
+    its own traceback; the line worth reading is the engine core's, further up."""
+    log = tmp_path / "vllm-1.log"
+    frames = ['  File "vllm/v1/engine/utils.py", line 1431, in wait_for_engine_startup',
+              "    raise RuntimeError("] * 30
+    log.write_text("\n".join([
+        "(EngineCore pid=7) ERROR 11-26 04:54:32 [core.py:1510] ValueError: current platform "
+        "cpu does not support ray.", "Traceback (most recent call last):", *frames,
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core "
+        "proc(s): {}"]) + "\n")
+    error = engine_error(Engine(model=TINY), "exited with code 1", log)
+    assert str(error) == ("vLLM engine 'tiny-llama' exited with code 1: ValueError: current "
+                          f"platform cpu does not support ray. (full log: {log})")
+
+
+def test_a_baseline_records_the_kind_of_a_spec_that_is_not_vllm(tmp_path: Path):
+    gguf = tmp_path / "models" / "tiny.gguf"
+    identity = engine_identity(Engine(kind="llamacpp", model=str(gguf), tokenizer=TINY),
+                               tmp_path)
+    assert identity == {"model": "models/tiny.gguf", "tokenizer": TINY, "kind": "llamacpp"}
+    assert "kind" not in engine_identity(Engine(model=str(gguf)), tmp_path)

@@ -52,16 +52,16 @@ def test_llamacpp_flags_go_through_its_own_parser():
     version = importlib.metadata.version("llama_cpp_python")
     assert outcome.failure is None
     assert outcome.summary == (
-        "engine arguments checked: engine (llamacpp tiny.gguf len=2048 extra_args="
+        "engine arguments checked: engine (tiny.gguf llamacpp len=2048 extra_args="
         "interrupt_requests:False,n_threads:1) (llama.cpp's server "
         f"{version}'s llama_cpp.server parser)")
     typo = good.replace(extra_args={"n_threadz": 1})
     assert check_engines([("engine", typo)]).failure == (
-        "engine (llamacpp tiny.gguf len=2048 extra_args=n_threadz:1): llama.cpp's server "
+        "engine (tiny.gguf llamacpp len=2048 extra_args=n_threadz:1): llama.cpp's server "
         f"{version} refuses its arguments: unrecognized arguments: --n_threadz 1")
     not_a_number = good.replace(extra_args={"n_threads": "one"})
     assert check_engines([("engine", not_a_number)]).failure == (
-        "engine (llamacpp tiny.gguf len=2048 extra_args=n_threads:one): llama.cpp's server "
+        "engine (tiny.gguf llamacpp len=2048 extra_args=n_threads:one): llama.cpp's server "
         f"{version} refuses its arguments: argument --n_threads: invalid int value: 'one'")
 
 
@@ -73,7 +73,7 @@ def test_a_kind_whose_package_does_not_import_is_said_not_checked():
     outcome = check_engines([("engine", engine)])
     assert outcome.failure is None
     assert outcome.summary == (
-        "engine arguments not checked: engine (sglang Llama-3.1-8B-Instruct tp=8): SGLang's "
+        "engine arguments not checked: engine (Llama-3.1-8B-Instruct sglang tp=8): SGLang's "
         "parser does not import here (ModuleNotFoundError: No module named 'sglang'); checked "
         "only where sglang is installed")
 
@@ -88,7 +88,7 @@ def test_each_kind_gets_its_own_child_and_the_summary_names_each_parser(tmp_path
                python=stand_in(trt_side, '{"version": "1.2.1"}'))
     outcome = check_engines([("A/B side A", a), ("A/B side B", b)])
     assert outcome.summary == (
-        "engine arguments checked: A/B side A (m); A/B side B (trtllm m tp=2) (vLLM 9.9.9's "
+        "engine arguments checked: A/B side A (m); A/B side B (m trtllm tp=2) (vLLM 9.9.9's "
         "vllm serve parser; TensorRT-LLM 1.2.1's trtllm-serve parser)")
     assert (vllm_side / "argv").read_text() == "-m pytest_llmperf.engines.arg_check_worker"
     assert (trt_side / "argv").read_text() == ("-m pytest_llmperf.engines.arg_check_worker "
@@ -104,6 +104,6 @@ def test_checked_and_unchecked_sides_are_both_said(tmp_path):
     outcome = check_engines([("A/B side A", a), ("A/B side B", b)])
     assert outcome.summary == (
         "engine arguments checked: A/B side A (m) (vLLM 9.9.9's vllm serve parser); not "
-        "checked: A/B side B (trtllm m): TensorRT-LLM's parser does not import here "
+        "checked: A/B side B (m trtllm): TensorRT-LLM's parser does not import here "
         "(ModuleNotFoundError: No module named 'tensorrt_llm'); checked only where trtllm is "
         "installed")
