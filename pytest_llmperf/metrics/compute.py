@@ -262,8 +262,8 @@ def _request_latencies(record: RequestRecord) -> dict[str, float] | None:
 def compute_metrics(records: Sequence[RequestRecord],
                     goodput_limits: goodput.Limits | None = None,
                     server_metrics: Mapping[str, float] | None = None) -> RunMetrics:
-    """`goodput_limits`: per-request limits (goodput.py); by default those of the SLO of the
-    test being measured, if any. `server_metrics`: the run's /metrics summary
+    """`goodput_limits`: the test's per-request SLO limits (goodput.limits_from; None: no
+    goodput). `server_metrics`: the run's /metrics summary
     (client/server_metrics.py), kept under "server:" names."""
     # Same as vllm: a request completes when it streamed tokens without an error; failed ones
     # are counted, never folded into the distributions.
@@ -273,13 +273,12 @@ def compute_metrics(records: Sequence[RequestRecord],
     prompt = sum(_prompt_tokens(r) for r in done)
     output = sum(r.output_tokens for r in done)
     throughputs = _throughputs(done, sent, prompt, output)
-    limits = goodput.current_limits() if goodput_limits is None else goodput_limits
     distributions = _distributions(done, sent)
     return RunMetrics(
         **distributions,
         **throughputs,
         **goodput.goodput([_request_latencies(r) for r in records], throughputs["duration_s"],
-                          limits),
+                          goodput_limits),
         completed=len(done),
         failed=failed,
         error_rate=failed / len(records) if records else 0.0,

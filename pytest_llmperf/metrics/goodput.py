@@ -11,25 +11,20 @@ the requests sent, failed ones included.
 
 Both are higher-is-better metrics of every run with such an SLO (NaN without one): an SLO or a
 baseline can gate them like any other (SLO(min={"goodput_share": 0.9}) is DistServe's "90%
-attainment"). The SLO reaches compute_metrics through `limits_of`, set by the fixture around a
-test's measurements, so the measuring path between the two (session, runner, A/B) need not carry
-it.
+attainment"). The fixture hands the SLO's limits (`limits_from`) down the measuring path
+(session/runner.py, session/ab_run.py) to compute_metrics as its `goodput_limits` argument.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from contextvars import ContextVar
+from collections.abc import Mapping, Sequence
 
 # Per-request latencies a limit can apply to: vLLM's --goodput keys ttft, tpot, e2el.
 LIMITED = ("ttft_s", "tpot_s", "e2el_s")
 NAMES = ("goodput_req_s", "goodput_share")
 
 Limits = Mapping[str, float]  # base metric ("ttft_s") -> seconds
-
-_current: ContextVar[Limits | None] = ContextVar("pytest_llmperf_goodput_limits", default=None)
 
 
 def limits_from(slo) -> dict[str, float]:
@@ -40,20 +35,6 @@ def limits_from(slo) -> dict[str, float]:
         if base in LIMITED:
             limits[base] = min(bound, limits.get(base, math.inf))
     return limits
-
-
-@contextlib.contextmanager
-def limits_of(slo) -> Iterator[None]:
-    """Within the block, runs measure goodput against `slo`'s per-request limits."""
-    token = _current.set(limits_from(slo) or None)
-    try:
-        yield
-    finally:
-        _current.reset(token)
-
-
-def current_limits() -> Limits | None:
-    return _current.get()
 
 
 def is_good(latencies: Mapping[str, float] | None, limits: Limits) -> bool:

@@ -7,9 +7,8 @@ it can be built and tested on its own.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
 
@@ -17,17 +16,21 @@ from pytest_llmperf import ids
 from pytest_llmperf.engines import arg_check
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.errors import InputError, LlmperfError
-from pytest_llmperf.ids import MeasurementId, result_id
+from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.metrics import goodput
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.numbers import is_real, is_whole
 from pytest_llmperf.plugin import check_baselines, confirm_later
+from pytest_llmperf.session.ab_run import AbPlan, AbRunner
+from pytest_llmperf.session.judging import Judge
+from pytest_llmperf.session.runner import Runner
 from pytest_llmperf.session.settings import CLIENT_CHECK_MODES, Settings, usable_cores
 from pytest_llmperf.verdict.ab import DEFAULT_AB_PAIRS, PairedRun, ab_entry, side_b
 from pytest_llmperf.verdict.baselines import TOLERANCE_RULE, is_tolerance
 from pytest_llmperf.verdict.gate import DEFAULT_GATED, GateReport
 from pytest_llmperf.verdict.judge import Current, Judgement, Subject
+from pytest_llmperf.verdict.measurement import MeasurementRecord
 from pytest_llmperf.workloads import sweeps
 from pytest_llmperf.workloads.workload import Workload
 
@@ -101,48 +104,15 @@ def user_nodeid(item: pytest.Item) -> str:
     return ids.user_nodeid(item.nodeid)
 
 
-class Measurer(Protocol):
-    """What the fixture needs of the session (session.LlmperfSession): measuring, judging
-    and recording. Typed so a test can hand the fixture a small stand-in."""
-
-    settings: Settings
-
-    def run(self, nodeid: str, key: str, engine: Engine, workload: Workload,
-            repeat: int) -> Result: ...
-
-    def run_ab(self, nodeid: str, key: str, a: Engine, b: Engine, workload: Workload,
-               pairs: int, confirm_pairs: int = 0, gated: tuple[str, ...] = (),
-               defer: bool = False) -> tuple[Result, Result]: ...
-
-    def run_offline(self, engine: Engine, workload: Workload) -> Any: ...
-
-    def judge(self, item: pytest.Item, result: Result, options: TestOptions,
-              slo: Any) -> Judgement: ...
-
-    def judge_ab(self, result_a: Result, result_b: Result, options: TestOptions,
-                 slo: Any) -> Judgement: ...
-
-    def judge_estimates(self, subject: Subject, current: Current, options: TestOptions, *,
-                        slo: Any, known: Callable[[str], bool], gated: tuple[str, ...],
-                        exact: bool = True) -> Judgement: ...
-
-    def engine_identity(self, engine: Engine) -> dict[str, Any]: ...
-
-    def workload_identity(self, workload: Workload) -> dict[str, Any]: ...
-
-    def record_extra(self, test_id: str, estimates: dict[str, Estimate], detail: str) -> None: ...
-
-    def annotate(self, test_id: str, **fields: Any) -> None: ...
-
-
 class Llmperf:
     """What a test measures with. `run` measures one workload; `sweep`, `capacity` and
     `offline` build on it. Each judges its metrics (SLOs, baseline) before it returns; a
     regression or a missed target fails the test there, after the numbers have been recorded."""
 
-    def __init__(self, item: pytest.Item, session: Measurer) -> None:
+    def __init__(self, item: pytest.Item, runner: Runner, ab: AbRunner, judge: Judge) -> None:
         self._item = item
-        self._session = session
+        self._runner, self._ab, self._judge = runner, ab, judge
+        self._settings = runner.settings
         self._measurements = 0
         self.results: list[Result] = []
 
@@ -156,16 +126,15 @@ class Llmperf:
         marker's) and the baseline."""
         options = self.options
         self._check_baselines_instead("run", workload, engine)
-        if self._session.settings.check_args:
+        if self._settings.check_args:
             self._check_args_instead(*self._sides(engine))
-        if self._session.settings.ab:
-            return self._run_ab(workload, engine, slo or options.slo)
-        repeat = repeat or options.repeat or self._session.settings.repeat
-        with goodput.limits_of(slo or options.slo):  # its per-request limits, for goodput
-            result = self._measure(workload, engine, repeat)
-        judgement = self._session.judge(self._item, result, options, slo or options.slo)
-        self._settle(judgement)
-        return result
+        slo = slo or options.slo
+        if self._settings.ab:
+            return self._run_ab(workload, engine, slo)
+        repeat = repeat or options.repeat or self._settings.repeat
+        record = self._measure(workload, engine, repeat, limits=_limits(slo))
+        self._settle(self._judge.judge(self._item, record, options, slo))
+        return record.result
 
     def ab(self, workload: Workload, *, a: Engine, b: Engine, pairs: int = DEFAULT_AB_PAIRS,
            ) -> PairedRun:
@@ -177,59 +146,56 @@ class Llmperf:
             raise InputError(f"llmperf.ab(pairs={pairs!r}): a whole number of ABBA pairs, "
                              "1 or more")
         self._check_baselines_instead("ab")
-        if self._session.settings.check_args:
+        if self._settings.check_args:
             self._check_args_instead(("A/B side A", a), ("A/B side B", b))
-        key = self._next_key()
-        result_a, result_b = _engine_or_fail(
-            self._session.run_ab, user_nodeid(self._item), key, a, b, workload, pairs)
-        run = PairedRun(result_a, result_b)
+        record_a, record_b = _engine_or_fail(self._ab.run_ab, self._next_id(), a, b, workload,
+                                             AbPlan(pairs))
+        run = PairedRun(record_a.result, record_b.result)
         # The run file keeps the ratios of the gated metrics, unjudged: the test judges them.
         names = self.options.gate or DEFAULT_GATED
-        self._session.annotate(result_b.test_id, ab=ab_entry(
-            {name: run.ratios(name) for name in names}, None, GateReport()))
-        for result in (result_a, result_b):
-            self.results.append(result)
-            self._check_client(result, self._session.settings)
-            self._check_errors(result, self.options.max_error_rate)
+        record_b.ab = ab_entry({name: run.ratios(name) for name in names}, None, GateReport())
+        self._check_sides(record_a, record_b)
         return run
 
     def _run_ab(self, workload: Workload, engine: Engine | None, slo: Any) -> Result:
         """--llmperf-ab: side A is the test's engine, side B it with the overrides; judged on
         the paired ratios (and B on the test's SLO). Returns side B, the candidate."""
         engine = self._engine(engine)
-        settings = self._session.settings
-        key = self._next_key()
+        settings = self._settings
         # A regression over the first pairs is confirmed after the engine's other tests
         # (confirm_later.py), unless this test measured before: a rerun would measure that again.
         later = self._item.config.pluginmanager.get_plugin(confirm_later.PLUGIN_NAME)
-        defer = bool(later and later.may_defer(self._item) and not self.results)
-        try:
-            with goodput.limits_of(slo):  # its per-request limits, for both sides' goodput
-                result_a, result_b = _engine_or_fail(
-                    self._session.run_ab, user_nodeid(self._item), key, engine,
-                    side_b(engine, settings.ab), workload, settings.ab_pairs,
-                    settings.ab_confirm_pairs, self.options.gate or DEFAULT_GATED, defer)
+        plan = AbPlan(settings.ab_pairs, settings.ab_confirm_pairs,
+                      tuple(self.options.gate or DEFAULT_GATED),
+                      defer=bool(later and later.may_defer(self._item) and not self.results))
+        try:  # both sides' goodput against the test's per-request limits
+            record_a, record_b = _engine_or_fail(
+                self._ab.run_ab, self._next_id(), engine, side_b(engine, settings.ab),
+                workload, plan, _limits(slo))
         except confirm_later.ConfirmLater:
             later.defer(self._item)
             raise
-        for result in (result_a, result_b):
-            self.results.append(result)
-            self._check_client(result, settings)
-            self._check_errors(result, self.options.max_error_rate)
+        self._check_sides(record_a, record_b)
         # An A/B improvement is in the summary's notes; there is no baseline to call stale.
-        self._settle(self._session.judge_ab(result_a, result_b, self.options, slo), warn=False)
-        return result_b
+        self._settle(self._judge.judge_ab(record_a, record_b, self.options, slo), warn=False)
+        return record_b.result
+
+    def _check_sides(self, *records: MeasurementRecord) -> None:
+        for record in records:
+            self.results.append(record.result)
+            self._check_client(record.result, self._settings)
+            self._check_errors(record.result, self.options.max_error_rate)
 
     def sweep(self, workload: Workload, *, rates=None, concurrencies=None,
               engine: Engine | None = None) -> sweeps.Sweep:
         """One engine, several loads: a throughput-versus-latency curve. Every point is a row in
         the summary; assert on the returned Sweep (points are not gated one by one)."""
         self._check_baselines_instead("sweep")
-        if self._session.settings.check_args:
+        if self._settings.check_args:
             self._check_args_instead(("engine", self._engine(engine)))
 
         def measure(point: Workload):
-            return self._measure(point, engine, 1, point=True).metrics
+            return self._measure(point, engine, 1, point=True).result.metrics
 
         return sweeps.sweep(measure, workload, rates=rates, concurrencies=concurrencies)
 
@@ -241,21 +207,19 @@ class Llmperf:
         (Workload.trace) `low` and `high` are speedups of the trace's own arrivals, and the
         highest speedup is gated as `slo_capacity_speedup` (sweeps.find_capacity)."""
         self._check_baselines_instead("capacity", workload, engine)
-        if self._session.settings.check_args:
+        if self._settings.check_args:
             self._check_args_instead(("engine", self._engine(engine)))
-        probes: list[Result] = []
+        probes: list[MeasurementRecord] = []
 
         def measure(point: Workload):
-            probes.append(self._measure(point, engine, 1, point=True))
-            return probes[-1].metrics
+            probes.append(self._measure(point, engine, 1, point=True, limits=_limits(slo)))
+            return probes[-1].result.metrics
 
-        with goodput.limits_of(slo):
-            found = sweeps.find_capacity(measure, workload, slo, low=low, high=high,
-                                         rel_tol=rel_tol, max_runs=max_runs)
-        limits = {"max": dict(slo.max), "min": dict(slo.min)}
+        found = sweeps.find_capacity(measure, workload, slo, low=low, high=high,
+                                     rel_tol=rel_tol, max_runs=max_runs)
+        bounds = {"max": dict(slo.max), "min": dict(slo.min)}
         for probe, run in zip(probes, found.runs, strict=True):  # one measurement per probe
-            self._session.annotate(probe.test_id, capacity={
-                "slo": limits, "passed": run.passed, "reason": run.reason})
+            probe.capacity = {"slo": bounds, "passed": run.passed, "reason": run.reason}
         estimates = {name: Estimate(value, 0.0, 1) for name, value in found.as_metric().items()}
         self._judge_extra(workload, engine, estimates,
                           f"{found.engine_runs} engine runs" + ("" if found.converged
@@ -267,9 +231,9 @@ class Llmperf:
         throughput`), in a child process; gated as offline_*_throughput_* metrics."""
         engine = self._engine(engine)
         self._check_baselines_instead("offline", workload, engine)
-        if self._session.settings.check_args:
+        if self._settings.check_args:
             self._check_args_instead(("engine", engine))
-        result = _engine_or_fail(self._session.run_offline, engine, workload)
+        result = _engine_or_fail(self._runner.run_offline, engine, workload)
         estimates = {f"offline_{name}": Estimate(getattr(result, name), 0.0, 1) for name in
                      ("output_throughput_tok_s", "total_throughput_tok_s")}
         self._judge_extra(workload, engine, estimates,
@@ -288,7 +252,7 @@ class Llmperf:
 
     def _sides(self, engine: Engine | None) -> tuple[tuple[str, Engine], ...]:
         """What `run` starts: the engine, or under --llmperf-ab both of its sides."""
-        spec, overrides = self._engine(engine), self._session.settings.ab
+        spec, overrides = self._engine(engine), self._settings.ab
         if not overrides:
             return (("engine", spec),)
         return ("A/B side A", spec), ("A/B side B", side_b(spec, overrides))
@@ -310,44 +274,43 @@ class Llmperf:
                                  engine: Engine | None = None) -> None:
         """--llmperf-check-baselines: the call's workload and engine against the test's
         committed tables (plugin/check_baselines.py); the test ends here."""
-        if not self._session.settings.check_baselines:
+        if not self._settings.check_baselines:
             return
         identities = (None, None) if workload is None else (
-            self._session.engine_identity(self._engine(engine)),
-            self._session.workload_identity(workload))
+            self._runner.engine_identity(self._engine(engine)),
+            self._runner.workload_identity(workload))
         check_baselines.plugin_of(self._item.config).end_test(
             self._item, MeasurementId(user_nodeid(self._item), run=self._measurements + 1).key,
             *identities, call=call)
 
-    def _next_key(self) -> str:
+    def _next_id(self) -> MeasurementId:
         self._measurements += 1
-        return MeasurementId(user_nodeid(self._item), run=self._measurements).key
+        return MeasurementId(user_nodeid(self._item), run=self._measurements)
 
     def _measure(self, workload: Workload, engine: Engine | None, repeat: int,
-                 point: bool = False) -> Result:
+                 point: bool = False, limits: goodput.Limits | None = None
+                 ) -> MeasurementRecord:
         engine = self._engine(engine)
         # Sweep and search points are named after their load and take no run number, so the
         # keys of the gated measurements after them do not depend on how many points there were.
-        key = (MeasurementId(user_nodeid(self._item), point=workload.name).key if point
-               else self._next_key())
-        result = _engine_or_fail(self._session.run, user_nodeid(self._item), key, engine,
-                                 workload, repeat)
-        self.results.append(result)
-        self._check_client(result, self._session.settings)
-        self._check_errors(result, self.options.max_error_rate)
-        return result
+        id = (MeasurementId(user_nodeid(self._item), point=workload.name) if point
+              else self._next_id())
+        record = _engine_or_fail(self._runner.run, id, engine, workload, repeat, limits)
+        self.results.append(record.result)
+        self._check_client(record.result, self._settings)
+        self._check_errors(record.result, self.options.max_error_rate)
+        return record
 
     def _judge_extra(self, workload: Workload, engine: Engine | None,
                      estimates: dict[str, Estimate], detail: str) -> None:
         engine = self._engine(engine)
-        key = self._next_key()
-        test_id = result_id(user_nodeid(self._item), key)
-        subject = Subject(self._item, test_id, key, self._session.engine_identity(engine),
-                          self._session.workload_identity(workload))
-        judgement = self._session.judge_estimates(
-            subject, Current(estimates), self.options, slo=None, known=estimates.__contains__,
-            gated=tuple(estimates))
-        self._session.record_extra(test_id, estimates, detail)
+        id = self._next_id()
+        subject = Subject(self._item, id.format(), id.key, self._runner.engine_identity(engine),
+                          self._runner.workload_identity(workload))
+        judgement = self._judge.judge_estimates(
+            id, subject, Current(estimates), self.options, slo=None,
+            known=estimates.__contains__, gated=tuple(estimates))
+        self._runner.ledger.add_extras(id, estimates, detail)
         self._settle(judgement)
 
     @staticmethod
@@ -379,6 +342,11 @@ class Llmperf:
             pytest.fail(f"{result.failed} of {result.failed + result.completed} requests failed "
                         f"(error rate {result.error_rate:.1%}, allowed {limit:.1%}): {errors}",
                         pytrace=False)
+
+
+def _limits(slo: Any) -> goodput.Limits | None:
+    """The SLO's per-request limits, for each run's goodput (None: it sets none)."""
+    return goodput.limits_from(slo) or None
 
 
 def _engine_or_fail(call, *args):

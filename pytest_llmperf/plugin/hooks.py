@@ -120,20 +120,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RAY_KEY] = RayCluster(settings.path(settings.log_dir))
     gpus = visible_gpus(hardware.device_count) if hardware.is_gpu else []
     leases = GpuLeases(gpus) if hardware.is_gpu else None
-    config.stash[SESSION_KEY] = LlmperfSession(
-        settings=settings,
-        pool=EnginePool(factory, capacity=settings.keep_engines, leases=leases,
-                        placement=config.stash[RAY_KEY]),
-        hardware_class=hardware.hardware_class, engine_nice=nice, gpu_count=len(gpus),
-        fingerprint=hardware_mod.current_fingerprint(hardware).to_dict(),
-        process_root=session_root(xdist.is_worker(config)),
-        deployment=deployment,
-    )
+    fingerprint = hardware_mod.current_fingerprint(hardware).to_dict()
     try:  # a store this session cannot use is refused before anything is measured
-        config.stash[SESSION_KEY].history = history_run.open_history(
-            settings, config.stash[SESSION_KEY].fingerprint, worker=xdist.is_worker(config))
+        history = history_run.open_history(settings, fingerprint,
+                                           worker=xdist.is_worker(config))
     except ValueError as exc:
         raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
+    config.stash[SESSION_KEY] = LlmperfSession.start(
+        settings,
+        EnginePool(factory, capacity=settings.keep_engines, leases=leases,
+                   placement=config.stash[RAY_KEY]),
+        fingerprint=fingerprint, gpu_count=len(gpus),
+        process_root=session_root(xdist.is_worker(config)), deployment=deployment,
+        history=history)
     config.stash[STARTED_KEY] = datetime.now(timezone.utc)
     config.pluginmanager.register(ReportHooks(config, SESSION_KEY, STARTED_KEY), REPORTS_PLUGIN)
     # Not in a pytest-xdist worker: it checks that each report belongs to the test it is
@@ -203,7 +202,7 @@ def _deployment_to_check(config: pytest.Config) -> Deployment | None:
     llmperf = config.stash.get(SESSION_KEY, None)
     if llmperf is None or xdist.is_worker(config) or config.option.collectonly:
         return None
-    return llmperf.deployment
+    return llmperf.runner.deployment
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -233,7 +232,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     arg_check.close_all()  # --llmperf-check-args's parser processes, where any were started
     session = config.stash.get(SESSION_KEY, None)
     if session is not None:
-        session.pool.stop_all()
+        session.runner.pool.stop_all()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -244,14 +243,17 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     llmperf = config.stash.get(SESSION_KEY, None)
     if llmperf is None:
         return
-    llmperf.pool.stop_all()
-    mine = outputs.payload(llmperf, config.stash[STARTED_KEY])
+    llmperf.runner.pool.stop_all()
+    mine = outputs.payload(llmperf.ledger, llmperf.settings, llmperf.runner.pool,
+                           config.stash[STARTED_KEY], recorded=llmperf.history is not None)
     if xdist.is_worker(config):
         xdist.hand_over(config, mine)
         return
     llmperf.payloads.append(mine)
-    outputs.add_notes(llmperf.payloads, outputs.write_documents(llmperf, llmperf.payloads))
-    outputs.add_notes(llmperf.payloads, history_run.record_run(llmperf, llmperf.payloads))
+    outputs.add_notes(llmperf.payloads,
+                      outputs.write_documents(llmperf.settings, llmperf.payloads))
+    outputs.add_notes(llmperf.payloads,
+                      history_run.record_run(llmperf.history, llmperf.payloads))
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -313,7 +315,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
         session = item.config.stash.get(SESSION_KEY, None)
         later = item.config.pluginmanager.get_plugin(confirm_later.PLUGIN_NAME)
         if session is not None and not (later and later.keeps_engine(item)):
-            session.pool.stop(engine)
+            session.runner.pool.stop(engine)
 
 
 def order_by_engine(items: list[pytest.Item]) -> list[pytest.Item]:
@@ -327,7 +329,8 @@ def order_by_engine(items: list[pytest.Item]) -> list[pytest.Item]:
 @pytest.fixture
 def llmperf(request: pytest.FixtureRequest) -> Llmperf:
     """Run a workload against an engine and get the measured Result: `llmperf.run(workload)`."""
-    return Llmperf(request.node, request.config.stash[SESSION_KEY])
+    session = request.config.stash[SESSION_KEY]
+    return Llmperf(request.node, session.runner, session.ab, session.judge)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -362,8 +365,8 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     report = yield
     if report.when == "call":
         session = item.config.stash.get(SESSION_KEY, None)
-        if session is not None and item.nodeid in session.updates.pending:
-            errors = session.apply_updates(item.nodeid, passed=report.passed)
+        if session is not None and item.nodeid in session.judge.updates.pending:
+            errors = session.judge.apply_updates(item.nodeid, passed=report.passed)
             if errors:  # the test's own failure, not an INTERNALERROR that ends the session
                 report.outcome, report.longrepr = "failed", "\n".join(errors)
     return report

@@ -41,7 +41,7 @@ class ReportHooks:
             ("--llmperf-markdown", settings.markdown), ("--llmperf-html", settings.html),
             ("--llmperf-json", settings.json)) if given]
         if settings.save:
-            saved = llmperf.runs_dir() / f"{settings.save}.json"
+            saved = settings.runs_dir() / f"{settings.save}.json"
             targets.append(("--llmperf-save", settings.save, saved))
         try:
             for option, given, path in targets:
@@ -56,8 +56,10 @@ class ReportHooks:
         report = yield
         if report.when == "call":
             llmperf = self.session
+            ledger = llmperf.ledger
             item.user_properties += junit.properties(
-                user_nodeid(item), llmperf.ledger.records, outputs.usd_per_hour(llmperf),
+                user_nodeid(item), ledger.records,
+                outputs.usd_per_hour(llmperf.settings, ledger.hardware_class),
                 root=llmperf.settings.rootdir)
         return report
 
@@ -78,7 +80,9 @@ class ReportHooks:
             "command": " ".join(["pytest", *self.config.invocation_params.args]),
         }
         data = outputs.markdown_report(llmperf.payloads, failures=self.failures,
-                                       fingerprint=llmperf.fingerprint, provenance=provenance)
-        outputs.add_notes(llmperf.payloads, outputs.write_markdown(llmperf, data))
+                                       fingerprint=llmperf.ledger.fingerprint,
+                                       provenance=provenance)
+        outputs.add_notes(llmperf.payloads, outputs.write_markdown(llmperf.settings, data))
         if llmperf.settings.html:
-            outputs.add_notes(llmperf.payloads, [outputs.write_html(llmperf, data)])
+            outputs.add_notes(llmperf.payloads,
+                              [outputs.write_html(llmperf.settings, llmperf.payloads, data)])

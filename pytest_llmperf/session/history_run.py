@@ -17,17 +17,15 @@ from typing import Any
 from pytest_llmperf.history import location, record
 from pytest_llmperf.history.from_history import baseline_estimates
 from pytest_llmperf.history.identity import engine_hash, family, series_key, workload_hash
-from pytest_llmperf.history.series import NOT_POINTS
 from pytest_llmperf.history.store import RECORD_WAIT_S, HistoryError, HistoryStore, Point
 from pytest_llmperf.history.trend import TrendCheck
-from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.machine.clocks import read_clocks
 from pytest_llmperf.machine.hardware import is_gpu_fingerprint
 from pytest_llmperf.reports.files import check_writable, merge_documents
 from pytest_llmperf.session.provenance import git_commit
 from pytest_llmperf.verdict import gate, judge
 
-__all__ = ["SessionHistory", "baseline_current", "open_history", "record_run", "trend_checks"]
+__all__ = ["SessionHistory", "open_history", "record_run"]
 
 # How many stored runs of a series the trend gate and baselines from history read: the last
 # change point before them is all that matters, and a level is well known after this many.
@@ -60,6 +58,22 @@ class SessionHistory:
                     engine=dict(subject.engine), gate={}, clocks=self._now["clocks"])
         return stored, now
 
+    def trend_checks(self, subject: judge.Subject, gated) -> tuple[TrendCheck, ...]:
+        """The trend gate's check of this measurement (the judge asks only with --llmperf-trend,
+        and only of a measurement of its engine)."""
+        stored, now = self.points(subject, gated)
+        return (TrendCheck(stored, now, self.where.shown, subject.test_id, self.window),)
+
+    def baseline_current(self, subject: judge.Subject, current: judge.Current, gated,
+                         tolerance: float | None) -> tuple[judge.Current, str | None]:
+        """With --llmperf-from-history N, the estimates a baseline update writes
+        (from_history.py), and the note that says over which runs."""
+        stored, now = self.points(subject, gated)
+        band = gate.DEFAULT_TOLERANCE if tolerance is None else tolerance
+        estimates, note = baseline_estimates(stored, now, current.estimates, gated,
+                                             self.from_history, band)
+        return judge.Current(estimates, current.runs), note
+
 
 def open_history(settings, fingerprint: dict[str, Any], *, worker: bool
                  ) -> SessionHistory | None:
@@ -87,41 +101,8 @@ def open_history(settings, fingerprint: dict[str, Any], *, worker: bool
                           rootdir=settings.rootdir)
 
 
-def _judged(session, subject: judge.Subject) -> bool:
-    """Is the measurement one of its engine (not CLIENT LIMITED, DISTURBED, ...)?"""
-    status = session.ledger.status(MeasurementId.parse(subject.test_id))
-    return status is None or status.summary not in NOT_POINTS
-
-
-def trend_checks(session, subject: judge.Subject, gated) -> tuple[TrendCheck, ...]:
-    """The trend gate's check of this measurement, when --llmperf-trend is on."""
-    history = session.history
-    if history is None or not history.trend or session.settings.update_baselines \
-            or not _judged(session, subject):
-        return ()
-    stored, now = history.points(subject, gated)
-    return (TrendCheck(stored, now, history.where.shown, subject.test_id, history.window),)
-
-
-def baseline_current(session, subject: judge.Subject, current: judge.Current, gated,
-                     tolerance: float | None) -> judge.Current:
-    """With --llmperf-from-history N, the estimates a baseline update writes (from_history.py);
-    the note says over which runs."""
-    history = session.history
-    if history is None or not history.from_history or not _judged(session, subject):
-        return current
-    stored, now = history.points(subject, gated)
-    band = gate.DEFAULT_TOLERANCE if tolerance is None else tolerance
-    estimates, note = baseline_estimates(stored, now, current.estimates, gated,
-                                         history.from_history, band)
-    if note:
-        session.ledger.note(subject.test_id, note)
-    return judge.Current(estimates, current.runs)
-
-
-def record_run(session, payloads: list[dict[str, Any]]) -> list[str]:
+def record_run(history: SessionHistory | None, payloads: list[dict[str, Any]]) -> list[str]:
     """Append the session's run (every worker's results) to the store; the summary's line."""
-    history = session.history
     document = merge_documents([p.get("document") for p in payloads])
     if history is None or not document or not document["llmperf"]["results"]:
         return []

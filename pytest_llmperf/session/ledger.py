@@ -23,9 +23,16 @@ __all__ = ["Ledger"]
 
 @dataclass
 class Ledger:
+    # The machine every record was measured on, as its run file and history row keep it.
+    fingerprint: dict[str, Any] = field(default_factory=dict)
     records: list[MeasurementRecord] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
     _by_id: dict[MeasurementId, MeasurementRecord] = field(default_factory=dict, repr=False)
+
+    @property
+    def hardware_class(self) -> str:
+        """The class the machine's baselines are filed under ("cpu" where none is known)."""
+        return self.fingerprint.get("hardware_class") or "cpu"
 
     def entry(self, id: MeasurementId) -> MeasurementRecord:
         """The record of `id`, begun now if this is the first word of it."""

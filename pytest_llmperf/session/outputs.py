@@ -10,69 +10,72 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.engines.pool import MAX_DEATHS
+from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
 from pytest_llmperf.metrics import cost
 from pytest_llmperf.metrics.derived import derive_all
 from pytest_llmperf.reports import html, markdown, model, runfile, terminal
 from pytest_llmperf.reports.files import merge_documents, write_text
 from pytest_llmperf.reports.notes import Note, fold
+from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.provenance import git_commit
+from pytest_llmperf.session.settings import Settings
 
 # GitHub Actions shows at most 1 MiB of a step's summary (docs/reports.md).
 STEP_SUMMARY_LIMIT = 1024 * 1024
 
 
-def usd_per_hour(session) -> cost.Price | None:
-    return cost.for_hardware(session.settings.cost_per_hour, session.hardware_class)
+def usd_per_hour(settings: Settings, hardware_class: str) -> cost.Price | None:
+    return cost.for_hardware(settings.cost_per_hour, hardware_class)
 
 
-def payload(session, started) -> dict[str, Any]:
-    """One process's share of the report, as JSON-able data."""
+def payload(ledger: Ledger, settings: Settings, pool: EnginePool, started: datetime, *,
+            recorded: bool) -> dict[str, Any]:
+    """One process's share of the report, as JSON-able data. `recorded`: the results store
+    appends the session's run (history_run.record_run)."""
     # --llmperf-html draws its plots from the run file, so it needs one as much as --llmperf-json.
-    # The results store (history_run.record_run) appends the run file's document too.
-    wants_document = session.settings.json or session.settings.save or session.settings.html \
-        or session.history is not None
+    # The results store appends the run file's document too.
+    wants_document = settings.json or settings.save or settings.html or recorded
+    price = usd_per_hour(settings, ledger.hardware_class)
     # Per-GPU throughput, cost and roofline: worked out once per result, for the run file and
     # the summary's rows alike.
-    ledger = session.ledger
-    derived = derive_all(ledger.results, usd_per_hour(session), session.settings.rootdir)
+    derived = derive_all(ledger.results, price, settings.rootdir)
     document = None
     if wants_document and ledger.measured:
         document = runfile.run_document(
-            ledger.records, fingerprint=session.fingerprint,
-            commit=git_commit(session.settings.rootdir), started=started,
-            usd_per_hour=usd_per_hour(session), root=session.settings.rootdir, derived=derived)
+            ledger.records, fingerprint=ledger.fingerprint, commit=git_commit(settings.rootdir),
+            started=started, usd_per_hour=price, root=settings.rootdir, derived=derived)
         # Plain data, as the file will hold it: pytest-xdist's execnet sends builtins only (an
         # A/B annotation's Status, a str subclass, would stop a worker's hand-over).
         document = json.loads(json.dumps(document, default=str))
     return {
-        "rows": model.summary_rows(ledger.records, usd_per_hour(session),
-                                   root=session.settings.rootdir, derived=derived),
+        "rows": model.summary_rows(ledger.records, price, root=settings.rootdir,
+                                   derived=derived),
         "extras": model.extra_lines(ledger.records),
-        "starts": [[engine.label(), seconds] for engine, seconds in session.pool.starts],
+        "starts": [[engine.label(), seconds] for engine, seconds in pool.starts],
         # [label, restarts, given up?]: the MAX_DEATHS-th death is not restarted
         "deaths": [[engine.label(), min(n, MAX_DEATHS - 1), n >= MAX_DEATHS]
-                   for engine, n in session.pool.deaths.items() if n],
-        "notes": [note.to_plain() for note in [*ledger.notes, *_cost_notes(session)]],
+                   for engine, n in pool.deaths.items() if n],
+        "notes": [note.to_plain() for note in [*ledger.notes, *_cost_notes(ledger, settings)]],
         "document": document,
     }
 
 
-def _cost_notes(session) -> list[Note]:
-    note = cost.missing_note(session.settings.cost_per_hour, session.hardware_class)
-    return [Note(None, note)] if note and session.ledger.measured else []
+def _cost_notes(ledger: Ledger, settings: Settings) -> list[Note]:
+    note = cost.missing_note(settings.cost_per_hour, ledger.hardware_class)
+    return [Note(None, note)] if note and ledger.measured else []
 
 
-def write_documents(session, payloads: list[dict[str, Any]]) -> list[str]:
+def write_documents(settings: Settings, payloads: list[dict[str, Any]]) -> list[str]:
     """--llmperf-json and --llmperf-save; returns lines for the terminal."""
     targets: list[Path] = []
-    if session.settings.json:
-        targets.append(session.settings.path(session.settings.json))
-    if session.settings.save:
-        targets.append(session.runs_dir() / f"{session.settings.save}.json")
+    if settings.json:
+        targets.append(settings.path(settings.json))
+    if settings.save:
+        targets.append(settings.runs_dir() / f"{settings.save}.json")
     document = merge_documents([p["document"] for p in payloads])
     if document is None:
         return []
@@ -90,10 +93,11 @@ def _write_run(path: Path, document: dict[str, Any]) -> str:
     return f"results written to {path}"
 
 
-def write_html(session, report_data: markdown.Report) -> str:
+def write_html(settings: Settings, payloads: list[dict[str, Any]],
+               report_data: markdown.Report) -> str:
     """--llmperf-html: the page, with the plots of the session's merged run file."""
-    document = merge_documents([p["document"] for p in session.payloads])
-    return html.write(report_data, document, session.settings.path(session.settings.html))
+    document = merge_documents([p["document"] for p in payloads])
+    return html.write(report_data, document, settings.path(settings.html))
 
 
 def merged(payloads: list[dict[str, Any]], key: str) -> list[Any]:
@@ -134,13 +138,13 @@ def markdown_report(payloads: list[dict[str, Any]], *, failures: list[tuple[str,
                            fingerprint=fingerprint, provenance=provenance)
 
 
-def write_markdown(session, report_data: markdown.Report,
+def write_markdown(settings: Settings, report_data: markdown.Report,
                    environ: Mapping[str, str] = os.environ) -> list[str]:
     """--llmperf-markdown, and the step summary of a GitHub Actions job."""
     lines = []
-    if session.settings.markdown:
+    if settings.markdown:
         lines.append(write_text("Markdown report", "--llmperf-markdown",
-                                session.settings.path(session.settings.markdown),
+                                settings.path(settings.markdown),
                                 markdown.document(report_data)))
     if environ.get("GITHUB_STEP_SUMMARY"):
         lines.append(write_text("Markdown report", "$GITHUB_STEP_SUMMARY",

@@ -285,6 +285,10 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 
+# Saved runs (--llmperf-save, --llmperf-compare), under pytest's rootdir.
+RUNS_DIR = Path(".llmperf/runs")
+
+
 @dataclass(frozen=True)
 class Settings:
     log_dir: Path
@@ -330,6 +334,10 @@ class Settings:
     def path(self, value: Path) -> Path:
         """Relative paths are relative to pytest's rootdir, not to wherever pytest was run."""
         return value if value.is_absolute() else self.rootdir / value
+
+    def runs_dir(self) -> Path:
+        """Where --llmperf-save NAME writes and --llmperf-compare NAME reads saved runs."""
+        return self.path(RUNS_DIR)
 
 
 assert [f.name for f in fields(Settings)][:-1] == [o.name for o in OPTIONS], "keep in step"

@@ -7,7 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_llmperf.ids import MeasurementId, result_id
+from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.verdict import baselines, judge
 from pytest_llmperf.verdict.status import Status
@@ -18,12 +18,8 @@ class PendingUpdate:
     ref: judge.BaselineRef
     entries: dict[str, baselines.BaselineEntry]
     provenance: dict[str, Any]
+    id: MeasurementId  # the measurement it is made of, whose verdict says what became of it
     local: bool = False  # this machine's first-run baseline (not a committed file)
-
-    @property
-    def id(self) -> MeasurementId:
-        """The measurement the update is made of: the test's, under its baseline key."""
-        return MeasurementId.parse(result_id(self.ref.nodeid, self.ref.key))
 
 
 class BaselineUpdates:

@@ -20,7 +20,7 @@ import os
 import pytest
 from collections import Counter
 from pytest_llmperf.plugin import hooks as plugin
-from pytest_llmperf.session import session as session_mod
+from pytest_llmperf.session import runner as runner_mod
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.client.measure import Measurement
 
@@ -57,7 +57,7 @@ class Pool:
 
 @pytest.hookimpl(trylast=True)  # after the plugin made its session
 def pytest_configure(config):
-    config.stash[plugin.SESSION_KEY].pool = Pool()
+    config.stash[plugin.SESSION_KEY].runner.pool = Pool()
 
 
 RUNS = Counter()  # measurements per test, over its first attempt and its rerun
@@ -80,7 +80,7 @@ def _inject(monkeypatch):
             usage_prompt_tokens=r.prompt_tokens, usage_output_tokens=3)
             for i, r in enumerate(requests)])
 
-    monkeypatch.setattr(session_mod, "measure", measure)
+    monkeypatch.setattr(runner_mod, "measure", measure)
 
 
 def pytest_unconfigure(config):

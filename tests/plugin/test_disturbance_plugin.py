@@ -16,7 +16,7 @@ import pytest
 from pytest_llmperf.machine import neighbours
 from pytest_llmperf.client.measurement import Measurement
 from pytest_llmperf.records import RequestRecord
-from pytest_llmperf.session import session as session_mod
+from pytest_llmperf.session import runner as runner_mod
 from pytest_llmperf.machine import watch
 
 TICKS = neighbours._CLOCK_TICKS
@@ -58,12 +58,12 @@ class Pool:
 @pytest.hookimpl(trylast=True)  # after the plugin made its session
 def pytest_configure(config):
     from pytest_llmperf.plugin import hooks
-    config.stash[hooks.SESSION_KEY].pool = Pool()
+    config.stash[hooks.SESSION_KEY].runner.pool = Pool()
 
 
 @pytest.fixture(autouse=True)
 def _planted(monkeypatch):
-    monkeypatch.setattr(session_mod, "measure", lambda *a, **k: Measurement(records()))
+    monkeypatch.setattr(runner_mod, "measure", lambda *a, **k: Measurement(records()))
     shots = iter([snapshot(10.0, 0.0, 0.0), snapshot(20.0, 0.95, 9.0)] * 10)
     monkeypatch.setattr(watch, "take_snapshot", lambda: next(shots))
 '''

@@ -26,7 +26,6 @@ import pytest
 from pytest_llmperf.plugin import hooks as plugin
 from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.records import RequestRecord
-from pytest_llmperf.ids import MeasurementId, result_id
 from pytest_llmperf.metrics.result import Result
 
 def fake_records(ttft, tpot, n=20, out=10):
@@ -44,15 +43,15 @@ def fake_records(ttft, tpot, n=20, out=10):
 @pytest.fixture(autouse=True)
 def _inject(request, monkeypatch):
     session = request.config.stash[plugin.SESSION_KEY]
-    def run(nodeid, key, engine, workload, repeat):
+    runner, ledger = session.runner, session.ledger
+    def run(id, engine, workload, repeat, limits=None):
         ttft, tpot = (float(x) for x in os.environ.get("FAKE_" + workload.name, "0.1,0.01").split(","))
-        runs = tuple(compute_metrics(fake_records(ttft, tpot)) for _ in range(repeat))
-        result = Result(test_id=result_id(nodeid, key), key=key, engine=session.engine_identity(engine),
+        runs = tuple(compute_metrics(fake_records(ttft, tpot), limits) for _ in range(repeat))
+        result = Result(test_id=id.format(), key=id.key, engine=runner.engine_identity(engine),
                         engine_label=engine.label(), workload=workload.to_dict(),
                         workload_label=workload.label(), metrics=runs[0], runs=runs, records=())
-        session.ledger.add(MeasurementId.parse(result.test_id), result)
-        return result
-    monkeypatch.setattr(session, "run", run)
+        return ledger.add(id, result)
+    monkeypatch.setattr(runner, "run", run)
 '''
 
 SUITE = '''

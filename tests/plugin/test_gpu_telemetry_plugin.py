@@ -24,7 +24,7 @@ import pytest
 from pytest_llmperf.client.measurement import Measurement
 from pytest_llmperf.machine import gpu_state, neighbours, watch
 from pytest_llmperf.records import RequestRecord
-from pytest_llmperf.session import session as session_mod
+from pytest_llmperf.session import runner as runner_mod
 from tests.unit.test_disturbance import H200, NvmlStandIn, h200_card
 
 CARD = h200_card(H200["measurements"][0])  # test_profiles[chat]: 90%% of the SM clock, 53 C
@@ -74,13 +74,13 @@ class Pool:
 @pytest.hookimpl(trylast=True)  # after the plugin made its session
 def pytest_configure(config):
     from pytest_llmperf.plugin import hooks
-    session = config.stash[hooks.SESSION_KEY]
-    session.pool, session.gpu_count = Pool(), 1
+    runner = config.stash[hooks.SESSION_KEY].runner
+    runner.pool, runner.gpu_count = Pool(), 1
 
 
 @pytest.fixture(autouse=True)
 def _planted(monkeypatch):
-    monkeypatch.setattr(session_mod, "measure", measure)
+    monkeypatch.setattr(runner_mod, "measure", measure)
     shots = iter([quiet(10.0), quiet(20.0)] * 10)
     monkeypatch.setattr(watch, "take_snapshot", lambda: next(shots))
     monkeypatch.setattr(gpu_state, "_load_nvml", lambda: NvmlStandIn({0: CARD}))

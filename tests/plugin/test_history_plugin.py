@@ -22,12 +22,14 @@ from tests.plugin.test_gate_plugin import CONFTEST as GATE_CONFTEST
 from tests.plugin.test_gate_plugin import assert_lines
 
 # test_gate_plugin's injected measurements; FAKE_LIMITED makes a run one the client limited.
-INJECTED = """        session.ledger.add(MeasurementId.parse(result.test_id), result)
+INJECTED = """        return ledger.add(id, result)
 """
 assert INJECTED in GATE_CONFTEST
-CONFTEST = GATE_CONFTEST.replace(INJECTED, INJECTED + """        if os.environ.get("FAKE_LIMITED"):
+CONFTEST = GATE_CONFTEST.replace(INJECTED, """        record = ledger.add(id, result)
+        if os.environ.get("FAKE_LIMITED"):
             from pytest_llmperf.verdict.status import Status
-            session.ledger.judged(MeasurementId.parse(result.test_id), Status.CLIENT_LIMITED)
+            record.status = Status.CLIENT_LIMITED
+        return record
 """)
 SUITE = '''
 import pytest

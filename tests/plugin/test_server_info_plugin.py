@@ -26,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from pytest_llmperf.plugin import hooks as plugin
-from pytest_llmperf.session import session as session_mod
+from pytest_llmperf.session import runner as runner_mod
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.client.measure import Measurement
 
@@ -82,7 +82,7 @@ class Pool:
 
 @pytest.hookimpl(trylast=True)  # after the plugin made its session
 def pytest_configure(config):
-    config.stash[plugin.SESSION_KEY].pool = Pool()
+    config.stash[plugin.SESSION_KEY].runner.pool = Pool()
 
 
 def pytest_unconfigure(config):
@@ -101,7 +101,7 @@ def _inject(monkeypatch):
             usage_prompt_tokens=r.prompt_tokens, usage_output_tokens=3)
             for i, r in enumerate(requests)])
 
-    monkeypatch.setattr(session_mod, "measure", measure)
+    monkeypatch.setattr(runner_mod, "measure", measure)
 '''
 
 SUITE = '''

@@ -16,7 +16,6 @@ CONFTEST = '''
 import os
 import pytest
 from pytest_llmperf.client.loadgen import Trace
-from pytest_llmperf.ids import MeasurementId, result_id
 from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.plugin import hooks as plugin
@@ -52,19 +51,19 @@ def chats(workload):
 @pytest.fixture(autouse=True)
 def _inject(request, monkeypatch):
     session = request.config.stash[plugin.SESSION_KEY]
-    def run(nodeid, key, engine, workload, repeat):
+    runner, ledger = session.runner, session.ledger
+    def run(id, engine, workload, repeat, limits=None):
         if isinstance(workload.pattern, Trace):
             records = served(workload.pattern.offsets_s)
         else:
             records = chats(workload)
-        runs = tuple(compute_metrics(records) for _ in range(repeat))
-        result = Result(test_id=result_id(nodeid, key), key=key, engine=session.engine_identity(engine),
+        runs = tuple(compute_metrics(records, limits) for _ in range(repeat))
+        result = Result(test_id=id.format(), key=id.key, engine=runner.engine_identity(engine),
                         engine_label=engine.label(), workload=workload.to_dict(),
                         workload_label=workload.label(), metrics=runs[0], runs=runs,
                         records=tuple(records))
-        session.ledger.add(MeasurementId.parse(result.test_id), result)
-        return result
-    monkeypatch.setattr(session, "run", run)
+        return ledger.add(id, result)
+    monkeypatch.setattr(runner, "run", run)
 '''
 
 # 21 requests 0.5 s apart: 2 req/s at the trace's own pace.

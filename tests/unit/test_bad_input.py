@@ -19,7 +19,7 @@ from pytest_llmperf.engines.process import check_model_path
 from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.plugin.fixture import TestOptions
 from pytest_llmperf.records import RequestRecord
-from pytest_llmperf.session.session import _known_metric
+from pytest_llmperf.session.judging import known_metric as _known_metric
 from pytest_llmperf.session.settings import resolve
 from pytest_llmperf.verdict import judge
 from pytest_llmperf.workloads.datasets import CONVERSATION_FORMAT, SHAREGPT_FORMAT

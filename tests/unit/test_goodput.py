@@ -62,14 +62,10 @@ def test_without_limits_goodput_is_nan_and_with_nothing_sent_the_share_is():
     assert empty.goodput_req_s == 0.0 and math.isnan(empty.goodput_share)
 
 
-def test_the_tests_slo_reaches_compute_metrics_only_inside_limits_of():
+def test_the_tests_slo_reaches_compute_metrics_as_its_limits():
     records = [request(0, 0.25), request(1, 0.75)]
-    with goodput.limits_of(SLO(max={"ttft_s.p90": 0.5})):
-        assert goodput.current_limits() == {"ttft_s": 0.5}
-        assert compute_metrics(records).goodput_share == 0.5
-        # An explicit argument wins over the test's limits.
-        assert compute_metrics(records, {"ttft_s": 1.0}).goodput_share == 1.0
-    assert goodput.current_limits() is None
+    limits = goodput.limits_from(SLO(max={"ttft_s.p90": 0.5}))
+    assert limits == {"ttft_s": 0.5}
+    assert compute_metrics(records, limits).goodput_share == 0.5
     assert math.isnan(compute_metrics(records).goodput_share)
-    with goodput.limits_of(SLO(min={"completed": 1})):  # no per-request limit in it
-        assert goodput.current_limits() is None
+    assert goodput.limits_from(SLO(min={"completed": 1})) == {}  # no per-request limit in it

@@ -15,7 +15,8 @@ from pytest_llmperf import Engine
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics.roofline import NoRoofline, model_config
 from pytest_llmperf.model_files import cached_file, is_hub_id, model_dir
-from pytest_llmperf.session.session import LlmperfSession
+from pytest_llmperf.session.ledger import Ledger
+from pytest_llmperf.session.runner import Runner
 from pytest_llmperf.session.settings import resolve
 from pytest_llmperf.workloads.prompts import HFTokenizer, load_tokenizer
 from pytest_llmperf.workloads.vocab import VocabOnly, vocab_from_config
@@ -44,8 +45,10 @@ def hub(tmp_path, monkeypatch):
     return cache
 
 
-def session() -> LlmperfSession:
-    return LlmperfSession(resolve(lambda name: None, lambda ini: None, environ={}), SimpleNamespace())
+def runner() -> Runner:
+    """The session's runner (what loads a test's tokenizer), with no engine pool."""
+    return Runner(resolve(lambda name: None, lambda ini: None, environ={}), SimpleNamespace(),
+                  Ledger())
 
 
 def test_the_tokenizer_and_vocabulary_of_a_hub_id_load_from_the_cache(hub):
@@ -55,7 +58,7 @@ def test_the_tokenizer_and_vocabulary_of_a_hub_id_load_from_the_cache(hub):
     assert tokenizer.vocab_size == load_tokenizer(TINY_LLAMA).vocab_size
     assert vocab_from_config(directory).vocab_size == 4096
     # What the plugin does before an engine starts: the same tokenizer the local copy gives.
-    found = session().tokenizer_for(Engine(model=REPO_ID, load_format="dummy"))
+    found = runner().tokenizer_for(Engine(model=REPO_ID, load_format="dummy"))
     assert isinstance(found, HFTokenizer)
     assert found.encode("hello world") == load_tokenizer(TINY_LLAMA).encode("hello world")
 
@@ -64,7 +67,7 @@ def test_the_tokenizer_and_vocabulary_of_a_hub_id_load_from_the_cache(hub):
 def test_revision_picks_its_snapshot(hub, revision):
     directory = model_dir(REPO_ID, revision)
     assert directory == hub / "models--acme--tiny-llama" / "snapshots" / V1_COMMIT
-    found = session().tokenizer_for(Engine(model=REPO_ID, revision=revision))
+    found = runner().tokenizer_for(Engine(model=REPO_ID, revision=revision))
     assert isinstance(found, VocabOnly) and found.vocab_size == 1000  # v1's config.json
     assert model_config(REPO_ID, revision=revision)["vocab_size"] == 1000  # the roofline's
 
@@ -88,7 +91,7 @@ def test_the_roofline_reads_a_cached_hub_config_and_never_downloads(hub, monkeyp
 
 def test_a_missing_hub_id_fails_with_one_line_naming_cache_and_command(hub):
     with pytest.raises(InputError) as info:
-        session().tokenizer_for(Engine(model="acme/no-such-model"))
+        runner().tokenizer_for(Engine(model="acme/no-such-model"))
     assert str(info.value) == (
         f"acme/no-such-model: not in the Hugging Face cache {hub} (HF_HUB_OFFLINE is set); fetch "
         "its config and tokenizer with: hf download acme/no-such-model --include '*.json'")
@@ -135,7 +138,7 @@ def test_a_partly_cached_snapshot_is_used_for_the_files_it_has(hub):
     commit = "fedcba9876543210fedcba9876543210fedcba98"
     add_snapshot(hub, "acme/partial", files, commit)
     assert model_dir("acme/partial").name == commit
-    assert isinstance(session().tokenizer_for(Engine(model="acme/partial")), HFTokenizer)
+    assert isinstance(runner().tokenizer_for(Engine(model="acme/partial")), HFTokenizer)
 
 
 def test_revision_is_vllms_flag():
@@ -208,7 +211,7 @@ def test_what_the_hub_refuses_is_one_line(fake_hub, monkeypatch, status, code, t
     if token:
         monkeypatch.setenv("HF_TOKEN", token)
     with pytest.raises(InputError) as info:
-        session().tokenizer_for(Engine(model="meta-llama/Llama-3.1-8B-Instruct"))
+        runner().tokenizer_for(Engine(model="meta-llama/Llama-3.1-8B-Instruct"))
     assert str(info.value) == line  # and never the token itself
 
 

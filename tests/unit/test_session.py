@@ -7,6 +7,7 @@ tests/integration); the workload is built with the tiny model's real tokenizer.
 from __future__ import annotations
 
 import contextlib
+import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,10 +15,12 @@ import pytest
 
 from pytest_llmperf import Engine, Workload
 from pytest_llmperf.client.measure import Measurement
+from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.plugin.confirm_later import ConfirmLater
 from pytest_llmperf.plugin.fixture import TestOptions
 from pytest_llmperf.records import RequestRecord
-from pytest_llmperf.session import session as session_mod
+from pytest_llmperf.session import runner as runner_mod
+from pytest_llmperf.session.ab_run import AbPlan
 from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.session import LlmperfSession
 from pytest_llmperf.session.settings import resolve
@@ -25,6 +28,7 @@ from pytest_llmperf.verdict.status import Status
 
 TINY_LLAMA = Path(__file__).resolve().parents[2] / "suites" / "models" / "tiny-llama"
 ENGINE = Engine(model=str(TINY_LLAMA), load_format="dummy")
+TEST_X = MeasurementId("suite.py::test_x")
 
 
 class RunningServer:
@@ -55,9 +59,13 @@ def session_sending_late(monkeypatch, lag_s: float) -> LlmperfSession:
             chunk_tokens=[1, 1], usage_prompt_tokens=r.prompt_tokens, usage_output_tokens=2)
             for i, r in enumerate(requests)])
 
-    monkeypatch.setattr(session_mod, "measure", measure)
-    settings = resolve(lambda name: None, lambda ini: None, environ={})
-    return LlmperfSession(settings, OnePool())
+    monkeypatch.setattr(runner_mod, "measure", measure)
+    return started(OnePool())
+
+
+def started(pool, environ=None, hardware_class: str = "cpu") -> LlmperfSession:
+    settings = resolve(lambda name: None, lambda ini: None, environ=environ or {})
+    return LlmperfSession.start(settings, pool, fingerprint={"hardware_class": hardware_class})
 
 
 def fixed(**load) -> Workload:
@@ -66,7 +74,7 @@ def fixed(**load) -> Workload:
 
 def test_an_open_loop_sent_behind_schedule_is_client_limited(monkeypatch):
     session = session_sending_late(monkeypatch, 0.050)
-    result = session.run("suite.py::test_x", "test_x", ENGINE, fixed(rate=50.0), repeat=1)
+    result = session.runner.run(TEST_X, ENGINE, fixed(rate=50.0), repeat=1).result
     assert result.client.limited
     assert result.client.reasons == [
         "requests sent 50.0 ms behind schedule at p90 (limit 10 ms)"]
@@ -75,16 +83,26 @@ def test_an_open_loop_sent_behind_schedule_is_client_limited(monkeypatch):
 
 def test_a_punctual_client_is_not_limited(monkeypatch):
     session = session_sending_late(monkeypatch, 0.001)
-    result = session.run("suite.py::test_x", "test_x", ENGINE, fixed(rate=50.0), repeat=1)
+    result = session.runner.run(TEST_X, ENGINE, fixed(rate=50.0), repeat=1).result
     assert not result.client.limited
     assert statuses(session) == {"suite.py::test_x": None}
+
+
+@pytest.mark.parametrize("limits, share", [({"ttft_s": 0.5}, 1.0), ({"ttft_s": 0.05}, 0.0)])
+def test_the_tests_slo_limits_reach_each_runs_goodput(monkeypatch, limits, share):
+    # Every TTFT is 99 ms (sent 1 ms late, first token 100 ms after schedule).
+    session = session_sending_late(monkeypatch, 0.001)
+    record = session.runner.run(TEST_X, ENGINE, fixed(concurrency=1), 2, limits)
+    assert [run.goodput_share for run in record.result.runs] == [share, share]
+    unlimited = session.runner.run(TEST_X, ENGINE, fixed(concurrency=1), repeat=1)
+    assert math.isnan(unlimited.result.metrics.goodput_share)
 
 
 @pytest.mark.parametrize("load", [{"concurrency": 4}, {"rate": 50.0, "concurrency": 2}],
                          ids=["closed", "capped"])
 def test_waiting_for_a_slot_is_not_schedule_lag(monkeypatch, load):
     session = session_sending_late(monkeypatch, 0.050)
-    result = session.run("suite.py::test_x", "test_x", ENGINE, fixed(**load), repeat=1)
+    result = session.runner.run(TEST_X, ENGINE, fixed(**load), repeat=1).result
     assert result.client.schedule_lag_p90_s is None
     assert not result.client.limited
 
@@ -97,17 +115,15 @@ def test_waiting_for_a_slot_is_not_schedule_lag(monkeypatch, load):
     ("h100", "http://elsewhere:8000", 4, 4),  # a remote server leaves every core to the client
 ])
 def test_auto_client_workers(monkeypatch, hardware, endpoint, cores, expected):
-    monkeypatch.setattr(session_mod, "usable_cores", lambda: cores)
+    monkeypatch.setattr(runner_mod, "usable_cores", lambda: cores)
     environ = {"LLMPERF_ENDPOINT": endpoint} if endpoint else {}
-    session = LlmperfSession(resolve(lambda name: None, lambda ini: None, environ=environ),
-                             OnePool(), hardware_class=hardware)
-    assert session.client_workers() == expected
+    session = started(OnePool(), environ, hardware)
+    assert session.runner.client_workers() == expected
 
 
 def test_client_workers_given_as_a_number(monkeypatch):
-    session = LlmperfSession(resolve(lambda name: None, lambda ini: None,
-                                     environ={"LLMPERF_CLIENT_WORKERS": "1"}), OnePool())
-    assert session.client_workers() == 1
+    session = started(OnePool(), {"LLMPERF_CLIENT_WORKERS": "1"})
+    assert session.runner.client_workers() == 1
 
 
 def test_ab_sides_on_gpus_of_their_own_trade_them_halfway(monkeypatch, tmp_path):
@@ -121,10 +137,10 @@ def test_ab_sides_on_gpus_of_their_own_trade_them_halfway(monkeypatch, tmp_path)
     pool = EnginePool(lambda e, env: FakeServer(e, env, log), capacity=1,
                       leases=GpuLeases(["0", "1", "2", "3"], lease_dir=tmp_path, timeout_s=1.0))
     session = session_sending_late(monkeypatch, 0.0)
-    session.pool, session.hardware_class, session.gpu_count = pool, "h100", 4
+    on_gpus(session, pool)
     a = ENGINE.replace(tensor_parallel_size=2)
     b = a.replace(max_num_seqs=8)
-    session.run_ab("suite.py::test_x", "test_x", a, b, fixed(concurrency=2), pairs=4)
+    session.ab.run_ab(TEST_X, a, b, fixed(concurrency=2), AbPlan(pairs=4))
     assert [entry for entry in log if entry[0] == "start"] == [
         ("start", a.model, "0,1"), ("start", b.model, "2,3"),  # pair 1
         ("start", b.model, "0,1"), ("start", a.model, "2,3"),  # before pair 3
@@ -163,16 +179,28 @@ def ab_session(monkeypatch, b_tpot_by_pair) -> tuple[LlmperfSession, list[str]]:
             chunk_tokens=[1, 1, 1], usage_prompt_tokens=r.prompt_tokens, usage_output_tokens=3)
             for i, r in enumerate(requests)])
 
-    monkeypatch.setattr(session_mod, "measure", measure)
-    session = LlmperfSession(resolve(lambda name: None, lambda ini: None, environ={}),
-                             SidedPool())
-    return session, measured
+    monkeypatch.setattr(runner_mod, "measure", measure)
+    return started(SidedPool()), measured
+
+
+def on_gpus(session, pool) -> None:
+    """The session's runner on four H100s, its engines from `pool`."""
+    session.runner.pool, session.runner.gpu_count = pool, 4
+    session.ledger.fingerprint = {"hardware_class": "h100"}
 
 
 def run_ab(session, confirm_pairs, defer=False, workload=None):
-    return session.run_ab("suite.py::test_x", "test_x", ENGINE, ENGINE.replace(max_num_seqs=8),
-                          workload or fixed(concurrency=2), pairs=4, confirm_pairs=confirm_pairs,
-                          gated=("tpot_s.p50",), defer=defer)
+    """Both sides' results."""
+    records = session.ab.run_ab(TEST_X, ENGINE, ENGINE.replace(max_num_seqs=8),
+                                workload or fixed(concurrency=2),
+                                AbPlan(4, confirm_pairs, ("tpot_s.p50",), defer))
+    return tuple(record.result for record in records)
+
+
+def judge_ab(session):
+    """Side B against side A, as --llmperf-ab judges it (gating tpot_s.p50)."""
+    record_a, record_b = session.ledger.measured
+    return session.judge.judge_ab(record_a, record_b, TestOptions(gate=("tpot_s.p50",)), None)
 
 
 def test_a_regressed_b_measures_its_confirm_pairs_in_abba_order(monkeypatch):
@@ -182,9 +210,11 @@ def test_a_regressed_b_measures_its_confirm_pairs_in_abba_order(monkeypatch):
     assert (len(result_a.runs), len(result_b.runs)) == (8, 8)
     assert lines(session) == ["suite.py::test_x: B regressed over 4 ABBA pairs; 4 more measured "
                              "to confirm"]
-    judgement = session.judge_ab(result_a, result_b, TestOptions(gate=("tpot_s.p50",)), None)
+    judgement = judge_ab(session)
     assert judgement.failed
     assert judgement.ab["pairs"] == 8
+    assert [record.status for record in session.ledger.records] == [Status.SIDE_A,
+                                                                    Status.REGRESSION]
 
 
 @pytest.mark.parametrize("b_tpot, confirm_pairs", [(1.0, 4), (1.5, 0)],
@@ -212,10 +242,10 @@ def test_a_deferred_confirm_keeps_the_first_pairs_and_the_rerun_goes_on_from_the
     assert (len(result_a.runs), len(result_b.runs)) == (8, 8)
     assert lines(session) == ["suite.py::test_x: B regressed over 4 ABBA pairs; 4 more measured "
                              "after the other tests of its engine, to confirm"]
-    judgement = session.judge_ab(result_a, result_b, TestOptions(gate=("tpot_s.p50",)), None)
+    judgement = judge_ab(session)
     assert not judgement.failed
     assert judgement.ab["metrics"]["tpot_s.p50"]["ratios"] == pytest.approx([1.3] * 4 + [0.8] * 4)
-    assert session.paused_ab == {}
+    assert session.ab.paused == {}
 
 
 def test_a_rerun_that_measures_another_workload_starts_afresh(monkeypatch):
@@ -231,8 +261,8 @@ def test_a_slow_stretch_that_does_not_last_passes_on_all_the_pairs(monkeypatch):
     """B 30% slower over the first four pairs, then 20% faster: a state of the machine, not of
     B. Judged on all eight pairs, the median ratio is within the band."""
     session, _ = ab_session(monkeypatch, [1.3] * 4 + [0.8] * 4)
-    result_a, result_b = run_ab(session, confirm_pairs=4)
-    judgement = session.judge_ab(result_a, result_b, TestOptions(gate=("tpot_s.p50",)), None)
+    run_ab(session, confirm_pairs=4)
+    judgement = judge_ab(session)
     assert not judgement.failed
     assert judgement.ab["metrics"]["tpot_s.p50"]["ratios"] == pytest.approx([1.3] * 4 + [0.8] * 4)
 
@@ -247,26 +277,25 @@ def test_ab_sides_on_gpus_trade_them_again_halfway_through_the_confirm_pairs(mon
 
     log = []
     session, measured = ab_session(monkeypatch, [1.5] * 8)
-    session.pool = EnginePool(lambda e, env: FakeServer(e, env, log), capacity=1,
-                              leases=GpuLeases(["0", "1", "2", "3"], lease_dir=tmp_path,
-                                               timeout_s=1.0))
-    session.hardware_class, session.gpu_count = "h100", 4
+    on_gpus(session, EnginePool(lambda e, env: FakeServer(e, env, log), capacity=1,
+                                leases=GpuLeases(["0", "1", "2", "3"], lease_dir=tmp_path,
+                                                 timeout_s=1.0)))
     a = ENGINE.replace(tensor_parallel_size=2)
     b = a.replace(max_num_seqs=8)
     on_cards = []
-    session_measure = session_mod.measure
+    session_measure = runner_mod.measure
 
     def measure(endpoint, requests, pattern, **kwargs):
         # Both FakeServers have one URL; the ABBA position tells the sides apart.
         side = "A" if len(measured) % 4 in (0, 3) else "B"
-        on_cards.append((side, ",".join(session.pool.gpus_of(a if side == "A" else b))))
+        on_cards.append((side, ",".join(session.runner.pool.gpus_of(a if side == "A" else b))))
         return session_measure(SimpleNamespace(base_url=f"http://{side.lower()}"), requests,
                                pattern, **kwargs)
 
-    monkeypatch.setattr(session_mod, "measure", measure)
-    result_a, _ = session.run_ab("suite.py::test_x", "test_x", a, b, fixed(concurrency=2),
-                                 pairs=4, confirm_pairs=4, gated=("tpot_s.p50",))
-    assert len(result_a.runs) == 8
+    monkeypatch.setattr(runner_mod, "measure", measure)
+    record_a, _ = session.ab.run_ab(TEST_X, a, b, fixed(concurrency=2),
+                                    AbPlan(4, 4, ("tpot_s.p50",)))
+    assert len(record_a.result.runs) == 8
     assert [entry[1:] for entry in log if entry[0] == "start"] == [
         (a.model, "0,1"), (b.model, "2,3"),  # pair 1
         (b.model, "0,1"), (a.model, "2,3"),  # before pair 3
@@ -289,7 +318,7 @@ def test_a_baseline_the_disk_refuses_fails_that_test_in_one_line_and_keeps_the_r
     (tmp_path / "afile").write_text("")  # where the baseline folder should be: a file
     ref = judge.BaselineRef(tmp_path / "afile" / "cpu" / "t.toml", "test_x", "t.py::test_x")
     updates, ledger = BaselineUpdates(), Ledger()
-    updates.add("t.py::test_x", PendingUpdate(ref, {}, {}))
+    updates.add("t.py::test_x", PendingUpdate(ref, {}, {}, MeasurementId("t.py::test_x")))
     errors = updates.apply("t.py::test_x", True, ledger)
     assert errors == [f"baseline not updated: {ref.shown}: Not a directory; make it writable and run "
                       "again"]

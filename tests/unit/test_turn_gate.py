@@ -15,7 +15,7 @@ from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports.runfile import run_document
 from pytest_llmperf.reports.saved_runs import read_run
-from pytest_llmperf.session.session import _known_metric
+from pytest_llmperf.session.judging import known_metric as _known_metric
 from pytest_llmperf.verdict import judge
 from pytest_llmperf.verdict.baselines import load_baseline, update_baseline
 from pytest_llmperf.verdict.gate import SLO, UnknownMetricError, check_names, make_entries

@@ -1,0 +1,212 @@
+"""The session's judge: each measurement in the ledger (session/ledger.py) against its SLOs and
+its reference (the suite's baseline table, this machine's first-run baseline, or
+--llmperf-compare's saved run), side B of an A/B run against side A, the trend gate over the
+results store, and the baseline updates a passing test owes (session/updates.py). It writes
+each verdict, and the notes that explain it, into the ledger.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_llmperf.client import server_info
+from pytest_llmperf.ids import MeasurementId, user_nodeid
+from pytest_llmperf.metrics.compute import RunMetrics
+from pytest_llmperf.reports import saved_runs
+from pytest_llmperf.session.history_run import SessionHistory
+from pytest_llmperf.session.ledger import Ledger
+from pytest_llmperf.session.provenance import git_commit
+from pytest_llmperf.session.settings import Settings
+from pytest_llmperf.session.updates import BaselineUpdates, PendingUpdate
+from pytest_llmperf.verdict import baselines, gate, judge, noise
+from pytest_llmperf.verdict.ab import ab_line
+from pytest_llmperf.verdict.measurement import GateSettings, MeasurementRecord
+from pytest_llmperf.verdict.status import Status
+
+__all__ = ["Judge", "known_metric"]
+
+# Machine-local first-run baselines (judge.BaselineTable.local): never committed.
+LOCAL_BASELINES_DIR = Path(".llmperf/baselines")
+
+# A run one of these judged says nothing of its engine: it keeps its verdict, and no baseline.
+UNJUDGED = frozenset({Status.CLIENT_LIMITED, Status.DISTURBED})
+
+
+@dataclass
+class Judge:
+    settings: Settings
+    ledger: Ledger
+    # The server identity of an engine's recorded identity, for a baseline's provenance
+    # (runner.Runner.server_of).
+    server_of: Callable[[dict[str, Any]], dict[str, str]] = lambda identity: {}
+    history: SessionHistory | None = None  # the results store (session/history_run.py)
+    updates: BaselineUpdates = field(default_factory=BaselineUpdates)
+    _saved_run: tuple[Path, saved_runs.RunFile] | None = None
+
+    @property
+    def hardware_class(self) -> str:
+        return self.ledger.hardware_class
+
+    def baseline_ref(self, suite_path: Path, nodeid: str, key: str) -> judge.BaselineRef:
+        directory = self.settings.path(self.settings.baseline_dir) / self.hardware_class
+        return judge.BaselineRef(directory / f"{Path(suite_path).stem}.toml", key, nodeid)
+
+    def judge(self, item, record: MeasurementRecord, options, slo) -> judge.Judgement:
+        """A measured run: its SLOs over every metric, its reference over the gated ones (the
+        test's `gate=` list, else the baseline's own, else gate.DEFAULT_GATED)."""
+        result = record.result
+        known = known_metric(result.metrics, result.engine_start_s)
+        record.gate = GateSettings(options.tolerance, tuple(options.gate) if options.gate else None)
+        if options.gate:
+            try:
+                gate.check_names(list(options.gate), known, what="gate")
+            except gate.UnknownMetricError as exc:
+                judgement = judge.Judgement(error=f"@pytest.mark.llmperf(gate=...): {exc}")
+                record.status = judgement.status
+                return judgement
+        subject = judge.Subject(item, record.test_id, record.key, result.engine, result.workload)
+        current = judge.Current.of(result.runs, result.engine_start_s)
+        return self.judge_estimates(record.id, subject, current, options, slo=slo, known=known,
+                                    gated=tuple(options.gate or gate.DEFAULT_GATED),
+                                    exact=bool(options.gate))
+
+    def judge_ab(self, record_a: MeasurementRecord, record_b: MeasurementRecord, options,
+                 slo) -> judge.Judgement:
+        """--llmperf-ab: side B's SLOs, then side B against side A on the paired B/A ratios of
+        the gated metrics (the test's `gate=` list, else gate.DEFAULT_GATED) under
+        --llmperf-ab-tolerance."""
+        result_a, result_b = record_a.result, record_b.result
+        side_a = judge.SideA(tuple(run.flat() for run in result_a.runs),
+                              self.settings.ab_tolerance, self.settings.ab_pairs)
+        judgement = judge.judge(judge.Current.of(result_b.runs), side_a,
+                                 gated=options.gate or gate.DEFAULT_GATED, slo=slo,
+                                 known=known_metric(result_b.metrics))
+        record_b.ab = judgement.ab
+        if record_b.status not in UNJUDGED:
+            record_b.status = judgement.status
+        sides = server_info.sides_text(result_a.server, result_b.server)
+        self.ledger.note(record_b.test_id,
+                         ab_line(judgement.ab) + (f"; {sides}" if sides else ""))
+        for verdict in judgement.report.verdicts:
+            if verdict.status != Status.PASS:
+                self.ledger.note(record_b.test_id, verdict.message)
+        return judgement
+
+    def judge_estimates(self, id: MeasurementId, subject: judge.Subject, current: judge.Current,
+                        options, *, slo, known, gated: tuple[str, ...],
+                        exact: bool = True) -> judge.Judgement:
+        """Any named metrics of the measurement `id` (a run's, an SLO capacity, an offline
+        throughput) through the SLO check and then this session's reference (reference_for),
+        or into a pending baseline update. `exact`: gate exactly `gated`, whatever else an
+        existing baseline holds."""
+        ref = self.baseline_ref(subject.item.path, user_nodeid(subject.item.nodeid), subject.key)
+        reference = None if self.settings.update_baselines else self.reference_for(
+            subject, ref, exact)
+        judgement = judge.judge(current, reference, gated=gated, tolerance=options.tolerance,
+                                 slo=slo, known=known, also=self._trend_checks(id, subject, gated))
+        limited = self.ledger.status(id)
+        limited = limited if limited in UNJUDGED else None
+        if self.settings.update_baselines and limited:
+            why = "client-limited" if limited == Status.CLIENT_LIMITED else "disturbed"
+            self.ledger.note(subject.test_id, f"baseline not updated ({why} run)")
+        elif self.settings.update_baselines and not judgement.failed:
+            written = self._from_history(id, subject, current, gated, options.tolerance)
+            self._owe_update(id, subject, ref, written, options, gated, exact)
+        elif judgement.record_local and not limited and not judgement.failed:
+            self._owe_update(id, subject, self.local_ref(ref), current, options, gated, exact,
+                             local=True)
+        self.ledger.judged(id, limited or judgement.status)
+        for note in judgement.notes:
+            self.ledger.note(subject.test_id, note)
+        return judgement
+
+    def _of_the_engine(self, id: MeasurementId) -> bool:
+        """Is the measurement one of its engine (not CLIENT LIMITED, DISTURBED, ...)? Only such
+        a one is a point of its series in the results store."""
+        return self.ledger.status(id) not in judge.NOT_REFERENCES
+
+    def _trend_checks(self, id: MeasurementId, subject: judge.Subject, gated):
+        """The trend gate's check of this measurement, when --llmperf-trend is on."""
+        history = self.history
+        if history is None or not history.trend or self.settings.update_baselines \
+                or not self._of_the_engine(id):
+            return ()
+        return history.trend_checks(subject, gated)
+
+    def _from_history(self, id: MeasurementId, subject: judge.Subject, current: judge.Current,
+                      gated, tolerance: float | None) -> judge.Current:
+        """With --llmperf-from-history N, the estimates a baseline update writes; the note says
+        over which runs."""
+        history = self.history
+        if history is None or not history.from_history or not self._of_the_engine(id):
+            return current
+        written, note = history.baseline_current(subject, current, gated, tolerance)
+        if note:
+            self.ledger.note(subject.test_id, note)
+        return written
+
+    def _owe_update(self, id: MeasurementId, subject: judge.Subject, ref: judge.BaselineRef,
+                    current: judge.Current, options, gated: tuple[str, ...], exact: bool,
+                    local: bool = False) -> None:
+        """A baseline update for `ref` from this measurement, written once the test passed."""
+        entries = judge.updated_entries(dict(current.estimates), ref, options.tolerance, gated,
+                                        exact=exact, kind=noise.kind_of(self.hardware_class))
+        provenance = baselines.make_provenance(self.ledger.fingerprint, subject.engine,
+                                               subject.workload,
+                                               commit=git_commit(self.settings.rootdir),
+                                               server=self.server_of(subject.engine))
+        self.updates.add(subject.item.nodeid, PendingUpdate(ref, entries, provenance, id, local))
+
+    def reference_for(self, subject: judge.Subject, ref: judge.BaselineRef,
+                      exact: bool) -> judge.Reference:
+        """What this session judges a measurement against: --llmperf-compare's saved run, else
+        the suite's baseline table. In an A/B session only llmperf.run is paired; a sweep,
+        capacity or offline run measured side A only."""
+        if self.settings.ab:
+            return judge.NotJudged("measured on side A only; --llmperf-ab judges llmperf.run")
+        if self.settings.compare:
+            return self._saved_reference(subject.key, subject.workload)
+        return judge.BaselineTable(ref, subject.engine, self.ledger.fingerprint,
+                                   require=self.settings.require_baseline, exact=exact,
+                                   local=self.local_ref(ref), workload=subject.workload)
+
+    def local_ref(self, ref: judge.BaselineRef) -> judge.BaselineRef:
+        """The machine-local stand-in for a committed baseline table: the same file name and
+        key under .llmperf/baselines/<machine>/<hardware class>/."""
+        directory = (self.settings.path(LOCAL_BASELINES_DIR)
+                     / baselines.machine_id(self.ledger.fingerprint) / self.hardware_class)
+        return judge.BaselineRef(directory / ref.path.name, ref.key, ref.nodeid)
+
+    def _saved_reference(self, key: str, workload: dict[str, Any]) -> judge.Reference:
+        """The --llmperf-compare run's test `key`; read once per session."""
+        try:
+            if self._saved_run is None:
+                path = saved_runs.resolve_saved(self.settings.compare, self.settings.runs_dir())
+                self._saved_run = (path, saved_runs.read_run(path))
+        except saved_runs.RunFileError as exc:
+            return judge.Unusable(str(exc))
+        path, saved = self._saved_run
+        return judge.SavedRun(Path(os.path.relpath(path)), key, saved.results.get(key), workload)
+
+    def apply_updates(self, nodeid: str, passed: bool) -> list[str]:
+        """Write a test's pending baseline updates if it passed (updates.BaselineUpdates)."""
+        return self.updates.apply(nodeid, passed, self.ledger)
+
+
+def known_metric(metrics: RunMetrics, engine_start_s: float | None = None):
+    """Can a test name `name` for this run? Its engine's start time only where this session
+    started that engine."""
+    def known(name: str) -> bool:
+        if name == judge.ENGINE_START:
+            return engine_start_s is not None
+        try:
+            metrics.get(name)
+        except KeyError:
+            return False
+        return True
+
+    return known
