@@ -40,6 +40,7 @@ from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics import phases
 from pytest_llmperf.verdict.gate import (
     IMPROVEMENT,
+    INCONCLUSIVE,
     PASS,
     REGRESSION,
     GateReport,
@@ -59,6 +60,7 @@ __all__ = [
     "abba_order",
     "judge_pairs",
     "median_interval",
+    "null_pairs",
     "parse_overrides",
     "side_b",
 ]
@@ -105,6 +107,10 @@ class PairedRatios:
     # For a latency: which of its phases grew from A to B, by their medians over the pairs
     # (metrics/phases.py); None where a side lacks the server's timings.
     phases: str | None = None
+    # Later/earlier of each two runs of one side measured back to back (ABBA's "B B" and "A A"
+    # at the pairs' seams): what one engine measured twice in a row gives, no change between
+    # them. Their spread is the machine's own, seen without a second engine (`null_pairs`).
+    nulls: tuple[float, ...] = ()
 
     @property
     def median(self) -> float:
@@ -120,6 +126,48 @@ class PairedRatios:
     @property
     def interval(self) -> tuple[float, float, float]:
         return median_interval([r for r in self.ratios if math.isfinite(r)])
+
+    @property
+    def log_spread(self) -> float:
+        """The pairs' spread: the normalised MAD of log B/A (a robust standard deviation; one
+        wild pair moves it little). NaN with fewer than 2 ratios."""
+        logs = [math.log(r) for r in self.ratios if math.isfinite(r) and r > 0]
+        if len(logs) < 2:
+            return math.nan
+        centre = statistics.median(logs)
+        return NORMAL_MAD * statistics.median(abs(x - centre) for x in logs)
+
+    def resolution(self) -> float:
+        """About the smallest change these pairs can tell from none, as a log factor: the half
+        width of a ~90% interval of the median, 1.645 x 1.2533 x spread / sqrt(n) (the median's
+        standard error under normal noise)."""
+        n = sum(1 for r in self.ratios if math.isfinite(r) and r > 0)
+        return RESOLUTION_Z * MEDIAN_SE * self.log_spread / math.sqrt(n) if n else math.nan
+
+    def too_noisy(self, tolerance: float) -> str | None:
+        """Why these pairs cannot resolve `tolerance` on this machine, or None. Two signs: the
+        pairs spread so widely that their median is not known to within the tolerance, or one
+        engine's own back-to-back runs (`nulls`) differ by more than the tolerance."""
+        band = math.log1p(tolerance)
+        resolution = self.resolution()
+        if math.isfinite(resolution) and resolution > band:
+            return (f"the pairs spread {math.expm1(self.log_spread):.0%} (robust sd of B/A), so "
+                    f"{len(self.ratios)} pairs resolve only about "
+                    f"{math.expm1(resolution):.0%}, wider than the tolerance "
+                    f"{tolerance:.0%}; about {self.pairs_to_resolve(tolerance)} pairs, or a "
+                    "quieter machine, would settle it")
+        nulls = [abs(math.log(r)) for r in self.nulls if math.isfinite(r) and r > 0]
+        if len(nulls) >= MIN_NULLS and statistics.median(nulls) > band:
+            return (f"one engine's own back-to-back runs differed by a median "
+                    f"{math.expm1(statistics.median(nulls)):.0%} ({len(nulls)} times), more "
+                    f"than the tolerance {tolerance:.0%}; measure on a quieter machine or with "
+                    "longer measurements")
+        return None
+
+    def pairs_to_resolve(self, tolerance: float) -> int:
+        """Pairs whose resolution would be the tolerance, if they spread as these do."""
+        need = (RESOLUTION_Z * MEDIAN_SE * self.log_spread / math.log1p(tolerance)) ** 2
+        return max(len(self.ratios) + 1, math.ceil(need))
 
     def judge(self, tolerance: float) -> Verdict:
         """This metric's verdict under `tolerance` (module docstring). The Verdict's reference
@@ -146,12 +194,19 @@ class PairedRatios:
         # the rule's item 3); a side that measured nothing there clears nothing.
         confirm = self.confirm_median
         confirmed = confirm is None or math.isnan(confirm) or beyond(confirm)
-        if worse and surely_worse and confirmed:
+        # Pairs too noisy for the tolerance decide nothing, unless their whole interval lies
+        # beyond the band itself: a change that large is resolved whatever the noise.
+        noisy = self.too_noisy(tolerance)
+        clearly_worse = (low > limit) if direction == "lower" else (high < limit)
+        clearly_better = (high < 1 / limit) if direction == "lower" else (low > 1 / limit)
+        if worse and surely_worse and confirmed and (not noisy or clearly_worse):
             status, verb = REGRESSION, "regressed in A/B"
+        elif better and surely_better and (not noisy or clearly_better):
+            status, verb = IMPROVEMENT, "improved in A/B"
+        elif noisy:
+            status, verb = INCONCLUSIVE, "inconclusive on this machine in A/B"
         elif worse and surely_worse:
             status, verb = PASS, "not confirmed in A/B"
-        elif better and surely_better:
-            status, verb = IMPROVEMENT, "improved in A/B"
         elif worse or better:  # beyond the band, but the interval does not rule out 1
             status, verb = PASS, "no change detected in A/B"
         else:
@@ -161,7 +216,9 @@ class PairedRatios:
         alone = ("" if confirm is None else f"; the {confirm_pairs} confirm "
                  f"pair{'s' if confirm_pairs != 1 else ''} alone {confirm:.3f}")
         settle = ""
-        if (worse or better) and not (surely_worse or surely_better):
+        if status == INCONCLUSIVE:
+            settle = f": {noisy}"
+        elif (worse or better) and not (surely_worse or surely_better):
             needed = pairs_to_settle(self.ratios)
             settle = f"; about {needed} pairs would likely settle it" if needed else ""
         message = (f"{name} {verb}: B/A median {median:.3f} ({confidence:.0%} interval "
@@ -177,6 +234,14 @@ class PairedRatios:
 # How many standard errors the median's log ratio must stand from 0 for the interval to leave 1
 # out: 2 is a round "likely" (about 95% for a normal mean), not a promise.
 SETTLE_Z = 2.0
+# The resolution of a set of pairs (PairedRatios.resolution): a two-sided ~90% interval (z of
+# 1.645) around a median whose standard error is 1.2533 x sd / sqrt(n) under normal noise (the
+# median's asymptotic efficiency: sqrt(pi / 2)); the MAD scaled to a normal sd (1.4826, as
+# metrics/stats.py). At least MIN_NULLS back-to-back runs before their spread is read.
+RESOLUTION_Z = 1.645
+MEDIAN_SE = math.sqrt(math.pi / 2)
+NORMAL_MAD = 1.4826
+MIN_NULLS = 3
 
 
 def pairs_to_settle(ratios: Sequence[float]) -> int | None:
@@ -206,14 +271,34 @@ def paired_ratios(a_runs: Sequence[Mapping[str, float]], b_runs: Sequence[Mappin
     a_phases, b_phases = phases.medians(a_runs), phases.medians(b_runs)
     out = {}
     for name in names:
-        ratios = []
-        for a, b in zip(a_runs, b_runs, strict=True):
-            va, vb = a.get(name, math.nan), b.get(name, math.nan)
-            ratios.append(vb / va if va and math.isfinite(va) and math.isfinite(vb)
-                          else math.nan)
+        ratios = [_ratio(a.get(name, math.nan), b.get(name, math.nan))
+                  for a, b in zip(a_runs, b_runs, strict=True)]
         out[name] = PairedRatios(name, tuple(ratios), first_round,
-                                 phases.growth(name, b_phases, a_phases))
+                                 phases.growth(name, b_phases, a_phases),
+                                 null_pairs(a_runs, b_runs, name, first_round))
     return out
+
+
+def _ratio(first: float, second: float) -> float:
+    """second / first; NaN where either is missing, zero or not finite."""
+    if first and math.isfinite(first) and math.isfinite(second):
+        return second / first
+    return math.nan
+
+
+def null_pairs(a_runs: Sequence[Mapping[str, float]], b_runs: Sequence[Mapping[str, float]],
+               name: str, first_round: int | None = None) -> tuple[float, ...]:
+    """Each side's runs measured back to back in ABBA order, later over earlier: B of pair 1
+    then B of pair 2, A of pair 2 then A of pair 3, and so on (`abba_order`). Not across the
+    start of the confirm pairs, which may be measured minutes later."""
+    pairs = min(len(a_runs), len(b_runs))
+    out = []
+    for k in range(pairs - 1):
+        if first_round is not None and k + 1 == first_round:
+            continue
+        side = b_runs if k % 2 == 0 else a_runs
+        out.append(_ratio(side[k].get(name, math.nan), side[k + 1].get(name, math.nan)))
+    return tuple(out)
 
 
 def judge_pairs(ratios: Mapping[str, PairedRatios], tolerance: float) -> GateReport:

@@ -100,8 +100,8 @@ DEFAULT_GATED = (
     "output_throughput_tok_s",
 )
 # A metric's outcomes (status.py has every outcome and its words).
-PASS, REGRESSION, IMPROVEMENT, MISSED = (
-    Status.PASS, Status.REGRESSION, Status.IMPROVEMENT, Status.MISSED)
+PASS, REGRESSION, IMPROVEMENT, MISSED, INCONCLUSIVE = (
+    Status.PASS, Status.REGRESSION, Status.IMPROVEMENT, Status.MISSED, Status.INCONCLUSIVE)
 UPDATE_OPTION = "--llmperf-update-baselines"
 
 
@@ -427,6 +427,11 @@ class GateReport:
     def warnings(self) -> list[str]:
         """Improvements beyond the band: the baseline is stale; warn, do not fail."""
         return [v.message for v in self.verdicts if v.status == IMPROVEMENT]
+
+    @property
+    def inconclusive(self) -> list[str]:
+        """A/B metrics whose pairs were too noisy to decide (verdict/ab.py): said, not failed."""
+        return [v.message for v in self.verdicts if v.status == INCONCLUSIVE]
 
     def failure_text(self) -> str:
         return "\n".join(verdict.message for verdict in self.failures)

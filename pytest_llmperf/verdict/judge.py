@@ -59,12 +59,12 @@ class Judgement:
 
     @property
     def status(self) -> Status:
-        """The test's status: an error, then a missed target, a regression, why it was not
-        gated, an improvement, else a pass."""
+        """The test's status: an error, then a missed target, a regression, an A/B too noisy
+        to decide, why it was not gated, an improvement, else a pass."""
         if self.error:
             return Status.ERROR
         statuses = {verdict.status for verdict in self.report.verdicts}
-        for worst in (Status.MISSED, Status.REGRESSION):
+        for worst in (Status.MISSED, Status.REGRESSION, Status.INCONCLUSIVE):
             if worst in statuses:
                 return worst
         if self.ungated:

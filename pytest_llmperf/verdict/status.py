@@ -19,6 +19,9 @@ class Status(StrEnum):
     REGRESSION = "regression"
     IMPROVEMENT = "improvement"  # beyond the band, in the better direction
     MISSED = "missed"  # a hard target (SLO)
+    # A paired A/B whose pairs spread too widely for its tolerance (verdict/ab.py): neither a
+    # regression nor a pass; the line says what would settle it.
+    INCONCLUSIVE = "inconclusive"
     # Of a test only.
     STALE = "stale"  # improved against a baseline: the baseline is out of date
     ERROR = "error"  # bad input: the test could not be judged
@@ -57,6 +60,7 @@ _SUMMARY = {
     Status.REGRESSION: "REGRESSION",
     Status.IMPROVEMENT: "pass (improved)",
     Status.MISSED: "MISSED TARGET",
+    Status.INCONCLUSIVE: "INCONCLUSIVE",
     Status.STALE: "pass (stale baseline)",
     Status.ERROR: "ERROR",
     Status.CLIENT_LIMITED: "CLIENT LIMITED",
@@ -70,7 +74,9 @@ _SUMMARY = {
 # --llmperf-client-check fail and a dead engine fails its test, each by its own path.)
 _FAILING = frozenset({Status.REGRESSION, Status.MISSED, Status.ERROR})
 # Worst first: a test that could not be judged, then a regression, a missed target, a
-# measurement the client or a neighbour limited, an engine that died or stalled.
+# measurement the client or a neighbour limited or an A/B too noisy to decide, an engine that
+# died or stalled.
 _SEVERITY = {Status.ERROR: 0, Status.REGRESSION: 1, Status.MISSED: 2, Status.CLIENT_LIMITED: 3,
-             Status.DISTURBED: 3, Status.ENGINE_DIED: 4, Status.ENGINE_STALLED: 4}
+             Status.DISTURBED: 3, Status.INCONCLUSIVE: 3, Status.ENGINE_DIED: 4,
+             Status.ENGINE_STALLED: 4}
 _BY_SUMMARY = {status.summary: status for status in Status}

@@ -14,12 +14,13 @@ from pytest_llmperf.verdict.ab import (
     abba_order,
     judge_pairs,
     median_interval,
+    null_pairs,
     paired_ratios,
     pairs_to_settle,
     parse_overrides,
     side_b,
 )
-from pytest_llmperf.verdict.gate import IMPROVEMENT, PASS, REGRESSION
+from pytest_llmperf.verdict.gate import IMPROVEMENT, INCONCLUSIVE, PASS, REGRESSION
 
 
 def test_abba_order_alternates_which_side_goes_first():
@@ -86,12 +87,61 @@ def test_one_odd_pair_cannot_make_a_regression():
 
 
 def test_an_improvement_whose_interval_holds_1_is_no_change_detected():
-    # An upgrade A/B as measured: per-pair ratios from 0.49 to 1.30, median beyond the band.
-    verdict = PairedRatios("output_throughput_tok_s", (0.49, 1.30, 1.2, 1.13)).judge(0.10)
+    # Three pairs near 1.16 and one below 1: the median is beyond the band, the interval holds 1.
+    verdict = PairedRatios("output_throughput_tok_s", (0.98, 1.18, 1.16, 1.15)).judge(0.10)
     assert verdict.status == PASS
     assert verdict.message.startswith("output_throughput_tok_s no change detected in A/B: B/A "
-                                      "median 1.165 (88% interval 0.490-1.300 over 4 ABBA pairs)")
-    assert verdict.message.endswith("; about 36 pairs would likely settle it")
+                                      "median 1.155 (88% interval 0.980-1.180 over 4 ABBA pairs)")
+    assert verdict.message.endswith("; about 5 pairs would likely settle it")
+
+
+def test_pairs_too_noisy_for_the_tolerance_are_inconclusive_never_a_regression():
+    # B = A on a 2-core VM, as measured: 7 of 8 pairs below 1, the sign test's interval leaves
+    # 1 out, but the pairs spread so widely (0.32-2.33) that 10% cannot be resolved.
+    ratios = (0.72, 0.87, 0.32, 0.93, 0.66, 0.96, 2.33, 0.43)
+    verdict = PairedRatios("output_throughput_tok_s", ratios).judge(0.10)
+    assert verdict.status == INCONCLUSIVE
+    assert not verdict.failed
+    assert verdict.message == (
+        "output_throughput_tok_s inconclusive on this machine in A/B: B/A median 0.795 (93% "
+        "interval 0.430-0.960 over 8 ABBA pairs), allowed >= 0.909 (higher is better; A/B "
+        "tolerance 0.1): the pairs spread 32% (robust sd of B/A), so 8 pairs resolve only about "
+        "22%, wider than the tolerance 10%; about 37 pairs, or a quieter machine, would settle it")
+    # The same spread around no change is no more a pass than a regression.
+    centred = tuple(r / 0.795 for r in ratios)
+    assert PairedRatios("output_throughput_tok_s", centred).judge(0.10).status == INCONCLUSIVE
+
+
+def test_a_regression_beyond_the_band_whatever_the_noise_still_fails():
+    # Noisy pairs (robust sd ~30%) whose whole interval lies past 1.1: resolved.
+    verdict = PairedRatios("tpot_s.p50", (1.6, 2.4, 1.5, 3.1, 1.9, 2.0, 1.45, 2.8)).judge(0.10)
+    assert verdict.status == REGRESSION
+    # The same noise with the interval reaching under the band's edge: inconclusive.
+    assert PairedRatios("tpot_s.p50", (1.0, 2.4, 1.05, 3.1, 1.9, 2.0, 1.45, 2.8)
+                        ).judge(0.10).status == INCONCLUSIVE
+
+
+def test_an_engine_whose_own_back_to_back_runs_disagree_makes_the_ab_inconclusive():
+    # Tight pairs, but each side's consecutive runs differ by ~20%: the machine moved between
+    # them by more than the tolerance.
+    paired = PairedRatios("tpot_s.p50", (1.01, 0.99, 1.0, 1.02), nulls=(1.2, 0.8, 1.25))
+    verdict = paired.judge(0.10)
+    assert verdict.status == INCONCLUSIVE
+    assert verdict.message.endswith(
+        ": one engine's own back-to-back runs differed by a median 25% (3 times), more than "
+        "the tolerance 10%; measure on a quieter machine or with longer measurements")
+    assert PairedRatios("tpot_s.p50", (1.01, 0.99, 1.0, 1.02), nulls=(1.02, 0.97, 1.05)
+                        ).judge(0.10).status == PASS
+
+
+def test_null_pairs_are_each_sides_runs_measured_back_to_back_in_abba_order():
+    # Order A0 B0 | B1 A1 | A2 B2 | B3 A3: back to back are B0-B1, A1-A2, B2-B3.
+    a = [{"x_s": v} for v in (1.0, 2.0, 4.0, 8.0)]
+    b = [{"x_s": v} for v in (10.0, 30.0, 90.0, 270.0)]
+    assert null_pairs(a, b, "x_s") == (3.0, 2.0, 3.0)
+    # Not across the start of deferred confirm pairs (first_round=2: B1-B2... is A1-A2 here).
+    assert null_pairs(a, b, "x_s", first_round=2) == (3.0, 3.0)
+    assert paired_ratios(a, b, ["x_s"])["x_s"].nulls == (3.0, 2.0, 3.0)
 
 
 def test_pairs_to_settle_grow_with_the_spread_and_say_nothing_without_one():
