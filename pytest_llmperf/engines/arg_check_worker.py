@@ -150,6 +150,10 @@ def _kind_name(argv: list[str]) -> str:
     return argv[argv.index("--kind") + 1] if "--kind" in argv else DEFAULT
 
 
+def _unavailable(answers, why: str) -> None:
+    print(json.dumps({"unavailable": why}), file=answers, flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     # The answers get their own copy of stdout; whatever the server's package or a library
     # under it prints to stdout (fd 1) goes to stderr instead, so no stray line is read as an
@@ -157,13 +161,15 @@ def main(argv: list[str] | None = None) -> None:
     answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
     name = _kind_name(sys.argv[1:] if argv is None else argv)
+    if name not in PARSERS:
+        _unavailable(answers, f"no {name} parser in pytest_llmperf.engines.arg_check_worker")
+        return
     try:
         hello, check = PARSERS[name]()
     except ImportError as exc:
         if name == DEFAULT:
             raise
-        print(json.dumps({"unavailable": f"{type(exc).__name__}: {exc}"}), file=answers,
-              flush=True)
+        _unavailable(answers, f"{type(exc).__name__}: {exc}")
         return
     print(json.dumps(hello), file=answers, flush=True)
     for line in sys.stdin:
