@@ -120,7 +120,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RAY_KEY] = RayCluster(settings.path(settings.log_dir))
     gpus = visible_gpus(hardware.device_count) if hardware.is_gpu else []
     leases = GpuLeases(gpus) if hardware.is_gpu else None
-    fingerprint = hardware_mod.current_fingerprint(hardware).to_dict()
+    fingerprint = hardware_mod.current_fingerprint(hardware)
     try:  # a store this session cannot use is refused before anything is measured
         history = history_run.open_history(settings, fingerprint,
                                            worker=xdist.is_worker(config))

@@ -72,6 +72,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_llmperf.machine.hardware import Fingerprint
 from pytest_llmperf.metrics import compute as metrics_mod
 from pytest_llmperf.metrics import cost, registry, timeline
 from pytest_llmperf.metrics.compute import Summary
@@ -99,7 +100,7 @@ _NORMAL_QUARTILE_Z = 0.6745
 def run_document(
     records: Sequence[MeasurementRecord],
     *,
-    fingerprint: Mapping[str, Any],
+    fingerprint: Fingerprint,
     commit: str | None,
     started: datetime,
     usd_per_hour: cost.Price | float | None = None,
@@ -119,15 +120,16 @@ def run_document(
     measured = [record for record in records if record.result is not None]
     results = [record.result for record in measured]
     derived = derive_all(results, usd_per_hour, root) if derived is None else derived
+    written = fingerprint.to_dict()  # flat, as the file keeps it
     return {
-        "machine_info": _machine_info(fingerprint),
+        "machine_info": _machine_info(written),
         "commit_info": {"id": commit} if commit else {},
         "benchmarks": [bench for result in results for bench in _benchmarks(result)],
         "datetime": started.isoformat(),
         "version": _benchmark_version(),
         "llmperf": {
             "format": FORMAT,
-            "fingerprint": dict(fingerprint),
+            "fingerprint": written,
             "results": [{**_result_entry(record.result, found), **record.to_plain()}
                         for record, found in zip(measured, derived, strict=True)],
         },

@@ -20,9 +20,10 @@ from pytest_llmperf.history.identity import engine_hash, family, series_key, wor
 from pytest_llmperf.history.store import RECORD_WAIT_S, HistoryError, HistoryStore, Point
 from pytest_llmperf.history.trend import TrendCheck
 from pytest_llmperf.machine.clocks import read_clocks
-from pytest_llmperf.machine.hardware import is_gpu_fingerprint
+from pytest_llmperf.machine.hardware import Fingerprint
 from pytest_llmperf.reports.files import check_writable, merge_documents
 from pytest_llmperf.session.provenance import git_commit
+from pytest_llmperf.session.settings import Settings
 from pytest_llmperf.verdict import gate, judge
 
 __all__ = ["SessionHistory", "open_history", "record_run"]
@@ -36,7 +37,7 @@ READ_LAST = 200
 class SessionHistory:
     where: location.Location
     store: HistoryStore | None  # None: nothing stored yet, or not needed in this process
-    fingerprint: dict[str, Any]
+    fingerprint: Fingerprint
     trend: bool = False
     window: int = 3
     from_history: int | None = None
@@ -45,16 +46,17 @@ class SessionHistory:
 
     def points(self, subject: judge.Subject, gated) -> tuple[list[Point], Point]:
         """The stored points of the subject's series, and the run being measured."""
-        key = series_key(subject.test_id, family(self.fingerprint),
+        recorded = self.fingerprint.to_dict()  # as the store's rows keep it
+        key = series_key(subject.test_id, family(recorded),
                          engine_hash(subject.engine), workload_hash(subject.workload))
         stored = self.store.points(subject.test_id, gated, series=key, last=READ_LAST) \
             if self.store else []
         if not self._now:
             self._now = {"commit": git_commit(self.rootdir),
-                         "clocks": read_clocks(is_gpu_fingerprint(self.fingerprint))}
+                         "clocks": read_clocks(self.fingerprint.hardware.is_gpu)}
         now = Point(run_id=None, run_uid="", started_at=None, commit=self._now["commit"],
-                    verdict="", series=key, family=family(self.fingerprint), engine_label="",
-                    workload_label="", fingerprint=self.fingerprint,
+                    verdict="", series=key, family=family(recorded), engine_label="",
+                    workload_label="", fingerprint=recorded,
                     engine=dict(subject.engine), gate={}, clocks=self._now["clocks"])
         return stored, now
 
@@ -75,7 +77,7 @@ class SessionHistory:
         return judge.Current(estimates, current.runs), note
 
 
-def open_history(settings, fingerprint: dict[str, Any], *, worker: bool
+def open_history(settings: Settings, fingerprint: Fingerprint, *, worker: bool
                  ) -> SessionHistory | None:
     """The session's store, checked now (ValueError: one line naming the store and the fix)."""
     if settings.from_history and not settings.update_baselines:
@@ -96,7 +98,7 @@ def open_history(settings, fingerprint: dict[str, Any], *, worker: bool
             check_writable("--llmperf-history", Path(where.shown), where.path)
     elif reads or not worker:
         store = HistoryStore.open(where, check_write=not worker)
-    return SessionHistory(where, store, dict(fingerprint), trend=settings.trend,
+    return SessionHistory(where, store, fingerprint, trend=settings.trend,
                           window=settings.trend_window, from_history=settings.from_history,
                           rootdir=settings.rootdir)
 
@@ -106,7 +108,7 @@ def record_run(history: SessionHistory | None, payloads: list[dict[str, Any]]) -
     document = merge_documents([p.get("document") for p in payloads])
     if history is None or not document or not document["llmperf"]["results"]:
         return []
-    clocks = read_clocks(is_gpu_fingerprint(history.fingerprint))
+    clocks = read_clocks(history.fingerprint.hardware.is_gpu)
     run = record.from_document(document, clocks=clocks)
     try:
         store = HistoryStore.open(history.where, wait_s=RECORD_WAIT_S)

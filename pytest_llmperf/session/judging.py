@@ -155,7 +155,8 @@ class Judge:
         """A baseline update for `ref` from this measurement, written once the test passed."""
         entries = judge.updated_entries(dict(current.estimates), ref, options.tolerance, gated,
                                         exact=exact, kind=noise.kind_of(self.hardware_class))
-        provenance = baselines.make_provenance(self.ledger.fingerprint, subject.engine,
+        # The baseline file's provenance: the fingerprint as the file keeps it.
+        provenance = baselines.make_provenance(self.ledger.fingerprint.to_dict(), subject.engine,
                                                subject.workload,
                                                commit=git_commit(self.settings.rootdir),
                                                server=self.server_of(subject.engine))
@@ -170,7 +171,7 @@ class Judge:
             return judge.NotJudged("measured on side A only; --llmperf-ab judges llmperf.run")
         if self.settings.compare:
             return self._saved_reference(subject.key, subject.workload)
-        return judge.BaselineTable(ref, subject.engine, self.ledger.fingerprint,
+        return judge.BaselineTable(ref, subject.engine, self.ledger.fingerprint.to_dict(),
                                    require=self.settings.require_baseline, exact=exact,
                                    local=self.local_ref(ref), workload=subject.workload)
 
@@ -178,7 +179,8 @@ class Judge:
         """The machine-local stand-in for a committed baseline table: the same file name and
         key under .llmperf/baselines/<machine>/<hardware class>/."""
         directory = (self.settings.path(LOCAL_BASELINES_DIR)
-                     / baselines.machine_id(self.ledger.fingerprint) / self.hardware_class)
+                     / baselines.machine_id(self.ledger.fingerprint.to_dict())
+                     / self.hardware_class)
         return judge.BaselineRef(directory / ref.path.name, ref.key, ref.nodeid)
 
     def _saved_reference(self, key: str, workload: dict[str, Any]) -> judge.Reference:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_llmperf.ids import MeasurementId
+from pytest_llmperf.machine.hardware import Fingerprint
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.reports.notes import Note
@@ -23,16 +24,16 @@ __all__ = ["Ledger"]
 
 @dataclass
 class Ledger:
-    # The machine every record was measured on, as its run file and history row keep it.
-    fingerprint: dict[str, Any] = field(default_factory=dict)
+    # The machine every record was measured on: typed until a file is written (to_dict).
+    fingerprint: Fingerprint
     records: list[MeasurementRecord] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
     _by_id: dict[MeasurementId, MeasurementRecord] = field(default_factory=dict, repr=False)
 
     @property
     def hardware_class(self) -> str:
-        """The class the machine's baselines are filed under ("cpu" where none is known)."""
-        return self.fingerprint.get("hardware_class") or "cpu"
+        """The class the machine's baselines are filed under."""
+        return self.fingerprint.hardware.hardware_class
 
     def entry(self, id: MeasurementId) -> MeasurementRecord:
         """The record of `id`, begun now if this is the first word of it."""

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
+from pytest_llmperf.machine.hardware import Fingerprint
 from pytest_llmperf.metrics import cost
 from pytest_llmperf.metrics.derived import derive_all
 from pytest_llmperf.reports import html, markdown, model, runfile, terminal
@@ -129,13 +130,13 @@ def summary(payloads: list[dict[str, Any]], *, full: bool = False) -> list[str]:
 
 
 def markdown_report(payloads: list[dict[str, Any]], *, failures: list[tuple[str, str]],
-                    fingerprint: Mapping[str, Any],
+                    fingerprint: Fingerprint,
                     provenance: Mapping[str, Any]) -> markdown.Report:
     rows = merged(payloads, "rows")
     return markdown.Report(rows=rows, engines=engine_legend(payloads, rows),
                            others=merged(payloads, "extras"),
                            notes=fold(notes_of(payloads)), failures=failures,
-                           fingerprint=fingerprint, provenance=provenance)
+                           fingerprint=fingerprint.to_dict(), provenance=provenance)
 
 
 def write_markdown(settings: Settings, report_data: markdown.Report,

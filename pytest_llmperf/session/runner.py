@@ -219,7 +219,7 @@ class Runner:
             workload=self.workload_identity(workload), workload_label=workload.label(),
             metrics=metrics, runs=tuple(run[0] for run in runs),
             records=tuple(measured.records), server_metrics=measured.server_metrics,
-            fingerprint=dict(self.ledger.fingerprint), engine_start_s=start_s,
+            fingerprint=self.ledger.fingerprint.to_dict(), engine_start_s=start_s,
             client=check_client(metrics, measured.client, workload.pattern),
             client_error=measured.client_error,
             disturbance=_disturbance_of(runs), server=dict(self.servers.get(engine, {})),

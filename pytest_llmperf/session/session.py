@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_llmperf.engines.pool import EnginePool
+from pytest_llmperf.machine.hardware import Fingerprint
 from pytest_llmperf.session.ab_run import AbRunner
 from pytest_llmperf.session.deployment import Deployment
 from pytest_llmperf.session.history_run import SessionHistory
@@ -36,7 +37,7 @@ class LlmperfSession:
     payloads: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def start(cls, settings: Settings, pool: EnginePool, *, fingerprint: dict[str, Any],
+    def start(cls, settings: Settings, pool: EnginePool, *, fingerprint: Fingerprint,
               gpu_count: int = 0, process_root: int = 0, deployment: Deployment | None = None,
               history: SessionHistory | None = None) -> LlmperfSession:
         """The session's parts, wired: one ledger that the runner and the judge write and the

@@ -199,7 +199,7 @@ def test_a_cpu_price_per_gpu_is_refused_in_one_line(suite):
 
 # The injected results carry the session's fingerprint, as measured ones do.
 GPU_CONFTEST = CONFTEST.replace("records=())",
-                               "records=(), fingerprint=session.ledger.fingerprint)")
+                               "records=(), fingerprint=session.ledger.fingerprint.to_dict())")
 
 
 def test_on_gpus_an_engine_pays_its_share_and_shows_output_per_gpu(pytester, monkeypatch):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -155,7 +156,8 @@ def test_a_metric_without_value_in_b_is_a_regression(capsys, tmp_path, before):
 
 
 def test_changes_between_the_fingerprints_are_shown(capsys, tmp_path, before):
-    upgraded = {**FINGERPRINT, "vllm": "0.32.0", "torch": "2.13.0"}
+    upgraded = replace(FINGERPRINT, software={**FINGERPRINT.software, "vllm": "0.32.0",
+                                              "torch": "2.13.0"})
     after = save(tmp_path / "after.json", make_result(TEST, (0.2,) * 4), fingerprint=upgraded)
     code, lines, _ = compare(capsys, before, after, "--metrics", "ttft_s.p50")
     assert code == 0
@@ -286,8 +288,6 @@ def test_console_script_help_imports_nothing_heavy():
 def ab_run(tmp_path, b_ttft: float) -> str:
     """A run file of an --llmperf-ab session: side A at 200 ms TTFT over 4 pairs, side B at
     `b_ttft`, B judged against A by the plugin's own path (judge.SideA)."""
-    from dataclasses import replace
-
     from pytest_llmperf.verdict import judge
 
     a = make_result(TEST, (0.2,) * 4, scales=(1.0,) * 4)

@@ -19,6 +19,7 @@ from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports.model import summary_rows
 from pytest_llmperf.reports.runfile import run_document
 from pytest_llmperf.verdict.measurement import MeasurementRecord
+from tests.unit.fingerprints import fingerprint_of
 
 H100_X8 = {"hardware_class": "h100", "device_name": "NVIDIA H100 80GB HBM3", "device_count": 8}
 CPU = {"hardware_class": "cpu", "device_count": 0}
@@ -93,7 +94,7 @@ def test_rows_and_the_run_file_read_the_same_derived_numbers():
         for found in derive_all(results, 0.72)]
     records = [MeasurementRecord.of(result) for result in results]
     rows = summary_rows(records, derived=handed)
-    document = run_document(records, fingerprint=H100_X8, commit=None,
+    document = run_document(records, fingerprint=fingerprint_of(H100_X8), commit=None,
                             started=datetime(2026, 1, 1, tzinfo=timezone.utc), derived=handed)
     entries = document["llmperf"]["results"]
     for row, entry in zip(rows, entries, strict=True):

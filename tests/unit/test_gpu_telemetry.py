@@ -22,6 +22,7 @@ from pytest_llmperf.reports.model import gpu_lines, shown_columns, summary_rows
 from pytest_llmperf.reports.runfile import run_document
 from pytest_llmperf.verdict import judge
 from pytest_llmperf.verdict.measurement import MeasurementRecord
+from tests.unit.fingerprints import fingerprint_of
 
 SETTINGS = CardSettings(max_sm_mhz=2000.0, power_limit_w=700.0, default_power_limit_w=700.0)
 
@@ -173,7 +174,8 @@ def test_markdown_and_html_list_the_gpu_lines():
 
 
 def document(result: Result) -> dict:
-    return run_document([MeasurementRecord.of(result)], fingerprint=result.fingerprint,
+    return run_document([MeasurementRecord.of(result)],
+                        fingerprint=fingerprint_of(result.fingerprint),
                         commit=None,
                         started=datetime(2026, 11, 26, tzinfo=timezone.utc))
 

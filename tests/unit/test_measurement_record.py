@@ -17,6 +17,7 @@ from pytest_llmperf.verdict.measurement import (
     status_from_plain,
 )
 from pytest_llmperf.verdict.status import Status
+from tests.unit.fingerprints import CPU
 
 SIDE_B = MeasurementId("suites/t.py::test_x", side="B")
 AB = {"tolerance": 0.1, "pairs": 4, "metrics": {}}
@@ -68,7 +69,7 @@ def test_a_nan_capacity_is_written_as_null_and_read_back_as_nan():
 
 
 def test_the_ledger_keeps_one_record_per_measurement_in_measuring_order():
-    ledger = Ledger()
+    ledger = Ledger(CPU)
     first, second = MeasurementId("t.py::test_a"), MeasurementId("t.py::test_a", run=2)
     ledger.judged(second, Status.PASS)
     ledger.annotate(first, capacity={"passed": True})
@@ -80,5 +81,5 @@ def test_the_ledger_keeps_one_record_per_measurement_in_measuring_order():
 
 def test_an_unknown_annotation_is_a_type_error():
     with pytest.raises(TypeError) as info:
-        Ledger().annotate(SIDE_B, abb=AB)
+        Ledger(CPU).annotate(SIDE_B, abb=AB)
     assert str(info.value) == "annotate() got an unknown annotation 'abb'"

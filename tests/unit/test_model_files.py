@@ -29,6 +29,7 @@ from tests.hub_cache import (
     tiny_llama_hub,
     use_offline_cache,
 )
+from tests.unit.fingerprints import CPU
 
 V1_COMMIT = "0123456789abcdef0123456789abcdef01234567"
 FETCH = "hf download acme/tiny-llama --include '*.json'"
@@ -48,7 +49,7 @@ def hub(tmp_path, monkeypatch):
 def runner() -> Runner:
     """The session's runner (what loads a test's tokenizer), with no engine pool."""
     return Runner(resolve(lambda name: None, lambda ini: None, environ={}), SimpleNamespace(),
-                  Ledger())
+                  Ledger(CPU))
 
 
 def test_the_tokenizer_and_vocabulary_of_a_hub_id_load_from_the_cache(hub):

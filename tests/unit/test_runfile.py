@@ -25,9 +25,10 @@ from pytest_llmperf.verdict.baselines import BaselineEntry
 from pytest_llmperf.verdict.gate import DEFAULT_GATED
 from pytest_llmperf.verdict.measurement import GateSettings, MeasurementRecord
 from pytest_llmperf.verdict.status import Status
+from tests.unit.fingerprints import fingerprint_of
 
-FINGERPRINT = {"hardware_class": "cpu", "cpu_model": "Fake CPU 9000", "cpu_cores": 4,
-               "vllm": "0.31.0", "python": "3.11.7"}
+FINGERPRINT = fingerprint_of({"hardware_class": "cpu", "cpu_model": "Fake CPU 9000",
+                              "cpu_cores": 4, "vllm": "0.31.0", "python": "3.11.7"})
 STARTED = datetime(2026, 11, 22, 10, 4, 31, tzinfo=timezone.utc)
 FIX = "write the file again with --llmperf-json PATH or --llmperf-save NAME"
 LATENCY_NAMES = ("ttft_s", "tpot_s", "itl_s", "e2el_s")
@@ -112,7 +113,7 @@ def test_document_has_pytest_benchmark_layout_and_our_section():
                                   "workload": "fixed 8/4",
                                   "rounds": "requests of the representative run"}
     section = doc["llmperf"]
-    assert section["format"] == 1 and section["fingerprint"] == FINGERPRINT
+    assert section["format"] == 1 and section["fingerprint"] == FINGERPRINT.to_dict()
     (entry,) = section["results"]
     assert entry["key"] == "test_fixed[64]" and entry["status"] == "pass"
     assert entry["engine"] == {"model": "tiny", "max_num_seqs": 8}
@@ -240,7 +241,7 @@ def test_round_trip(tmp_path):
     path = tmp_path / "runs" / "before.json"
     write_run(path, document(result, other, verdicts={result.test_id: Status.REGRESSION}))
     run = read_run(path)
-    assert run.path == os.fspath(path) and run.fingerprint == FINGERPRINT
+    assert run.path == os.fspath(path) and run.fingerprint == FINGERPRINT.to_dict()
     assert run.commit == "3f2c1e0" and run.started == "2026-11-22T10:04:31+00:00"
     assert list(run.results) == ["test_fixed[64]", "TestX::test_y"]
     saved = run.results["test_fixed[64]"]
@@ -446,7 +447,8 @@ def test_on_gpus_each_result_has_its_output_per_gpu_and_its_share_of_the_price()
     # A fake: only a GPU machine records such a result for real. TP 2 x PP 2: 4 of the 8 GPUs.
     gpu = dataclasses.replace(make_result(), fingerprint=H100_X8, engine={
         "model": "tiny", "tensor_parallel_size": 2, "pipeline_parallel_size": 2})
-    doc = run_document(records(gpu), fingerprint=H100_X8, commit=None, started=STARTED,
+    doc = run_document(records(gpu), fingerprint=fingerprint_of(H100_X8), commit=None,
+                       started=STARTED,
                        usd_per_hour=Price(2.4))
     [entry] = doc["llmperf"]["results"]
     output = entry["metrics"]["output_throughput_tok_s"]["value"]

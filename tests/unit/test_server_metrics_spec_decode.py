@@ -28,6 +28,7 @@ from pytest_llmperf.reports.model import summary_rows
 from pytest_llmperf.reports.runfile import run_document
 from pytest_llmperf.reports.terminal import full_table, short_table
 from pytest_llmperf.verdict.measurement import MeasurementRecord
+from tests.unit.fingerprints import CPU
 
 MODEL = 'model_name="/work/main/suites/models/tiny-llama"'
 # What vLLM 0.32 on the CPU served after 3 greedy requests of 128 tokens, with
@@ -241,7 +242,7 @@ def test_the_summary_shows_acceptance_only_where_an_engine_drafted():
 
 def test_the_run_file_carries_every_acceptance_key():
     spec = result("t.py::test_ngram", summary_of(AT_START, CAPTURED))
-    doc = run_document([MeasurementRecord.of(spec)], fingerprint={}, commit=None,
+    doc = run_document([MeasurementRecord.of(spec)], fingerprint=CPU, commit=None,
                        started=datetime(2026, 1, 1, tzinfo=timezone.utc))
     written = json.loads(json.dumps(doc, allow_nan=False))["llmperf"]["results"][0]
     assert spec_keys(written["server_metrics"]) == {

@@ -25,6 +25,7 @@ from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.session import LlmperfSession
 from pytest_llmperf.session.settings import resolve
 from pytest_llmperf.verdict.status import Status
+from tests.unit.fingerprints import CPU, fingerprint_of
 
 TINY_LLAMA = Path(__file__).resolve().parents[2] / "suites" / "models" / "tiny-llama"
 ENGINE = Engine(model=str(TINY_LLAMA), load_format="dummy")
@@ -65,7 +66,8 @@ def session_sending_late(monkeypatch, lag_s: float) -> LlmperfSession:
 
 def started(pool, environ=None, hardware_class: str = "cpu") -> LlmperfSession:
     settings = resolve(lambda name: None, lambda ini: None, environ=environ or {})
-    return LlmperfSession.start(settings, pool, fingerprint={"hardware_class": hardware_class})
+    machine = {"hardware_class": hardware_class, "device_count": 0 if hardware_class == "cpu" else 4}
+    return LlmperfSession.start(settings, pool, fingerprint=fingerprint_of(machine))
 
 
 def fixed(**load) -> Workload:
@@ -186,7 +188,7 @@ def ab_session(monkeypatch, b_tpot_by_pair) -> tuple[LlmperfSession, list[str]]:
 def on_gpus(session, pool) -> None:
     """The session's runner on four H100s, its engines from `pool`."""
     session.runner.pool, session.runner.gpu_count = pool, 4
-    session.ledger.fingerprint = {"hardware_class": "h100"}
+    session.ledger.fingerprint = fingerprint_of({"hardware_class": "h100", "device_count": 4})
 
 
 def run_ab(session, confirm_pairs, defer=False, workload=None):
@@ -317,7 +319,7 @@ def test_a_baseline_the_disk_refuses_fails_that_test_in_one_line_and_keeps_the_r
 
     (tmp_path / "afile").write_text("")  # where the baseline folder should be: a file
     ref = judge.BaselineRef(tmp_path / "afile" / "cpu" / "t.toml", "test_x", "t.py::test_x")
-    updates, ledger = BaselineUpdates(), Ledger()
+    updates, ledger = BaselineUpdates(), Ledger(CPU)
     updates.add("t.py::test_x", PendingUpdate(ref, {}, {}, MeasurementId("t.py::test_x")))
     errors = updates.apply("t.py::test_x", True, ledger)
     assert errors == [f"baseline not updated: {ref.shown}: Not a directory; make it writable and run "

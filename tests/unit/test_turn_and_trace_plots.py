@@ -28,6 +28,7 @@ from pytest_llmperf.reports.plotdata import (
 )
 from pytest_llmperf.reports.runfile import run_document
 from pytest_llmperf.verdict.measurement import MeasurementRecord
+from tests.unit.fingerprints import CPU
 
 PNG = b"\x89PNG\r\n\x1a\n"
 STARTED = datetime(2026, 11, 22, 10, 4, 31, tzinfo=timezone.utc)
@@ -79,7 +80,7 @@ def trace_replay() -> Result:
 def run_file(*results: Result) -> dict:
     # Through JSON, as `llmperf plot` reads a file: NaN and int keys as a file has them.
     records = [MeasurementRecord.of(r, by_turn=r.by_turn or None) for r in results]
-    document = run_document(records, fingerprint={"hardware_class": "cpu"}, commit=None,
+    document = run_document(records, fingerprint=CPU, commit=None,
                             started=STARTED)
     return json.loads(json.dumps(document))
 

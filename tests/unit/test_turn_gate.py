@@ -21,6 +21,7 @@ from pytest_llmperf.verdict.baselines import load_baseline, update_baseline
 from pytest_llmperf.verdict.gate import SLO, UnknownMetricError, check_names, make_entries
 from pytest_llmperf.verdict.measurement import MeasurementRecord
 from pytest_llmperf.verdict.status import Status
+from tests.unit.fingerprints import CPU
 
 GATED = ("turn1:ttft_s.p50", "turn2:ttft_s.p50", "turn2:failed")
 
@@ -135,7 +136,7 @@ def test_a_saved_run_and_an_ab_pair_compare_turn_metrics(tmp_path):
     saved = Result(test_id="s/t.py::test_chat", key="test_chat", engine={}, engine_label="e",
                    workload={}, workload_label="w", metrics=metrics, runs=(metrics,),
                    records=tuple(conversations()))
-    document = run_document([MeasurementRecord.of(saved)], fingerprint={}, commit=None,
+    document = run_document([MeasurementRecord.of(saved)], fingerprint=CPU, commit=None,
                             started=datetime(2026, 11, 22, tzinfo=timezone.utc))
     path = tmp_path / "run.json"
     path.write_text(json.dumps(document))
