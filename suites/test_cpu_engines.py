@@ -26,13 +26,18 @@ REQUESTS = 16
 @pytest.fixture(scope="session")
 def tiny_gguf(request) -> Path:
     """The tiny Llama as GGUF, made once (a torch import and llama.cpp's converter: ~40 s on 2
-    cores) and kept in pytest's cache, or the temp dir under -p no:cacheprovider."""
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (the llamacpp "
-                                            "extra; scripts/install-cpu installs it)")
-    cache = getattr(request.config, "cache", None)
+    cores) and kept in pytest's cache, or the temp dir under -p no:cacheprovider. Only named
+    under --llmperf-check-args and --llmperf-check-baselines, which start no engine."""
+    config = request.config
+    cache = getattr(config, "cache", None)
     where = (Path(cache.mkdir("llmperf-llamacpp")) if cache is not None
              else Path(tempfile.gettempdir()) / "llmperf-tiny-gguf")
-    return make_tiny_gguf(where / "tiny-llama-f32.gguf", where / "sdist")
+    out = where / "tiny-llama-f32.gguf"
+    if config.getoption("llmperf_check_args") or config.getoption("llmperf_check_baselines"):
+        return out
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (the llamacpp "
+                                            "extra; scripts/install-cpu installs it)")
+    return make_tiny_gguf(out, where / "sdist")
 
 
 def llamacpp_tiny(gguf: Path) -> Engine:
