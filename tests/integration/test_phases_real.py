@@ -1,13 +1,18 @@
 """Where the time went, on the real CPU engine: each induced cause shows in its own phase, and
 the gate's or the A/B's failure line names it (metrics/phases.py, docs/phases.md).
 
-- An induced queue: one sequence at a time (max_num_seqs=1) under 8 concurrent requests; side A
-  is the same engine with room for all of them. The A/B line names the queue.
+- An induced queue: one sequence at a time (max_num_seqs=1) under 8 concurrent requests, against
+  the same engine with room for all of them, each measured three times in turn and gated on
+  their medians (one run of a busy shared machine can take 100x its usual TTFT: docs/phases.md).
+  The gate's line names the queue.
 - A slower frontend: side B's API server waits 100 ms on every request before handing it to the
   engine (tests/integration/frontend_delay). The A/B line names frontend and wire and calls the
   client or the transport suspect; queue and prefill stay where they were.
-- Longer prompts: 1,536 tokens instead of 32 on the same engine, gated against the short run's
-  values as a baseline. The gate's line names prefill.
+- Longer prompts: 1,536 tokens instead of 32 on the same engine, three runs each in turn, gated
+  against the short runs' medians as a baseline. The gate's line names prefill.
+
+A baseline table gates the phases' means beside the latency, as a test that names them in its
+gate= has them: that is where the gate finds the reference's split.
 
 Every measurement also checks that the engine counted the same requests in the window as the
 client completed (no warning). Each side's split is printed (-s) for docs/phases.md.
@@ -38,6 +43,7 @@ pytestmark = requires_vllm
 FRONTEND_DELAY = REPO / "tests" / "integration" / "frontend_delay"
 DELAY_S = 0.100
 PAIRS = 2  # A B B A: enough for an A/B verdict on a several-fold change
+GATED = ("ttft_s.p50", *phases.SPLIT_NAMES)
 
 
 def _serve(engine, log_dir):
@@ -71,11 +77,12 @@ def measured(server, workload: Workload) -> dict[str, float]:
     return metrics.flat()
 
 
-def abba(a, b, workload: Workload) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+def abba(a, b, workload: Workload, pairs: int = PAIRS
+         ) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
     """Both sides in ABBA order, each run with its own prompts (seed): a prompt repeated on the
     same engine would hit its prefix cache and shorten that side's prefill."""
     runs: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
-    for seed, side in enumerate(ab.abba_order(PAIRS)):
+    for seed, side in enumerate(ab.abba_order(pairs)):
         runs[side].append(measured(a if side == "A" else b, replace(workload, seed=seed)))
     for side, found in runs.items():
         print(f"side {side}: {phases.split(phases.medians(found)).line()}")
@@ -84,6 +91,20 @@ def abba(a, b, workload: Workload) -> tuple[list[dict[str, float]], list[dict[st
 
 def ab_verdict(a_runs, b_runs, name: str = "ttft_s.p50") -> gate.Verdict:
     [verdict] = ab.judge_pairs(ab.paired_ratios(a_runs, b_runs, [name]), 0.1).verdicts
+    print(verdict.message)
+    return verdict
+
+
+def gate_verdict(reference_runs, runs, name: str = "ttft_s.p50") -> gate.Verdict:
+    """`name` of the median of `runs` against the median of `reference_runs` as its baseline
+    (tolerance 10%), the phases' means in the table too, as a test gating them has them."""
+    before, now = phases.medians(reference_runs, GATED), phases.medians(runs, GATED)
+    entries = gate.make_entries({key: Estimate(value, 0.0, 1) for key, value in before.items()},
+                                names=GATED, tolerance=0.1)
+    baseline = Baseline(entries, path="baselines/cpu/test_phases.toml", test_id="test_x")
+    report = gate.check_baseline({key: Estimate(value, 0.0, 1) for key, value in now.items()},
+                                 baseline, "suites/test_phases.py::test_x")
+    [verdict] = [found for found in report.verdicts if found.name == name]
     print(verdict.message)
     return verdict
 
@@ -97,8 +118,8 @@ def test_an_induced_queue_shows_as_queue(tiny_server, one_seq_server):
     # far above a noisy run of side A (one reached a 163 ms TTFT on a busy machine).
     workload = Workload.fixed(input_tokens=32, output_tokens=32, num_requests=16,
                               concurrency=8, warmup_requests=2)
-    a_runs, b_runs = abba(tiny_server, one_seq_server, workload)
-    verdict = ab_verdict(a_runs, b_runs)
+    a_runs, b_runs = abba(tiny_server, one_seq_server, workload, pairs=3)
+    verdict = gate_verdict(a_runs, b_runs)
     assert verdict.status == Status.REGRESSION
     assert "; queue grew most (means: queue +" in verdict.message
     assert "suspect" not in verdict.message
@@ -123,15 +144,12 @@ def test_longer_prompts_show_as_prefill(tiny_server):
         return Workload.fixed(input_tokens=tokens, output_tokens=4, num_requests=8,
                               concurrency=1, warmup_requests=2, seed=seed)
 
-    short, long = measured(tiny_server, prompts(32, 11)), measured(tiny_server, prompts(1536, 12))
-    for values in (short, long):
-        print(phases.split(values).line())
-    names = ("ttft_s.p50", *phases.SPLIT_NAMES)
-    entries = gate.make_entries({name: Estimate(short[name], 0.0, 1) for name in names},
-                                names=names, tolerance=0.1)
-    baseline = Baseline(entries, path="baselines/cpu/test_prompts.toml", test_id="test_prompts")
-    report = gate.check_baseline({name: Estimate(value, 0.0, 1) for name, value in long.items()},
-                                 baseline, "suites/test_prompts.py::test_prompts")
-    [ttft] = [verdict for verdict in report.failures if verdict.name == "ttft_s.p50"]
-    print(ttft.message)
-    assert "; prefill grew most (means: queue " in ttft.message
+    short, long = [], []
+    for seed in range(3):  # in turn, each run with its own prompts
+        short.append(measured(tiny_server, prompts(32, 2 * seed)))
+        long.append(measured(tiny_server, prompts(1536, 2 * seed + 1)))
+    for runs in (short, long):
+        print(phases.split(phases.medians(runs)).line())
+    verdict = gate_verdict(short, long)
+    assert verdict.status == Status.REGRESSION
+    assert "; prefill grew most (means: queue " in verdict.message
