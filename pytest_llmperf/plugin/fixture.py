@@ -317,6 +317,8 @@ class Llmperf:
     def _settle(judgement: Judgement, warn: bool = True) -> None:
         for message in judgement.warnings if warn else ():
             warnings.warn(StaleBaselineWarning(message), stacklevel=3)
+        for message in judgement.report.inconclusive:
+            warnings.warn(InconclusiveWarning(message), stacklevel=3)
         if judgement.failed:
             pytest.fail(judgement.failure_text(), pytrace=False)
 
@@ -372,6 +374,11 @@ class DisturbedWarning(UserWarning):
 
 class ClientLimitedWarning(UserWarning):
     """--llmperf-client-check=warn: the load generator limited this run."""
+
+
+class InconclusiveWarning(UserWarning):
+    """A paired A/B metric too noisy to decide on this machine (verdict/ab.py): neither a
+    regression nor a pass; the message says what would settle it."""
 
 
 class StaleBaselineWarning(UserWarning):

@@ -45,6 +45,8 @@ class PausedAb:
     workload: Workload
     runs: dict[str, list[Run]]
     starts: dict[str, float | None]
+    # Why the confirm pairs follow: the first pairs regressed, or were too noisy to decide.
+    unsettled: Status = Status.REGRESSION
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ class AbRun:
         self.resumed = paused is not None
         self.runs: dict[str, list[Run]] = paused.runs if paused else {"A": [], "B": []}
         self.starts: dict[str, float | None] = paused.starts if paused else {}
+        self.unsettled: Status | None = paused.unsettled if paused else None
         self.fit = _sides_fit(runner, sides)
         self.trade = self.fit and runner.gpu_count > 0
 
@@ -109,18 +112,20 @@ class AbRun:
         rerun measures the confirm pairs only)."""
         pairs, confirm_pairs = plan.pairs, plan.confirm_pairs
         died, confirm = None, self.resumed
+        unsettled = self.unsettled
         if not confirm:
             died = self.measure_round(0, pairs)
             complete = len(self.runs["A"]) == len(self.runs["B"]) == pairs
-            confirm = bool(confirm_pairs and complete and not died
-                           and self.side_b_regressed(plan.gated))
+            unsettled = self.side_b_unsettled(plan.gated) if complete and not died else None
+            confirm = bool(confirm_pairs and unsettled)
             if confirm and plan.defer:
                 self.ab.paused[self.id] = PausedAb(self.sides, self.workload, self.runs,
-                                                   self.starts)
+                                                   self.starts, unsettled)
                 raise ConfirmLater(self.test_id)
         if confirm:
             later = " after the other tests of its engine," if self.resumed else ""
-            self.runner.ledger.note(self.test_id, f"B regressed over {pairs} ABBA pairs; "
+            what = "was inconclusive" if unsettled == Status.INCONCLUSIVE else "regressed"
+            self.runner.ledger.note(self.test_id, f"B {what} over {pairs} ABBA pairs; "
                                     f"{confirm_pairs} more measured{later} to confirm")
             died = self.measure_round(pairs, confirm_pairs)
         return died
@@ -145,13 +150,18 @@ class AbRun:
                 return died
         return None
 
-    def side_b_regressed(self, gated: tuple[str, ...]) -> bool:
-        """Whether B regressed over the pairs measured so far, judged as judge_ab will judge
-        them all (judge.SideA): the question that decides whether confirm pairs follow."""
+    def side_b_unsettled(self, gated: tuple[str, ...]) -> Status | None:
+        """REGRESSION or INCONCLUSIVE where B's pairs so far, judged as judge_ab will judge
+        them all (judge.SideA), regressed or were too noisy to decide; else None. Either is
+        the question that decides whether confirm pairs follow: more pairs confirm a regression
+        or settle what the first could not."""
         side_a = judge.SideA(tuple(run.flat() for run, _ in self.runs["A"]),
                              self.runner.settings.ab_tolerance)
         current = judge.Current.of([run for run, _ in self.runs["B"]])
-        return side_a.compare(current, gated).report.failed
+        report = side_a.compare(current, gated).report
+        if report.failed:
+            return Status.REGRESSION
+        return Status.INCONCLUSIVE if report.inconclusive else None
 
     def swap_gpus(self) -> None:
         """Stop both sides and start first the one on the back cards: leases hand out the
