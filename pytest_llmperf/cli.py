@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.errors import InputError
-from pytest_llmperf.machine.hardware import current_fingerprint, detect_hardware
 from pytest_llmperf.ids import without_side
+from pytest_llmperf.machine.hardware import current_fingerprint, detect_hardware
 from pytest_llmperf.metrics import registry
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.reports import historycommand, plotcommand
