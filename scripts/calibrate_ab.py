@@ -54,7 +54,7 @@ SUITE = textwrap.dedent('''
 
     def test_closed_loop(llmperf, rep):
         llmperf.run(Workload.fixed(input_tokens=64, output_tokens=32, num_requests=32 * SCALE,
-                                   concurrency=8, warmup_requests=2))
+                                   concurrency=8, warmup_requests={warmup}))
 
     def test_poisson(llmperf, rep):
         llmperf.run(Workload.fixed(input_tokens=64, output_tokens=32, num_requests=24 * SCALE,
@@ -122,6 +122,8 @@ def run_session(out: Path, name: str, suite: Path, args: argparse.Namespace,
                      "confirmed": result["ab"]["pairs"] > args.pairs,
                      "messages": [entry["message"] for entry in result["ab"]["metrics"].values()
                                   if entry["status"] == "regression"],
+                     "inconclusive": any(entry["status"] == "inconclusive"
+                                         for entry in result["ab"]["metrics"].values()),
                      "client_limited": bool(result.get("client", {}).get("limited"))})
     print(f"{name}: exit {proc.returncode}, {len(failed)} of {len(rows)} tests failed, "
           f"{time.monotonic() - began:.0f} s", flush=True)
@@ -137,6 +139,7 @@ def summarize(condition: str, rows: list[dict]) -> None:
     print(f"\n{condition}: {reps_failed} of {len(by_rep)} repetitions had a failed test; "
           f"{tests_failed} of {len(rows)} tests failed; "
           f"{sum(r['client_limited'] for r in rows)} side-B rows client-limited")
+    print(f"  {sum(r['inconclusive'] for r in rows)} tests inconclusive (too noisy to decide)")
     confirmed = [r for r in rows if r["confirmed"]]
     print(f"  {len(confirmed)} tests regressed over the first pairs and measured confirm pairs; "
           f"{sum(r['failed'] for r in confirmed)} of them failed on all the pairs")
@@ -173,6 +176,8 @@ def main() -> int:
                              "grows all run and its latencies swing with the machine (16 req/s "
                              "on an AVX2 VM: per-pair log sd of TPOT 0.29-0.35, the other tests "
                              "0.07-0.14)")
+    parser.add_argument("--warmup", type=int, default=2,
+                        help="the closed-loop test's warm-up requests (0: the Workload default)")
     parser.add_argument("--confirm-pairs", type=int, default=4,
                         help="pairs measured more when a test regresses (the plugin's default)")
     parser.add_argument("--tolerance", type=float, default=0.10)
@@ -187,7 +192,8 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     suite = args.out / "test_calibration_ab.py"
-    suite.write_text(SUITE.format(reps=args.reps, scale=args.scale, rate=args.rate))
+    suite.write_text(SUITE.format(reps=args.reps, scale=args.scale, rate=args.rate,
+                                  warmup=args.warmup))
     conditions = args.conditions.split(",")
     rows: dict[str, list[dict]] = {c: [] for c in conditions}
     for session in range(args.sessions):

@@ -10,6 +10,7 @@ the engines may have moved them in between).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from pytest_llmperf.client.measure import Measurement
@@ -34,6 +35,16 @@ Run = tuple[RunMetrics, Measurement]
 class ConfirmLater(BaseException):
     """Raised out of a test whose first A/B pairs regressed, to be rerun later. A BaseException,
     as pytest's own outcomes are, so a test's `except Exception` cannot swallow it."""
+
+
+# vLLM's worker busy-polls its shared-memory queue for `busy_loop_s` = 1 s after each read before
+# it sleeps (vllm/distributed/device_communicators/shm_broadcast.py, SpinCondition:
+# https://github.com/vllm-project/vllm/blob/main/vllm/distributed/device_communicators/shm_broadcast.py).
+# On the CPU both A/B engines compute on one core, so a side measured within that second of the
+# other's last step shared its core with that spin and ran at about half speed: on the 2-core
+# VM each side's throughput was ~3,600 or ~1,600 tok/s at random, B = A pairs spread 0.3-2.3
+# (docs/ab.md, "Where the two engines run"). Waiting it out costs about this per side switch.
+OTHER_SIDE_SETTLE_S = 1.5
 
 
 @dataclass
@@ -105,6 +116,9 @@ class AbRun:
         self.starts: dict[str, float | None] = paused.starts if paused else {}
         self.unsettled: Status | None = paused.unsettled if paused else None
         self.fit = _sides_fit(runner, sides)
+        # On the CPU both sides compute on the same core: see OTHER_SIDE_SETTLE_S.
+        self.settle = not is_gpu_class(runner.hardware_class)
+        self.ended: dict[str, float] = {}  # each side's last measurement's end (monotonic)
         self.trade = self.fit and runner.gpu_count > 0
 
     def measure(self, plan: AbPlan) -> EngineDied | None:
@@ -143,12 +157,21 @@ class AbRun:
                 raise type(exc)(f"A/B side {side} ({spec.label()}): {exc}") from None
             self.starts.setdefault(side, start_s)
             requests, warmup = self.requests.get(side, self.requests["A"])
+            self.wait_for_other_side(side)
             run, died = self.runner.measure_once(spec, endpoint, requests, self.workload,
                                                  () if self.runs[side] else warmup, self.limits)
+            self.ended[side] = time.monotonic()
             self.runs[side].append(run)
             if run[1].client_error or died:
                 return died
         return None
+
+    def wait_for_other_side(self, side: str) -> None:
+        """On the CPU, let the other side's engine go idle before this side measures: its
+        worker spins on the shared compute core for a second after its last step."""
+        other = self.ended.get("B" if side == "A" else "A")
+        if self.settle and other is not None:
+            time.sleep(max(0.0, other + OTHER_SIDE_SETTLE_S - time.monotonic()))
 
     def side_b_unsettled(self, gated: tuple[str, ...]) -> Status | None:
         """REGRESSION or INCONCLUSIVE where B's pairs so far, judged as judge_ab will judge

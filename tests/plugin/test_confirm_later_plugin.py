@@ -20,7 +20,7 @@ import os
 import pytest
 from collections import Counter
 from pytest_llmperf.plugin import hooks as plugin
-from pytest_llmperf.session import runner as runner_mod
+from pytest_llmperf.session import ab_run, runner as runner_mod
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.client.measure import Measurement
 
@@ -61,6 +61,7 @@ def pytest_configure(config):
 
 
 RUNS = Counter()  # measurements per test, over its first attempt and its rerun
+ab_run.OTHER_SIDE_SETTLE_S = 0  # no engine of these spins after its measurement
 
 
 @pytest.fixture(autouse=True)
