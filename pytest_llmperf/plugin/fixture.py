@@ -14,6 +14,7 @@ import pytest
 
 from pytest_llmperf import ids
 from pytest_llmperf.engines import arg_check
+from pytest_llmperf.engines.overrides import side_b
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.errors import InputError, LlmperfError
 from pytest_llmperf.ids import MeasurementId
@@ -26,7 +27,7 @@ from pytest_llmperf.session.ab_run import AbPlan, AbRunner
 from pytest_llmperf.session.judging import Judge
 from pytest_llmperf.session.runner import Runner
 from pytest_llmperf.session.settings import CLIENT_CHECK_MODES, Settings, usable_cores
-from pytest_llmperf.verdict.ab import DEFAULT_AB_PAIRS, PairedRun, ab_entry, side_b
+from pytest_llmperf.verdict.ab import DEFAULT_AB_PAIRS, PairedRun, ab_entry
 from pytest_llmperf.verdict.baselines import TOLERANCE_RULE, is_tolerance
 from pytest_llmperf.verdict.gate import DEFAULT_GATED, GateReport
 from pytest_llmperf.verdict.judge import Current, Judgement, Subject

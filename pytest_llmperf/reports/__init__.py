@@ -1,1 +1,6 @@
-"""A typed report model -> terminal, Markdown, HTML, JUnit, run file, plots."""
+"""A typed report model -> terminal, Markdown, HTML, JUnit, the JSON run file, plots and
+`llmperf history`'s pages; saved runs read back.
+
+May import history/ and the layers below it; never session/ or plugin/: writers get records,
+not the session.
+"""

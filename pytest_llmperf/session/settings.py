@@ -15,6 +15,7 @@ from typing import Any, Callable
 from pytest_llmperf.client.access import parse_api_key, parse_headers
 from pytest_llmperf.client.server_kind import AUTO, KINDS
 from pytest_llmperf.client.watchdog import DEFAULT_STALL_TIMEOUT_S
+from pytest_llmperf.engines.overrides import parse_overrides
 from pytest_llmperf.history.location import DEFAULT as HISTORY_DEFAULT
 from pytest_llmperf.history.location import parse_history
 from pytest_llmperf.metrics.cost import CostSetting, parse_cost_per_hour
@@ -23,7 +24,6 @@ from pytest_llmperf.verdict.ab import (
     DEFAULT_AB_CONFIRM_PAIRS,
     DEFAULT_AB_PAIRS,
     DEFAULT_AB_TOLERANCE,
-    parse_overrides,
 )
 
 

@@ -25,18 +25,12 @@ too, since the first set was picked for looking worse. Pure: no pytest, no I/O.
 
 from __future__ import annotations
 
-import difflib
-import json
 import math
 import statistics
-import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-from pytest_llmperf.engines.spec import Engine, is_pairs, thaw_pairs
-from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics import phases
 from pytest_llmperf.verdict.gate import (
     IMPROVEMENT,
@@ -61,8 +55,6 @@ __all__ = [
     "judge_pairs",
     "median_interval",
     "null_pairs",
-    "parse_overrides",
-    "side_b",
 ]
 
 DEFAULT_AB_PAIRS = 4
@@ -131,42 +123,54 @@ class PairedRatios:
     def log_spread(self) -> float:
         """The pairs' spread: the normalised MAD of log B/A (a robust standard deviation; one
         wild pair moves it little). NaN with fewer than 2 ratios."""
-        logs = [math.log(r) for r in self.ratios if math.isfinite(r) and r > 0]
+        logs = _logs(self.ratios)
         if len(logs) < 2:
             return math.nan
         centre = statistics.median(logs)
         return NORMAL_MAD * statistics.median(abs(x - centre) for x in logs)
 
+    @property
+    def null_spread(self) -> float:
+        """The same spread seen in one engine's back-to-back runs (`nulls`), around no change:
+        the normalised median |log ratio|. A pair's ratio and a back-to-back one are both one
+        run over another, so with no change between the sides the two spreads agree; where
+        the back-to-back runs spread more, the pairs' own spread understated the noise. NaN
+        with fewer than MIN_NULLS."""
+        logs = _logs(self.nulls)
+        if len(logs) < MIN_NULLS:
+            return math.nan
+        return NORMAL_MAD * statistics.median(abs(x) for x in logs)
+
+    def noise(self) -> tuple[float, str]:
+        """The larger of the two spreads, and which one it is."""
+        spreads = [(self.log_spread, "the pairs spread"),
+                   (self.null_spread, "one engine's own back-to-back runs spread")]
+        found = [pair for pair in spreads if math.isfinite(pair[0])]
+        return max(found) if found else (math.nan, "")
+
     def resolution(self) -> float:
         """About the smallest change these pairs can tell from none, as a log factor: the half
         width of a ~90% interval of the median, 1.645 x 1.2533 x spread / sqrt(n) (the median's
-        standard error under normal noise)."""
-        n = sum(1 for r in self.ratios if math.isfinite(r) and r > 0)
-        return RESOLUTION_Z * MEDIAN_SE * self.log_spread / math.sqrt(n) if n else math.nan
+        standard error under normal noise), the spread being `noise()`'s."""
+        n = len(_logs(self.ratios))
+        return RESOLUTION_Z * MEDIAN_SE * self.noise()[0] / math.sqrt(n) if n else math.nan
 
     def too_noisy(self, tolerance: float) -> str | None:
-        """Why these pairs cannot resolve `tolerance` on this machine, or None. Two signs: the
-        pairs spread so widely that their median is not known to within the tolerance, or one
-        engine's own back-to-back runs (`nulls`) differ by more than the tolerance."""
-        band = math.log1p(tolerance)
+        """Why these pairs cannot resolve `tolerance` on this machine, or None: their median is
+        not known to within the tolerance, by the spread of the pairs or of one engine's own
+        back-to-back runs, whichever is wider."""
         resolution = self.resolution()
-        if math.isfinite(resolution) and resolution > band:
-            return (f"the pairs spread {math.expm1(self.log_spread):.0%} (robust sd of B/A), so "
-                    f"{len(self.ratios)} pairs resolve only about "
-                    f"{math.expm1(resolution):.0%}, wider than the tolerance "
-                    f"{tolerance:.0%}; about {self.pairs_to_resolve(tolerance)} pairs, or a "
-                    "quieter machine, would settle it")
-        nulls = [abs(math.log(r)) for r in self.nulls if math.isfinite(r) and r > 0]
-        if len(nulls) >= MIN_NULLS and statistics.median(nulls) > band:
-            return (f"one engine's own back-to-back runs differed by a median "
-                    f"{math.expm1(statistics.median(nulls)):.0%} ({len(nulls)} times), more "
-                    f"than the tolerance {tolerance:.0%}; measure on a quieter machine or with "
-                    "longer measurements")
-        return None
+        if not (math.isfinite(resolution) and resolution > math.log1p(tolerance)):
+            return None
+        spread, what = self.noise()
+        return (f"{what} {math.expm1(spread):.0%} (robust sd), so {len(self.ratios)} pairs "
+                f"resolve only about {math.expm1(resolution):.0%}, wider than the tolerance "
+                f"{tolerance:.0%}; about {self.pairs_to_resolve(tolerance)} pairs, or a quieter "
+                "machine, would settle it")
 
     def pairs_to_resolve(self, tolerance: float) -> int:
         """Pairs whose resolution would be the tolerance, if they spread as these do."""
-        need = (RESOLUTION_Z * MEDIAN_SE * self.log_spread / math.log1p(tolerance)) ** 2
+        need = (RESOLUTION_Z * MEDIAN_SE * self.noise()[0] / math.log1p(tolerance)) ** 2
         return max(len(self.ratios) + 1, math.ceil(need))
 
     def judge(self, tolerance: float) -> Verdict:
@@ -257,6 +261,10 @@ def pairs_to_settle(ratios: Sequence[float]) -> int | None:
     return max(len(logs) + 1, math.ceil((SETTLE_Z * spread / centre) ** 2))
 
 
+def _logs(ratios: Sequence[float]) -> list[float]:
+    return [math.log(r) for r in ratios if math.isfinite(r) and r > 0]
+
+
 def _median(ratios: Sequence[float]) -> float:
     finite = [r for r in ratios if math.isfinite(r)]
     return statistics.median(finite) if finite else math.nan
@@ -322,6 +330,9 @@ def ab_entry(ratios: Mapping[str, PairedRatios], tolerance: float | None,
         verdict = verdicts.get(name)
         metrics[name] = {
             "ratios": [number(r) for r in paired.ratios],
+            # one side's back-to-back runs, later over earlier (null_pairs): the noise estimate
+            # beside the pairs', so a verdict can be judged again from the file
+            "nulls": [number(r) for r in paired.nulls],
             "median": number(paired.median),
             "interval": [number(low), number(high)],
             "confidence": confidence,
@@ -344,68 +355,6 @@ def ab_line(entry: Mapping[str, Any]) -> str:
 
 def format_ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
-
-
-# ------------------------------------------------------------------ --llmperf-ab
-
-
-def parse_overrides(text: str) -> dict[str, Any]:
-    """--llmperf-ab's JSON object of Engine fields that make side B, checked before any engine
-    starts: JSON, field names, values (by building an Engine with them) and a `python`
-    interpreter that exists and has vLLM."""
-    example = """e.g. '{"max_num_seqs": 8}' or '{"python": "/opt/vllm-next/bin/python"}'"""
-    try:
-        overrides = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON ({exc}); give a JSON object of Engine fields, "
-                         f"{example}") from None
-    if not isinstance(overrides, dict) or not overrides:
-        raise InputError(f"give a non-empty JSON object of Engine fields, {example}")
-    known = [f.name for f in fields(Engine)]
-    for name in overrides:
-        if name not in known:
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise InputError(f"unknown Engine field {name!r}{hint}; fields: {', '.join(known)}")
-    try:
-        side_b(Engine(model="side-b"), {k: v for k, v in overrides.items() if k != "model"})
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{exc}") from None
-    if "python" in overrides:
-        check_python(overrides["python"])
-    return overrides
-
-
-# Mapping fields an override adds to instead of replacing: '{"env": {"X": "1"}}' must not drop
-# the test's own environment (on the CPU, the core its engine is pinned to). null removes a key.
-MERGED_FIELDS = ("env", "extra_args")
-
-
-def side_b(engine: Engine, overrides: Mapping[str, Any]) -> Engine:
-    """The test's engine with --llmperf-ab's overrides: plain fields replaced, `env` and
-    `extra_args` merged key by key into the engine's own (a null value removes that key)."""
-    changes = dict(overrides)
-    for name in MERGED_FIELDS:
-        if isinstance(changes.get(name), Mapping):
-            own = getattr(engine, name)
-            merged = {**(thaw_pairs(own) if is_pairs(own) else dict(own or {})), **changes[name]}
-            changes[name] = {key: value for key, value in merged.items() if value is not None}
-    return engine.replace(**changes)
-
-
-def check_python(python: object) -> None:
-    """A `python` override must run and import vLLM; found out now, not after an engine's
-    minutes-long start fails."""
-    fix = "name the python of another vLLM install, e.g. /opt/vllm-next/bin/python"
-    if not isinstance(python, str) or not Path(python).is_file():
-        raise InputError(f"python {python!r} does not exist; {fix}")
-    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('vllm') is None)"
-    try:
-        found = subprocess.run([python, "-c", probe], capture_output=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise InputError(f"python {python!r} does not run ({exc}); {fix}") from None
-    if found.returncode != 0:
-        raise InputError(f"python {python!r} has no vLLM (it cannot import vllm); {fix}")
 
 
 @dataclass(frozen=True)
