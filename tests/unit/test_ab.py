@@ -136,15 +136,15 @@ def test_an_engine_whose_own_back_to_back_runs_disagree_makes_the_ab_inconclusiv
 
 def test_null_pairs_are_each_sides_runs_measured_back_to_back_in_abba_order():
     # Order A0 B0 | B1 A1 | A2 B2 | B3 A3: back to back are B0-B1, A1-A2, B2-B3.
-    a = [{"x_s": v} for v in (1.0, 2.0, 4.0, 8.0)]
-    b = [{"x_s": v} for v in (10.0, 30.0, 90.0, 270.0)]
-    assert null_pairs(a, b, "x_s") == (3.0, 2.0, 3.0)
+    a = [{"tpot_s.p50": v} for v in (1.0, 2.0, 4.0, 8.0)]
+    b = [{"tpot_s.p50": v} for v in (10.0, 30.0, 90.0, 270.0)]
+    assert null_pairs(a, b, "tpot_s.p50") == (3.0, 2.0, 3.0)
     # Not across the start of deferred confirm pairs (first_round=2: B1-B2... is A1-A2 here).
-    assert null_pairs(a, b, "x_s", first_round=2) == (3.0, 3.0)
-    assert paired_ratios(a, b, ["x_s"])["x_s"].nulls == (3.0, 2.0, 3.0)
-    ratios = paired_ratios(a, b, ["x_s"])
+    assert null_pairs(a, b, "tpot_s.p50", first_round=2) == (3.0, 3.0)
+    assert paired_ratios(a, b, ["tpot_s.p50"])["tpot_s.p50"].nulls == (3.0, 2.0, 3.0)
+    ratios = paired_ratios(a, b, ["tpot_s.p50"])
     entry = ab_entry(ratios, 0.1, judge_pairs(ratios, 0.1))
-    assert entry["metrics"]["x_s"]["nulls"] == [3.0, 2.0, 3.0]  # the file can be judged again
+    assert entry["metrics"]["tpot_s.p50"]["nulls"] == [3.0, 2.0, 3.0]  # the file can be judged again
 
 
 def test_pairs_to_settle_grow_with_the_spread_and_say_nothing_without_one():
