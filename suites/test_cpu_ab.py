@@ -16,6 +16,7 @@ from suites.tiny import TINY_CPU
 pytestmark = pytest.mark.cpu
 
 
+@pytest.mark.nightly  # two engines of their own: ~50 s
 def test_batching_16_sequences_beats_one_at_a_time(llmperf):
     """max_num_seqs 16 (B) against 1 (A) under 16 concurrent requests: B batches the decode
     steps, A serves the requests one by one."""
@@ -27,6 +28,7 @@ def test_batching_16_sequences_beats_one_at_a_time(llmperf):
     assert run.median("ttft_s.p50") < 0.5
 
 
+@pytest.mark.nightly  # two engines of their own: ~50 s
 def test_prefix_caching_cuts_time_to_first_token(llmperf):
     """Prefix caching on (B) against off (A) on 4 prompts' worth of 1,024-token prefixes, each
     asked several times: B computes each prefix once."""

@@ -13,6 +13,10 @@ before a GPU night depends on it (docs/cpu-engine.md, "Engine configurations", h
   long prompts (the classification profile);
 - compiled mode (`enforce_eager=False`) once, through the pipeline-parallel engine: vLLM 0.32's
   CPU backend only runs pipeline parallel compiled (docs/cpu-engine.md).
+
+Each test starts its own engines (about 22 s each on 2 cores; 4 minutes for the file), so the
+file is `nightly`: `pytest -m cpu suites/ --llmperf-nightly` runs it, the quick main job leaves
+it out, and CI runs it through tests/integration/test_engine_configs_real.py.
 """
 
 import pytest
@@ -20,8 +24,8 @@ import pytest
 from pytest_llmperf import SLO, Workload
 from suites.tiny import CPU_GATED, CPU_TOLERANCE, TINY_CPU
 
-pytestmark = [pytest.mark.cpu, pytest.mark.llmperf(tolerance=CPU_TOLERANCE, gate=CPU_GATED,
-                                                   client_check="warn")]
+pytestmark = [pytest.mark.cpu, pytest.mark.nightly,
+              pytest.mark.llmperf(tolerance=CPU_TOLERANCE, gate=CPU_GATED, client_check="warn")]
 
 ONE_RANK_PER_CORE = {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}
 TP2 = TINY_CPU.replace(tensor_parallel_size=2, env=ONE_RANK_PER_CORE)

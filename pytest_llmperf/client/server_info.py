@@ -75,9 +75,18 @@ def identity(answer: Mapping[str, str], installed: Mapping[str, str] | None = No
     return {**found, "vllm": answer.get("vllm", UNKNOWN), "source": answer.get("source", SOURCE)}
 
 
+# How the engine line names a server of another kind than vLLM's, by the spec's `kind`
+# (engines/kinds/): its name and the version of its package (engines/interpreter.kind_identity).
+KIND_NAMES = {"llamacpp": "llama-cpp-python", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+
+
 def describe(server: Mapping[str, str] | None, torch: bool = False) -> str:
-    """"vLLM 0.32.0" (with `torch`: ", torch 2.13.0+cpu"); "server version unknown"; "" when
-    nothing was recorded (a result made by hand)."""
+    """"vLLM 0.32.0" (with `torch`: ", torch 2.13.0+cpu"); "llama-cpp-python 0.3.36" for
+    another kind; "server version unknown"; "" when nothing was recorded (a result made by
+    hand)."""
+    kind = (server or {}).get("kind")
+    if kind and kind != "vllm":
+        return f"{KIND_NAMES.get(kind, kind)} {server.get(kind) or UNKNOWN}"
     if not server or "vllm" not in server:
         return ""
     text = ("server version unknown" if server["vllm"] == UNKNOWN

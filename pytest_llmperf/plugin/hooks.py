@@ -41,6 +41,9 @@ STARTED_KEY = pytest.StashKey[datetime]()
 HARDWARE_KEY = pytest.StashKey[object]()
 RAY_KEY = pytest.StashKey[RayCluster]()
 
+NIGHTLY_SKIP = "a nightly test: run it with --llmperf-nightly"
+NIGHTLY_MARKER = ("nightly: a long test the nightly job runs (--llmperf-nightly); a run without "
+                  "that option skips it")
 ENGINE_MARKER = "engine(spec): the pytest_llmperf.Engine this test measures (tests sharing a " \
                 "spec run together, so each engine starts once)"
 LLMPERF_MARKER = "llmperf(*, repeat=None, slo=None, max_error_rate=0.0, tolerance=None, " \
@@ -90,6 +93,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for doc in markers.MARKER_DOCS.values():
         config.addinivalue_line("markers", doc)
     config.addinivalue_line("markers", ENGINE_MARKER)
+    config.addinivalue_line("markers", NIGHTLY_MARKER)
     config.addinivalue_line("markers", LLMPERF_MARKER)
     try:
         settings = settings_mod.resolve(
@@ -280,9 +284,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     scheduling)."""
     hardware = config.stash.get(HARDWARE_KEY, None)
     settings = config.stash.get(SETTINGS_KEY, None)
-    if settings is not None and (settings.check_args or settings.check_baselines):
+    checking = settings is not None and (settings.check_args or settings.check_baselines)
+    if checking:
         hardware = None
+    nightly = checking or (settings is not None and settings.nightly)
     for item in items:
+        if not nightly and item.get_closest_marker("nightly") is not None:
+            item.add_marker(pytest.mark.skip(reason=NIGHTLY_SKIP))
+            continue
         try:
             requirement = markers.parse_requirements(
                 (mark.name, mark.args, mark.kwargs) for mark in item.iter_markers()

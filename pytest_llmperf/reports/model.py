@@ -17,7 +17,7 @@ from typing import Any
 
 from pytest_llmperf.client import server_info
 from pytest_llmperf.ids import side_of
-from pytest_llmperf.metrics import cost, energy, gpus, registry, roofline
+from pytest_llmperf.metrics import cost, energy, gpus, phases, registry, roofline
 from pytest_llmperf.metrics.derived import Derived, derive_all
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.numbers import finite_or_none
@@ -89,8 +89,9 @@ COLUMNS: tuple[Column, ...] = (
     # Where the engine's GPUs have an energy counter (metrics/energy.py).
     Column(energy.PER_OUTPUT_TOKEN, "{:.3g}", optional=True),
 )
-# Measured values a row keeps although no column shows them (the cost is worked out from them).
-EXTRA_VALUES = ("total_throughput_tok_s",)
+# Measured values a row keeps although no column shows them: the cost is worked out from the
+# total throughput, and the -v line of where the time went from the phases (metrics/phases.py).
+EXTRA_VALUES = ("total_throughput_tok_s", *phases.REPORT_VALUES)
 
 NOT_JUDGED = "not judged"
 _LAST = len(Status)  # the rank of a row that is no problem: after every problem

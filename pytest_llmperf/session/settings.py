@@ -282,6 +282,9 @@ OPTIONS: tuple[Option, ...] = (
            "and engine, and the tests themselves, with every committed baseline table "
            "(hardware skips are bypassed), then skip the test, or fail it naming the stale table",
            False, parse_bool, flag_only=True),
+    # Tests marked nightly (docs/writing-tests.md, "Nightly-only tests")
+    Option("nightly", "also run the tests marked nightly (long ones, e.g. one engine start "
+           "each, that a nightly job runs and a quick run leaves out)", False, parse_bool),
 )
 
 
@@ -329,6 +332,7 @@ class Settings:
     secret_names: tuple[str, ...] | None
     check_args: bool = False
     check_baselines: bool = False
+    nightly: bool = False
     rootdir: Path = Path(".")
 
     def path(self, value: Path) -> Path:

@@ -43,6 +43,7 @@ def run_file(tmp_path_factory):
         [sys.executable, "-m", "pytest", SUITE.name,
          *(f"{name}::{test}" for name, test in ALSO.items()), "-p",
          "no:cacheprovider", "-p", "no:randomly", "--llmperf-disturbance", "warn",
+         "--llmperf-nightly",
          "--llmperf-summary", "full", "--llmperf-json", "run.json"],
         cwd=where, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
         timeout=900)

@@ -28,6 +28,8 @@ def test_one_measurement_gives_its_verdict_labels_and_every_value():
         ("request_throughput_req_s", "1"), ("ttft_s.p50", "0.25"), ("ttft_s.p99", "0.25"),
         ("tpot_s.p50", "0.25"), ("itl_s.p50", "0.25"), ("e2el_s.p50", "1"),
         ("queue_s.p99", "0.0625"), ("total_throughput_tok_s", "20"),
+        # the means the -v line of where the time went splits (metrics/phases.py)
+        ("ttft_s.mean", "0.25"), ("e2el_s.mean", "1"), ("itl_s.mean", "0.25"),
     ]
 
 

@@ -109,7 +109,13 @@ def test_a_row_holds_each_column_in_its_metric_unit():
                    "server:spec_decode_acceptance_rate": None,
                    "server:spec_decode_mean_accepted_length": None, "usd_per_1m_output_tok": None,
                    "usd_per_1m_total_tok": None, "roofline_fraction": None,
-                   "energy_per_output_token_j": None, "total_throughput_tok_s": 20.0},
+                   "energy_per_output_token_j": None, "total_throughput_tok_s": 20.0,
+                   # the means the -v line of where the time went splits (metrics/phases.py)
+                   "ttft_s.mean": 0.25, "e2el_s.mean": 1.0, "server:ttft_s.mean": None,
+                   "server:queue_s.mean": None, "server:prefill_s.mean": None,
+                   "server:e2el_s.mean": None, "server:decode_s.mean": None,
+                   "itl_s.mean": 0.25, "server:itl_s.mean": None,
+                   "server:spec_decode_drafts": None},
         "server": {}, "cost": "",
     }
     assert cells(row) == ["1", "0", "4.0", "1.00", "250.0", "250.0", "250.00", "250.00", "1000",
