@@ -77,8 +77,10 @@ def _priors(kind: str, table: Mapping[tuple[str, str], float]) -> dict[tuple[str
 
 # GPU: the largest spread of each over the four tests two H200 runs both measured, rounded up
 # to two digits (docs/noise.md, "GPU"; tests/unit/data/h200_reruns.json holds the numbers).
-# CPU: what docs/history.md, docs/cpu-engine.md and one rerun pair measured (docs/noise.md,
-# "CPU"); a family not listed has no prior and keeps the tolerance band.
+# CPU: the median over the CPU suite's 22 gated tests of their spread between two whole runs of
+# the suite minutes apart on the 2-core VM (docs/noise.md, "CPU"), where that is wider than what
+# docs/history.md, docs/cpu-engine.md and one rerun pair measured; a family not listed has no
+# prior and keeps the tolerance band.
 PRIORS: dict[str, dict[tuple[str, str], Prior]] = {
     GPU: _priors(GPU, {
         ("TTFT", "p50"): 0.33, ("TTFT", "mean"): 0.11, ("TTFT", "p90"): 0.030,
@@ -92,11 +94,11 @@ PRIORS: dict[str, dict[tuple[str, str], Prior]] = {
         (THROUGHPUT, ""): 0.0017, (ENGINE_START, ""): 0.32,
     }),
     CPU: _priors(CPU, {
-        ("TTFT", "p50"): 0.080, ("TPOT", "p50"): 0.022, ("E2EL", "p50"): 0.026,
-        ("TPOT", "p90"): 0.15,
+        ("TTFT", "p50"): 0.080, ("TTFT", "p90"): 0.065, ("TPOT", "p50"): 0.090,
+        ("E2EL", "p50"): 0.085, ("E2EL", "p90"): 0.11, ("TPOT", "p90"): 0.15,
         ("TTFT", "p99"): 0.50, ("TPOT", "p99"): 0.50, ("ITL", "p99"): 0.50,
         ("E2EL", "p99"): 0.50,
-        (THROUGHPUT, ""): 0.015, (ENGINE_START, ""): 0.099,
+        (THROUGHPUT, ""): 0.065, (ENGINE_START, ""): 0.099,
     }),
 }
 

@@ -138,7 +138,9 @@ def test_junit_xml_carries_each_tests_metrics_and_verdict(suite):
         "completed": "20", "failed": "0", "output_throughput_tok_s": "52.6316",
         "request_throughput_req_s": "5.26316", "ttft_s.p50": "0.1", "ttft_s.p99": "0.1",
         "tpot_s.p50": "0.01", "itl_s.p50": "0.01", "e2el_s.p50": "0.19", "queue_s.p99": "0",
-        "total_throughput_tok_s": "94.7368"}
+        "total_throughput_tok_s": "94.7368",
+        # the means the -v line of where the time went splits (metrics/phases.py)
+        "ttft_s.mean": "0.1", "e2el_s.mean": "0.19", "itl_s.mean": "0.01"}
 
 
 def test_html_page_with_its_plots_and_the_roofline_none_on_cpu(suite):

@@ -151,11 +151,11 @@ def test_the_cold_start_lands_in_history_as_a_metric_series():
 
 
 @pytest.mark.parametrize(("estimate", "spread"), [
-    (Estimate(10.0, 0.5, 3), noise.Spread(0.05, "repeats")),
-    (Estimate(10.0, 0.05, 3), noise.Spread(0.015, "prior", "CPU throughput")),  # understated
+    (Estimate(10.0, 0.9, 3), noise.Spread(0.09, "repeats")),
+    (Estimate(10.0, 0.5, 3), noise.Spread(0.065, "prior", "CPU throughput")),  # understated
     (Estimate(10.0, 0.4, 5, source="history"), noise.Spread(0.04, "history")),
-    (Estimate(10.0, 0.4, 2, source="history"), noise.Spread(0.015, "prior", "CPU throughput")),
-    (Estimate(10.0, 0.0, 1), noise.Spread(0.015, "prior", "CPU throughput")),
+    (Estimate(10.0, 0.4, 2, source="history"), noise.Spread(0.065, "prior", "CPU throughput")),
+    (Estimate(10.0, 0.0, 1), noise.Spread(0.065, "prior", "CPU throughput")),
 ])
 def test_the_spread_comes_from_repeats_history_or_the_prior(estimate, spread):
     assert noise.spread_for("output_throughput_tok_s", estimate, noise.CPU) == spread
@@ -167,7 +167,7 @@ def test_no_spread_for_a_metric_without_a_prior_or_a_value():
                             noise.GPU) is None  # repeats alone: the old band
     assert noise.spread_for("server:kv_cache_usage_max", Estimate(
         0.5, 0.01, 3, source="history"), noise.GPU) == noise.Spread(0.02, "history")
-    assert noise.spread_for("ttft_s.p90", Estimate(0.5, 0.0, 1), noise.CPU) is None
+    assert noise.spread_for("ttft_s.mean", Estimate(0.5, 0.0, 1), noise.CPU) is None
     assert noise.spread_for("ttft_s.p50", Estimate(math.nan, math.nan, 1), noise.GPU) is None
 
 
@@ -193,14 +193,14 @@ def test_the_users_tolerance_is_kept_and_the_floor_written_otherwise(tmp_path):
         "ttft_s.p50": old, "tpot_s.p50": BaselineEntry(0.01, 0.0, "lower", 0.25, 1),
         "e2el_s.p50": BaselineEntry(0.2, 0.0058, "lower", noise.FLOOR, 1, "prior")}, {})
     now = {"ttft_s.p50": Estimate(0.1, 0.0, 1), "tpot_s.p50": Estimate(0.01, 0.0, 1),
-           "e2el_s.p50": Estimate(0.2, 0.0, 1), "ttft_s.p90": Estimate(0.3, 0.0, 1)}
-    gated = ("ttft_s.p50", "tpot_s.p50", "e2el_s.p50", "ttft_s.p90")
+           "e2el_s.p50": Estimate(0.2, 0.0, 1), "ttft_s.mean": Estimate(0.3, 0.0, 1)}
+    gated = ("ttft_s.p50", "tpot_s.p50", "e2el_s.p50", "ttft_s.mean")
     entries = judge.updated_entries(now, ref, None, gated, kind=noise.CPU)
     assert {n: (e.tolerance, e.spread_source) for n, e in entries.items()} == {
         "ttft_s.p50": (noise.FLOOR, "prior"), "tpot_s.p50": (0.25, "prior"),
         "e2el_s.p50": (noise.FLOOR, "prior"),
-        "ttft_s.p90": (0.1, None)}  # no CPU prior: the tolerance band, as before
-    assert entries["tpot_s.p50"].spread == pytest.approx(0.022 * 0.01)
+        "ttft_s.mean": (0.1, None)}  # no CPU prior: the tolerance band, as before
+    assert entries["tpot_s.p50"].spread == pytest.approx(0.09 * 0.01)
     declared = judge.updated_entries(now, ref, 0.5, gated, kind=noise.CPU)
     assert {e.tolerance for e in declared.values()} == {0.5}
 
