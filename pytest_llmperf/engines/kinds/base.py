@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["COMMON_FIELDS", "EngineKind", "FlagStyle", "SpecFields",
+__all__ = ["COMMON_FIELDS", "EngineKind", "FlagStyle", "SpecFields", "extra_flags",
            "field_problem_for", "is_pairs", "thaw_pairs", "value_flags"]
 
 # Fields every kind takes: what to serve, the interpreter and environment to start it with, the
@@ -103,6 +103,14 @@ def value_flags(spec: SpecFields, flags: Mapping[str, str], style: FlagStyle) ->
         value = getattr(spec, name)
         if value is not None:
             args += [style.flag(flag), str(value)]
+    return args
+
+
+def extra_flags(spec: SpecFields, style: FlagStyle) -> list[str]:
+    """The spec's `extra_args`, each as the server spells a flag and its value, in order."""
+    args: list[str] = []
+    for name, value in spec.extra_args:
+        args += style.pair(name, value)
     return args
 
 

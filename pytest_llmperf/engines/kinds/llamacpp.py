@@ -23,6 +23,7 @@ from typing import Any
 from pytest_llmperf.engines.kinds.base import (
     FlagStyle,
     SpecFields,
+    extra_flags,
     field_problem_for,
     value_flags,
 )
@@ -67,9 +68,7 @@ class LlamaCppKind:
 
     def server_args(self, spec: Any) -> list[str]:
         args = ["--model", spec.model, *value_flags(spec, VALUE_FLAGS, STYLE)]
-        for name, value in spec.extra_args:
-            args += STYLE.pair(name, value)
-        return args
+        return [*args, *extra_flags(spec, STYLE)]
 
     def command(self, spec: SpecFields, python: str, host: str, port: int) -> list[str]:
         return [python, "-m", SERVER_MODULE, *self.server_args(spec),

@@ -22,6 +22,7 @@ from typing import Any
 from pytest_llmperf.engines.kinds.base import (
     FlagStyle,
     SpecFields,
+    extra_flags,
     field_problem_for,
     value_flags,
 )
@@ -80,9 +81,7 @@ class SglangKind:
             args.append("--disable-radix-cache")
         if spec.enforce_eager:
             args.append("--disable-cuda-graph")
-        for name, value in spec.extra_args:
-            args += STYLE.pair(name, value)
-        return args
+        return [*args, *extra_flags(spec, STYLE)]
 
     def command(self, spec: SpecFields, python: str, host: str, port: int) -> list[str]:
         return [python, "-m", SERVER_MODULE, *self.server_args(spec), "--enable-metrics",

@@ -22,6 +22,7 @@ from typing import Any
 from pytest_llmperf.engines.kinds.base import (
     FlagStyle,
     SpecFields,
+    extra_flags,
     field_problem_for,
     value_flags,
 )
@@ -67,9 +68,7 @@ class TrtLlmKind:
         args = [spec.model, *value_flags(spec, VALUE_FLAGS, STYLE)]
         if spec.enable_chunked_prefill:
             args.append("--enable_chunked_prefill")
-        for name, value in spec.extra_args:
-            args += STYLE.pair(name, value)
-        return args
+        return [*args, *extra_flags(spec, STYLE)]
 
     def command(self, spec: SpecFields, python: str, host: str, port: int) -> list[str]:
         return [python, "-m", SERVER_MODULE, "serve", *self.server_args(spec),

@@ -18,6 +18,7 @@ from typing import Any
 from pytest_llmperf.engines.kinds.base import (
     FlagStyle,
     SpecFields,
+    extra_flags,
     thaw_pairs,
     value_flags,
 )
@@ -90,9 +91,7 @@ class VllmKind:
             args += ["--speculative-config", spec.speculative_config]
         elif spec.speculative_config:
             args += ["--speculative-config", json.dumps(thaw_pairs(spec.speculative_config))]
-        for name, value in spec.extra_args:
-            args += STYLE.pair(name, value)
-        return args
+        return [*args, *extra_flags(spec, STYLE)]
 
     def command(self, spec: SpecFields, python: str, host: str, port: int) -> list[str]:
         return [python, "-m", SERVER_MODULE, *self.server_args(spec),
