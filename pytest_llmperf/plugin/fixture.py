@@ -14,7 +14,7 @@ import pytest
 
 from pytest_llmperf import ids
 from pytest_llmperf.engines import arg_check
-from pytest_llmperf.engines.overrides import side_b
+from pytest_llmperf.engines.overrides import with_overrides
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.errors import InputError, LlmperfError
 from pytest_llmperf.ids import MeasurementId
@@ -171,8 +171,8 @@ class Llmperf:
                       defer=bool(later and later.may_defer(self._item) and not self.results))
         try:  # both sides' goodput against the test's per-request limits
             record_a, record_b = _engine_or_fail(
-                self._ab.run_ab, self._next_id(), engine, side_b(engine, settings.ab),
-                workload, plan, _limits(slo))
+                self._ab.run_ab, self._next_id(), *self._ab_sides(engine), workload, plan,
+                _limits(slo))
         except confirm_later.ConfirmLater:
             later.defer(self._item)
             raise
@@ -253,10 +253,18 @@ class Llmperf:
 
     def _sides(self, engine: Engine | None) -> tuple[tuple[str, Engine], ...]:
         """What `run` starts: the engine, or under --llmperf-ab both of its sides."""
-        spec, overrides = self._engine(engine), self._settings.ab
-        if not overrides:
+        spec = self._engine(engine)
+        if not self._settings.ab:
             return (("engine", spec),)
-        return ("A/B side A", spec), ("A/B side B", side_b(spec, overrides))
+        a, b = self._ab_sides(spec)
+        return ("A/B side A", a), ("A/B side B", b)
+
+    def _ab_sides(self, engine: Engine) -> tuple[Engine, Engine]:
+        """--llmperf-ab's two engines: the test's own with --llmperf-ab-a's fields (if any) and
+        with --llmperf-ab's."""
+        settings = self._settings
+        side_a = with_overrides(engine, settings.ab_a) if settings.ab_a else engine
+        return side_a, with_overrides(engine, settings.ab)
 
     @staticmethod
     def _check_args_instead(*sides: tuple[str, Engine]) -> None:

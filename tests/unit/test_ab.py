@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pytest_llmperf.engines.overrides import parse_overrides, side_b
+from pytest_llmperf.engines.overrides import parse_overrides, with_overrides
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.verdict.ab import (
     PairedRatios,
@@ -211,7 +211,7 @@ def test_side_b_adds_env_and_extra_args_to_the_tests_own():
     pinned to); null removes a key; plain fields are replaced."""
     a = Engine(model="m", max_num_seqs=4, env={"BIND": "0", "OLD": "1"},
                extra_args={"seed": 1})
-    b = side_b(a, parse_overrides('{"env": {"NEW": "2", "OLD": null}, "max_num_seqs": 8, '
+    b = with_overrides(a, parse_overrides('{"env": {"NEW": "2", "OLD": null}, "max_num_seqs": 8, '
                                   '"extra_args": {"max-num-batched-tokens": 512}}'))
     assert b.environment() == {"BIND": "0", "NEW": "2"}
     assert b.max_num_seqs == 8

@@ -85,7 +85,8 @@ def test_concurrent_writers_lose_nothing(where):
     assert all(len(p.values) == 2 for p in points)
     with create_engine(where.url).connect() as connection:
         assert connection.execute(text("select count(*) from metric_values")).scalar() == 40 * 51
-        assert connection.execute(text("select version from schema_version")).all() == [(1,)]
+        assert connection.execute(text("select version from schema_version")).all() == [
+            (schema.SCHEMA_VERSION,)]
 
 
 def test_an_older_schema_moves_forward_and_keeps_its_runs(where, monkeypatch):
@@ -96,8 +97,23 @@ def test_an_older_schema_moves_forward_and_keeps_its_runs(where, monkeypatch):
     store = HistoryStore.open(where)
     assert [p.run_id for p in store.points("suites/test_cpu.py::test_a", None)] == [1]
     with create_engine(where.url).connect() as connection:
-        assert connection.execute(text("select version from schema_version")).all() == [(2,)]
+        assert connection.execute(text("select version from schema_version")).all() == [
+            (schema.SCHEMA_VERSION + 1,)]
         assert connection.execute(text("select count(*) from notes")).scalar() == 0
+
+
+def test_a_version_1_store_gains_the_bisect_steps_and_keeps_its_runs(where):
+    """A store written before `llmperf bisect` (schema 1) moves to 2 and keeps its runs."""
+    with create_engine(where.url).begin() as connection:
+        schema._create_v1(connection)
+        connection.execute(schema.schema_version.insert().values(version=1))
+    store = HistoryStore.open(where)
+    store.record(record.from_document(DOCUMENT, environ={}))
+    store.record_bisect_step("k" * 64, "suites/test_cpu.py::test_a", "A", "B", "bad",
+                             {"median": 1.4})
+    assert store.bisect_step("k" * 64) == ("bad", {"median": 1.4})
+    assert store.bisect_step("x" * 64) is None
+    assert [p.run_id for p in store.points("suites/test_cpu.py::test_a", None)] == [1]
 
 
 def test_a_newer_schema_is_refused_in_one_line(where):
@@ -108,7 +124,7 @@ def test_a_newer_schema_is_refused_in_one_line(where):
         HistoryStore.open(where)
     assert str(caught.value) == (
         f"--llmperf-history {where.shown}: the store is at schema version 7, newer than this "
-        "pytest-llmperf's 1; upgrade pytest-llmperf, or point --llmperf-history at another "
+        f"pytest-llmperf's {schema.SCHEMA_VERSION}; upgrade pytest-llmperf, or point --llmperf-history at another "
         "store")
 
 

@@ -34,7 +34,7 @@ def test_defaults():
         hardware=None, endpoint=None, server_kind="auto", api_key=None, header=None, ca_bundle=None, insecure=False,
         model=None, client_workers="auto", client_check="fail", disturbance="fail", baseline_dir=Path("baselines"),
         repeat=1, json=None, require_baseline=False, update_baselines=False, save=None,
-        compare=None, ab=None, ab_pairs=4, ab_tolerance=0.1, ab_confirm_pairs=4, summary="short", markdown=None, html=None,
+        compare=None, ab=None, ab_a=None, ab_pairs=4, ab_tolerance=0.1, ab_confirm_pairs=4, summary="short", markdown=None, html=None,
         cost_per_hour=None, history=".llmperf/history.sqlite", trend=False, trend_window=3,
         from_history=None, secret_names=None,
         rootdir=Path("."),

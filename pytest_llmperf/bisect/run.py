@@ -1,0 +1,120 @@
+"""A bisection from start to verdict: environments built as the search needs them, each step
+looked up in the results store before it is measured (so an interrupted bisect resumes where it
+stopped), a progress line per step, and a time budget checked before each step."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_llmperf.bisect.candidates import Candidate
+from pytest_llmperf.bisect.environments import Environment, EnvironmentCache, EnvironmentFailed
+from pytest_llmperf.bisect.report import Step, progress_line, verdict_lines
+from pytest_llmperf.bisect.search import Finding, Outcome, Search
+from pytest_llmperf.bisect.step import StepPlan, StepResult, run_step
+from pytest_llmperf.errors import InputError
+from pytest_llmperf.history.store import HistoryStore
+
+__all__ = ["Bisect", "BisectOutcome", "step_key"]
+
+# What a failed step's line says when side A, the last good candidate, is what failed: then
+# nothing after it can be judged, so the search stops instead of skipping every candidate.
+SIDE_A_FAILED = "A/B side A"
+
+
+def step_key(plan: StepPlan, a: Environment, b: Environment) -> str:
+    """The results store's key of one step: everything that decides its outcome."""
+    fields = {**plan.key_fields(), "a": a.identity, "b": b.identity}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass
+class BisectOutcome:
+    search: Search
+    steps: list[Step]
+    lines: list[str]
+
+    @property
+    def finding(self) -> Finding:
+        return self.search.finding()
+
+
+@dataclass
+class Bisect:
+    """One search over `candidates` (oldest, known good, first) for `plan`'s test."""
+
+    candidates: list[Candidate]
+    plan: StepPlan
+    cache: EnvironmentCache
+    work_dir: Path
+    store: HistoryStore | None = None
+    max_minutes: float | None = None
+    say: Callable[[str], None] = print
+    environments: dict[int, Environment] = field(default_factory=dict)
+
+    def run(self) -> BisectOutcome:
+        if len(self.candidates) < 2:
+            raise InputError("bisect needs at least two candidates: the known good one first, "
+                             "then the ones to search, oldest first")
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        search, steps = Search(len(self.candidates)), []
+        budget_s = self.max_minutes * 60 if self.max_minutes else None
+        started, note = time.monotonic(), ""
+        self.say(f"bisect: {self.plan.test_id} over {len(self.candidates)} candidates, "
+                 f"{self.plan.pairs} pairs a step (+{self.plan.confirm_pairs} to confirm), "
+                 f"tolerance {self.plan.tolerance:g}")
+        while (pair := search.next_pair()) is not None:
+            measured = [s.result.seconds for s in steps if not s.from_history and s.result.seconds]
+            guess = sum(measured) / len(measured) if measured else 0.0
+            elapsed = time.monotonic() - started
+            if budget_s is not None and elapsed + guess > budget_s:
+                note = (f"the time budget of {self.max_minutes:g} min would be spent before "
+                        f"the next step ({elapsed / 60:.1f} min spent, a step takes about "
+                        f"{guess / 60:.1f})")
+                break
+            step = self._step(*pair)
+            search.record(step.a, step.b, step.result.outcome)
+            steps.append(step)
+            self.say(progress_line(len(steps), step, self.candidates,
+                                   time.monotonic() - started, budget_s))
+        lines = verdict_lines(self.plan.test_id, self.candidates, search, steps,
+                              self.environments, note)
+        return BisectOutcome(search, steps, lines)
+
+    def _environment(self, index: int) -> Environment:
+        if index not in self.environments:
+            candidate = self.candidates[index]
+            if candidate.spec is not None:
+                self.say(f"bisect: environment for {candidate.text} ...")
+            self.environments[index] = self.cache.environment(candidate)
+        return self.environments[index]
+
+    def _step(self, a: int, b: int) -> Step:
+        try:
+            env_a = self._environment(a)
+        except EnvironmentFailed as exc:
+            raise InputError(f"bisect: the known good candidate {self.candidates[a].text} "
+                             f"{exc}; start from one that installs") from None
+        try:
+            env_b = self._environment(b)
+        except EnvironmentFailed as exc:
+            return Step(a, b, StepResult(Outcome.FAILED, message=str(exc)))
+        key = step_key(self.plan, env_a, env_b)
+        remembered = self.store.bisect_step(key) if self.store else None
+        if remembered is not None:
+            return Step(a, b, StepResult.from_plain(remembered[1]), from_history=True)
+        name = key[:12]
+        result = run_step(self.plan, env_a, env_b, self.work_dir / f"step-{name}.json",
+                          self.work_dir / f"step-{name}.log")
+        if result.outcome == Outcome.FAILED and SIDE_A_FAILED in result.message:
+            raise InputError(f"bisect: side A, the good candidate {self.candidates[a].text}, "
+                             f"failed: {result.message}")
+        if self.store is not None and result.outcome != Outcome.FAILED:
+            # A failure may be the machine's, not the candidate's: measured again on resume.
+            self.store.record_bisect_step(key, self.plan.test_id, env_a.name, env_b.name,
+                                          result.outcome.value, result.to_plain())
+        return Step(a, b, result)

@@ -1,0 +1,103 @@
+"""`llmperf bisect` on the real CPU engine finds a planted regression, and resumes.
+
+Four environments hold the same vLLM (each a venv whose site-packages reach this one's); from
+the third on, an import hook slows every model step (tests/integration/slowdown), as a release
+that regressed would. The command must name the third as the first bad candidate and the second
+as the last good one, having measured them against each other. It is run twice, the way an
+interrupted bisect is: the first run's time budget stops it before its third step, and the same
+search, asked for through pytest's own option (--llmperf-bisect) this time, takes its first
+steps from the results store and measures only the third.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
+
+pytestmark = requires_vllm
+
+SLOWDOWN = REPO / "tests" / "integration" / "slowdown"
+SUITE = """
+import pytest
+from pytest_llmperf import Workload
+from suites.tiny import TINY_CPU
+
+@pytest.mark.engine(TINY_CPU)
+@pytest.mark.llmperf(gate=["tpot_s.p50"])
+def test_decode(llmperf):
+    llmperf.run(Workload.fixed(input_tokens=32, output_tokens=32, num_requests=8,
+                               concurrency=4, warmup_requests=1))
+"""
+
+
+def make_environment(where: Path, *, step_delay_s: float = 0.0) -> Path:
+    """A venv that runs this environment's packages; with a delay, every vLLM model step in it
+    sleeps that long (the slowdown hook, switched on by its .pth file)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    site = Path(sysconfig.get_paths(vars={"base": str(where), "platbase": str(where)})["purelib"])
+    ours = sysconfig.get_paths()["purelib"]
+    (site / "llmperf_reach.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
+    if step_delay_s:
+        (site / "zz_planted_slowdown.pth").write_text(
+            f"import os; os.environ['LLMPERF_INDUCED_STEP_DELAY_S'] = '{step_delay_s}'\n"
+            f"{SLOWDOWN}\n")
+    return where / "bin" / "python"
+
+
+A_B = ["--pairs", "2", "--confirm-pairs", "2", "--tolerance", "0.3"]
+# Two engines and a client on 2 cores can trip the client's self-check; the verdict is the point.
+STEP_ARGS = ["--llmperf-client-check", "warn"]
+
+
+def llmperf_bisect(where: Path, environments: list[Path], *more: str):
+    command = [sys.executable, "-m", "pytest_llmperf.cli", "bisect", "test_planted.py::test_decode",
+               *map(str, environments), *A_B, "--pytest-args", " ".join(STEP_ARGS), *more]
+    return subprocess.run(command, cwd=where, capture_output=True, text=True, timeout=900)
+
+
+def pytest_bisect(where: Path, environments: list[Path]):
+    """The same search through the pytest option: the A/B settings are the --llmperf-ab-* ones."""
+    settings = [f"--llmperf-ab-{name[2:]}" if name.startswith("--") else name for name in A_B]
+    command = [sys.executable, "-m", "pytest", "test_planted.py::test_decode",
+               "--llmperf-bisect", " ".join(map(str, environments)),
+               *settings, *STEP_ARGS]
+    return subprocess.run(command, cwd=where, capture_output=True, text=True, timeout=900)
+
+
+def test_bisect_finds_the_planted_environment_and_resumes(pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    pytester.makepyfile(test_planted=SUITE)
+    environments = [make_environment(pytester.path / f"env-{i}",
+                                     step_delay_s=0.02 if i >= 2 else 0.0) for i in range(4)]
+    names = [str(env) for env in environments]
+
+    # Stopped by its budget: about a minute a step, so 2.5 minutes hold two steps, not three.
+    first = llmperf_bisect(pytester.path, environments, "--max-minutes", "2.5")
+    assert first.returncode == 3, first.stdout + first.stderr
+    progress = [line for line in first.stdout.splitlines() if line.startswith("bisect step")]
+    assert [line.split(": ")[1] for line in progress] == [
+        f"{names[0]} vs {names[3]}", f"{names[0]} vs {names[1]}"]
+    assert [line.split(": ")[2] for line in progress] == ["bad", "good"]
+    assert "not finished: the time budget of 2.5 min would be spent" in first.stdout
+
+    second = pytest_bisect(pytester.path, environments)
+    assert leftover_vllm_processes() == []
+    assert second.returncode == 0, second.stdout + second.stderr
+    lines = second.stdout.splitlines()
+    progress = [line for line in lines if line.startswith("bisect step")]
+    assert len(progress) == 3
+    assert all("[from history; " in line for line in progress[:2])
+    assert progress[2].startswith(f"bisect step 3: {names[1]} vs {names[2]}: bad: tpot_s.p50 "
+                                  "B/A ")
+    verdict = lines[lines.index(next(line for line in lines if line.startswith("bisect of"))):]
+    assert verdict[0] == (f"bisect of test_planted.py::test_decode over 4 candidates "
+                          f"({names[0]} .. {names[3]}): first bad")
+    assert verdict[1] == f"first bad: {names[2]}; last good: {names[1]}"
+    assert verdict[2].startswith("  tpot_s.p50 regressed in A/B: B/A median ")
+    assert verdict[3].startswith("  the two environments resolve to the same packages")
+    assert verdict[-2] == "reproduce the last A/B:"
+    assert f"--llmperf-ab-a '{{\"python\": \"{names[1]}\"}}'" in verdict[-1]
