@@ -284,11 +284,16 @@ class Runner:
         return workload_identity(workload, self.settings.rootdir)
 
     def run_offline(self, engine: Engine, workload: Workload):
-        """Offline mode needs the accelerator to itself: running server engines stop first. It
-        runs at normal priority: there is no client to protect from it, only its throughput."""
+        """Offline mode needs the accelerator to itself: on GPUs, running server engines stop
+        first (their memory). On the CPU they stay: an idle vLLM CPU server computes nothing
+        (its worker sleeps a second after its last step, session/ab_run.py), its memory fits
+        beside the offline engine's, and stopping it cost the CPU suite a second start of the
+        engine its later tests use. It runs at normal priority: there is no client to protect
+        from it, only its throughput."""
         from pytest_llmperf.engines.offline import run_offline
 
-        self.pool.stop_all()
+        if is_gpu_class(self.hardware_class):
+            self.pool.stop_all()
         requests, _ = workload.build(self.tokenizer_for(engine))
         return run_offline(engine, requests, self.log_dir())
 

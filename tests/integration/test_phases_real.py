@@ -4,15 +4,20 @@ the gate's or the A/B's failure line names it (metrics/phases.py, docs/phases.md
 - An induced queue: one sequence at a time (max_num_seqs=1) under 8 concurrent requests, against
   the same engine with room for all of them, each measured three times in turn and gated on
   their medians (one run of a busy shared machine can take 100x its usual TTFT: docs/phases.md).
-  The gate's line names the queue.
+  The gate's line and the A/B's name the queue.
 - A slower frontend: side B's API server waits 100 ms on every request before handing it to the
-  engine (tests/integration/frontend_delay). The A/B line names frontend and wire and calls the
-  client or the transport suspect; queue and prefill stay where they were.
+  engine (tests/integration/frontend_delay). The A/B line and the gate's name frontend and wire
+  and call the client or the transport suspect; queue and prefill stay where they were.
 - Longer prompts: 1,536 tokens instead of 32 on the same engine, three runs each in turn, gated
-  against the short runs' medians as a baseline. The gate's line names prefill.
+  against the short runs' medians as a baseline, and paired run by run. The gate's line and the
+  A/B's name prefill.
 
 A baseline table gates the phases' means beside the latency, as a test that names them in its
 gate= has them: that is where the gate finds the reference's split.
+
+- A slower transport: a proxy that passes the engine's token events on one every 30 ms. The
+  client's ITL no longer agrees with the engine's, and the agreement check says the client or
+  the transport is suspect; straight to the engine it agrees.
 
 Every measurement also checks that the engine counted the same requests in the window as the
 client completed (no warning). Each side's split is printed (-s) for docs/phases.md.
@@ -20,6 +25,10 @@ client completed (no warning). Each side's split is printed (-s) for docs/phases
 
 from __future__ import annotations
 
+import asyncio
+import re
+import threading
+import types
 from dataclasses import replace
 
 import pytest
@@ -119,20 +128,23 @@ def test_an_induced_queue_shows_as_queue(tiny_server, one_seq_server):
     workload = Workload.fixed(input_tokens=32, output_tokens=32, num_requests=16,
                               concurrency=8, warmup_requests=2)
     a_runs, b_runs = abba(tiny_server, one_seq_server, workload, pairs=3)
-    verdict = gate_verdict(a_runs, b_runs)
-    assert verdict.status == Status.REGRESSION
-    assert "; queue grew most (means: queue +" in verdict.message
-    assert "suspect" not in verdict.message
+    # The same runs judged both ways: side B's medians against side A's as a baseline, and
+    # side B's pairs against side A's. Each line names the queue.
+    for verdict in (gate_verdict(a_runs, b_runs), ab_verdict(a_runs, b_runs)):
+        assert verdict.status == Status.REGRESSION
+        assert "; queue grew most (means: queue +" in verdict.message
+        assert "suspect" not in verdict.message
 
 
 def test_a_frontend_delay_shows_as_frontend_and_wire(tiny_server, slow_frontend_server):
     workload = Workload.fixed(input_tokens=32, output_tokens=16, num_requests=8,
                               concurrency=2, warmup_requests=2)
     a_runs, b_runs = abba(tiny_server, slow_frontend_server, workload)
-    verdict = ab_verdict(a_runs, b_runs)
-    assert verdict.status == Status.REGRESSION
-    assert "; frontend and wire grew most (means: " in verdict.message
-    assert verdict.message.endswith(": the client or the transport is suspect, not the engine")
+    for verdict in (ab_verdict(a_runs, b_runs), gate_verdict(a_runs, b_runs)):
+        assert verdict.status == Status.REGRESSION
+        assert "; frontend and wire grew most (means: " in verdict.message
+        assert verdict.message.endswith(": the client or the transport is suspect, not the "
+                                        "engine")
     assert change(a_runs, b_runs, phases.FRONTEND) == pytest.approx(DELAY_S, abs=0.03)
     # The engine's own phases did not move by a fraction of the delay.
     for name in ("server:queue_s.mean", "server:prefill_s.mean"):
@@ -150,6 +162,76 @@ def test_longer_prompts_show_as_prefill(tiny_server):
         long.append(measured(tiny_server, prompts(1536, 2 * seed + 1)))
     for runs in (short, long):
         print(phases.split(phases.medians(runs)).line())
-    verdict = gate_verdict(short, long)
-    assert verdict.status == Status.REGRESSION
-    assert "; prefill grew most (means: queue " in verdict.message
+    # Measured in turn (short, long, short, ...): pairs for the A/B as well as medians for the
+    # gate.
+    for verdict in (gate_verdict(short, long), ab_verdict(short, long)):
+        assert verdict.status == Status.REGRESSION
+        assert "; prefill grew most (means: queue " in verdict.message
+
+
+class ThrottlingProxy:
+    """A TCP proxy that hands the server's bytes on one SSE event at a time, THROTTLE_S apart: a
+    transport slower than the engine (an overloaded gateway, a congested link). Requests pass
+    through at once."""
+
+    def __init__(self, upstream: str) -> None:
+        host, port = upstream.removeprefix("http://").rstrip("/").split(":")
+        self.upstream = (host, int(port))
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    async def _pipe(self, reader, writer, delay: float) -> None:
+        try:
+            while data := await reader.read(65536):
+                # Each token event alone, `delay` after the one before: the proxy, not the
+                # engine, sets the pace. Anything else (headers, /metrics) passes at once.
+                for piece in re.split(rb"(?<=\n\n)", data):
+                    if delay and (piece.startswith(b"data:") or b"\ndata:" in piece):
+                        await asyncio.sleep(delay)
+                    writer.write(piece)
+                    await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    async def _serve(self, client_reader, client_writer) -> None:
+        server_reader, server_writer = await asyncio.open_connection(*self.upstream)
+        await asyncio.gather(self._pipe(client_reader, server_writer, 0.0),
+                             self._pipe(server_reader, client_writer, THROTTLE_S))
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        server = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._serve, "127.0.0.1", 0), self.loop).result(10)
+        self.server = server
+        return f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+    def __exit__(self, *exc) -> None:
+        self.loop.call_soon_threadsafe(self.server.close)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+THROTTLE_S = 0.030
+
+
+def test_a_slow_transport_fails_the_itl_agreement_and_the_engine_is_not_blamed(tiny_server):
+    """The same requests straight to the engine and through a proxy that passes one token event
+    on every 30 ms: the engine's ITL is the same both times, the client's grows to the proxy's
+    pace, and the agreement check (the line the summary prints) says the client or the
+    transport is suspect, for the proxied run only."""
+    workload = Workload.fixed(input_tokens=32, output_tokens=24, num_requests=6, concurrency=1,
+                              warmup_requests=1)
+    direct = measured(tiny_server, workload)
+    with ThrottlingProxy(tiny_server.base_url) as url:
+        proxied = measured(types.SimpleNamespace(base_url=url), replace(workload, seed=1))
+    for name, values in (("direct", direct), ("proxied", proxied)):
+        print(f"{name}: client ITL {values['itl_s.mean'] * 1e3:.1f} ms, engine ITL "
+              f"{values['server:itl_s.mean'] * 1e3:.1f} ms")
+    assert phases.itl_check(direct) is None
+    line = phases.itl_check(proxied)
+    assert line is not None and line.startswith("client ITL mean ")
+    assert line.endswith(": the client or the transport is suspect, not the engine")
+    assert proxied["itl_s.mean"] >= 0.9 * THROTTLE_S
+    assert proxied["server:itl_s.mean"] < 0.5 * THROTTLE_S
