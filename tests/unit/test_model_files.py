@@ -222,4 +222,3 @@ def test_a_revision_the_hub_does_not_have_is_one_line(fake_hub):
         model_dir(REPO_ID, "v9")
     assert str(info.value) == ("acme/tiny-llama: the Hugging Face Hub has no revision 'v9' of it "
                                "(a branch, tag or commit hash)")
-
