@@ -206,3 +206,28 @@ def test_a_baseline_records_the_kind_of_a_spec_that_is_not_vllm(tmp_path: Path):
                                tmp_path)
     assert identity == {"model": "models/tiny.gguf", "tokenizer": TINY, "kind": "llamacpp"}
     assert "kind" not in engine_identity(Engine(model=str(gguf)), tmp_path)
+
+
+def test_a_kind_from_another_package_is_found_by_its_entry_point(monkeypatch):
+    """An entry point in pytest_llmperf.engine_kinds adds a kind; a built-in name stays ours."""
+    import importlib.metadata
+
+    from pytest_llmperf.engines import kinds
+
+    found = [importlib.metadata.EntryPoint("mine", "pytest_llmperf.engines.kinds.llamacpp:KIND",
+                                           kinds.ENTRY_POINTS),
+             importlib.metadata.EntryPoint("other", "tests.unit.test_engine_kinds:OTHER_KIND",
+                                           kinds.ENTRY_POINTS)]
+    monkeypatch.setattr(importlib.metadata, "entry_points",
+                        lambda group: [entry for entry in found if entry.group == group])
+    discovered = kinds._discovered()
+    assert list(discovered) == ["vllm", "llamacpp", "sglang", "trtllm", "other"]
+    assert discovered["other"] is OTHER_KIND
+    assert discovered["llamacpp"] is kinds.KINDS["llamacpp"]
+
+
+class _OtherKind:
+    name = "other"
+
+
+OTHER_KIND = _OtherKind()

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pytest_llmperf.engines.kinds.parsing import Refusal
+
 __all__ = ["COMMON_FIELDS", "EngineKind", "FlagStyle", "SpecFields", "extra_flags",
            "field_problem_for", "is_pairs", "thaw_pairs", "value_flags"]
 
@@ -51,8 +53,8 @@ class EngineKind(Protocol):
     private_dir_env: str | None  # a variable naming a directory of its own, removed at stop
     model_hint: str  # what Engine(model=...) should name, for a missing path
     offline: bool  # has an in-process mode (`llmperf.offline`)
-    # The command whose own parser --llmperf-check-args runs (engines/arg_check_worker.py
-    # builds it in a child process: a kind module never imports its server's package).
+    # The command whose own parser --llmperf-check-args runs (`arg_parser`, called in
+    # engines/arg_check_worker.py's child process only).
     arg_checked_by: str
 
     def field_problem(self, spec: SpecFields) -> str | None:
@@ -66,6 +68,11 @@ class EngineKind(Protocol):
 
     def uses_ray(self, spec: SpecFields) -> bool:
         """Whether the server places its workers with Ray (engines/ray.py)."""
+
+    def arg_parser(self) -> tuple[dict[str, str], Refusal]:
+        """The server's own parser: its hello ({"version": ...}) and a refusal of an argument
+        list (kinds/parsing.py). Imports the server's package, inside this method: called in
+        --llmperf-check-args' child process only (ImportError where it is not installed)."""
 
 
 @dataclass(frozen=True)

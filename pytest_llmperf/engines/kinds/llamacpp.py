@@ -27,8 +27,9 @@ from pytest_llmperf.engines.kinds.base import (
     field_problem_for,
     value_flags,
 )
+from pytest_llmperf.engines.kinds.parsing import Refusal, RefusingParser, refusal_of
 
-__all__ = ["LLAMACPP", "LlamaCppKind"]
+__all__ = ["KIND", "LLAMACPP", "LlamaCppKind"]
 
 SERVER_MODULE = "llama_cpp.server"
 STYLE = FlagStyle(separator="_", booleans="value")
@@ -77,6 +78,27 @@ class LlamaCppKind:
     def uses_ray(self, spec: SpecFields) -> bool:
         return False
 
+    def arg_parser(self) -> tuple[dict[str, str], Refusal]:
+        """llama_cpp/server/__main__.py's parser (`add_args_from_model` over its Settings), then
+        the ServerSettings and ModelSettings it validates them into."""
+        import importlib.metadata
+
+        from llama_cpp.server.cli import add_args_from_model, parse_model_from_args
+        from llama_cpp.server.settings import ModelSettings, ServerSettings, Settings
+
+        parser = RefusingParser(prog="python -m llama_cpp.server")
+        add_args_from_model(parser, Settings)
+        parser.add_argument("--config_file", type=str)
+
+        def check(args: list[str]) -> None:
+            parsed = parser.parse_args(args)
+            parse_model_from_args(ServerSettings, parsed)
+            parse_model_from_args(ModelSettings, parsed)
+
+        return ({"version": importlib.metadata.version("llama_cpp_python")},
+                refusal_of(check))
+
 
 
 LLAMACPP = LlamaCppKind()
+KIND = LLAMACPP  # what engines/kinds/__init__.py finds

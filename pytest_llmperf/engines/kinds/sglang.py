@@ -26,8 +26,9 @@ from pytest_llmperf.engines.kinds.base import (
     field_problem_for,
     value_flags,
 )
+from pytest_llmperf.engines.kinds.parsing import Refusal, RefusingParser, refusal_of
 
-__all__ = ["SGLANG", "SglangKind"]
+__all__ = ["KIND", "SGLANG", "SglangKind"]
 
 SERVER_MODULE = "sglang.launch_server"
 STYLE = FlagStyle(separator="-", booleans="switch")
@@ -90,6 +91,17 @@ class SglangKind:
     def uses_ray(self, spec: SpecFields) -> bool:
         return False
 
+    def arg_parser(self) -> tuple[dict[str, str], Refusal]:
+        """`ServerArgs.add_cli_args` on an argparse parser, as `prepare_server_args` builds it
+        (python/sglang/srt/server_args.py)."""
+        import sglang
+        from sglang.srt.server_args import ServerArgs
+
+        parser = RefusingParser(prog="python -m sglang.launch_server")
+        ServerArgs.add_cli_args(parser)
+        return {"version": sglang.__version__}, refusal_of(parser.parse_args)
+
 
 
 SGLANG = SglangKind()
+KIND = SGLANG  # what engines/kinds/__init__.py finds

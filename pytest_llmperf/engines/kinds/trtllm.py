@@ -26,8 +26,9 @@ from pytest_llmperf.engines.kinds.base import (
     field_problem_for,
     value_flags,
 )
+from pytest_llmperf.engines.kinds.parsing import Refusal
 
-__all__ = ["TRTLLM", "TrtLlmKind"]
+__all__ = ["KIND", "TRTLLM", "TrtLlmKind"]
 
 SERVER_MODULE = "tensorrt_llm.commands.serve"
 STYLE = FlagStyle(separator="_", booleans="switch")
@@ -77,6 +78,25 @@ class TrtLlmKind:
     def uses_ray(self, spec: SpecFields) -> bool:
         return False
 
+    def arg_parser(self) -> tuple[dict[str, str], Refusal]:
+        """The `serve` click command's `make_context`, which parses and converts every option
+        without running the command (tensorrt_llm/commands/serve.py)."""
+        import importlib.metadata
+
+        from tensorrt_llm.commands.serve import serve
+
+        def refusal(args: list[str]) -> str | None:
+            try:
+                serve.make_context("trtllm-serve", list(args))
+            except Exception as exc:  # click's UsageError / BadParameter
+                format_message = getattr(exc, "format_message", None)
+                text = format_message() if callable(format_message) else str(exc)
+                return (text.splitlines() or [type(exc).__name__])[0]
+            return None
+
+        return {"version": importlib.metadata.version("tensorrt_llm")}, refusal
+
 
 
 TRTLLM = TrtLlmKind()
+KIND = TRTLLM  # what engines/kinds/__init__.py finds

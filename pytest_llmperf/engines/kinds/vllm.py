@@ -22,8 +22,9 @@ from pytest_llmperf.engines.kinds.base import (
     thaw_pairs,
     value_flags,
 )
+from pytest_llmperf.engines.kinds.parsing import Refusal, Refused, first_line
 
-__all__ = ["SERVER_MODULE", "VLLM", "VllmKind"]
+__all__ = ["KIND", "SERVER_MODULE", "VLLM", "VllmKind", "refusal"]
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 STYLE = FlagStyle(separator="-", booleans="negatable")
@@ -100,6 +101,47 @@ class VllmKind:
     def uses_ray(self, spec: Any) -> bool:
         return spec.distributed_executor_backend == "ray"
 
+    def arg_parser(self) -> tuple[dict[str, str], Refusal]:
+        """The parser the server builds for itself (`vllm.entrypoints.launchers.api_server
+        .entry.main`): `make_arg_parser` on a `FlexibleArgumentParser`, then
+        `validate_parsed_serve_args`. vLLM takes any string for `--quantization` and refuses an
+        unknown method only when it builds the model config (`ModelConfig
+        ._verify_quantization`: "Unknown quantization method: ..."), so that check is made
+        here too, from the same list."""
+        import vllm
+        from vllm.entrypoints.launchers.cli_args import (
+            make_arg_parser,
+            validate_parsed_serve_args,
+        )
+        from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+        class Parser(FlexibleArgumentParser):
+            def error(self, message: str):
+                raise Refused(message)
+
+        parser = make_arg_parser(Parser(prog="vllm serve"))
+        methods = tuple(QUANTIZATION_METHODS)
+        return ({"vllm": vllm.__version__},
+                lambda args: refusal(parser, validate_parsed_serve_args, methods, args))
+
 
 
 VLLM = VllmKind()
+KIND = VLLM  # what engines/kinds/__init__.py finds
+
+
+def refusal(parser: Any, validate: Any, quantization_methods: tuple[str, ...],
+            args: list[str]) -> str | None:
+    """vLLM's first error line for `args`, or None when `vllm serve` would take them."""
+    try:
+        parsed = parser.parse_args(args)
+        validate(parsed)
+    except Exception as exc:  # whatever vLLM's parser or validation raises is a refusal
+        return first_line(exc)
+    quantization = getattr(parsed, "quantization", None)
+    if quantization is not None and quantization not in quantization_methods:
+        # ModelConfig._verify_quantization's words, the flag named as argparse names it.
+        return (f"argument --quantization/-q: Unknown quantization method: {quantization}. "
+                f"Must be one of {list(quantization_methods)}.")
+    return None
