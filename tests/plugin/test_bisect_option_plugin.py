@@ -103,3 +103,12 @@ def test_each_step_gets_this_command_s_options_but_what_the_step_sets_itself():
             "--llmperf-ab-pairs=6", "--llmperf-ab-tolerance", "0.2", "--llmperf-hardware", "cpu",
             "--llmperf-history", "h.sqlite", "--llmperf-json=x.json")
     assert step_args(args, ["suites/t.py::test_x"]) == ("-m", "cpu", "--llmperf-hardware", "cpu")
+
+
+def test_side_a_s_fields_need_side_b_s(suite):
+    result = suite.runpytest("test_suite.py::test_decode", "--llmperf-ab-a",
+                             '{"max_num_seqs": 4}')
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "ERROR: pytest-llmperf: --llmperf-ab-a makes side A of a paired A/B run; give side B's "
+        "fields with --llmperf-ab too"])

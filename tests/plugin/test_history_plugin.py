@@ -209,7 +209,7 @@ def test_a_store_of_a_newer_schema_stops_the_session_before_measuring(suite, mon
     result = run(suite, monkeypatch, 0.01)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert_error(result, "ERROR: pytest-llmperf: --llmperf-history .llmperf/history.sqlite: the "
-                         "store is at schema version 9, newer than this pytest-llmperf's 1; "
+                         "store is at schema version 9, newer than this pytest-llmperf's 2; "
                          "upgrade pytest-llmperf, or point --llmperf-history at another store")
 
 

@@ -19,6 +19,7 @@ from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.plugin.confirm_later import ConfirmLater
 from pytest_llmperf.plugin.fixture import TestOptions
 from pytest_llmperf.records import RequestRecord
+from pytest_llmperf.session import ab_run
 from pytest_llmperf.session import runner as runner_mod
 from pytest_llmperf.session.ab_run import AbPlan
 from pytest_llmperf.session.ledger import Ledger
@@ -39,6 +40,13 @@ class RunningServer:
 class OnePool:
     def get(self, engine):
         return RunningServer()
+
+
+@pytest.fixture(autouse=True)
+def no_settle(monkeypatch):
+    """These sessions' A/B sides are stand-ins: no engine spins between them, so no wait (the
+    wait itself: test_on_the_cpu_a_side_waits_for_the_other_side_s_engine_to_go_idle)."""
+    monkeypatch.setattr(ab_run, "OTHER_SIDE_SETTLE_S", 0.0)
 
 
 def lines(session) -> list[str]:
@@ -326,3 +334,31 @@ def test_a_baseline_the_disk_refuses_fails_that_test_in_one_line_and_keeps_the_r
                       "again"]
     assert [(record.test_id, record.status) for record in ledger.records] == [
         ("t.py::test_x", Status.ERROR)]
+
+
+@pytest.mark.parametrize(("gpus", "waits"), [(False, True), (True, False)])
+def test_on_the_cpu_a_side_waits_for_the_other_side_s_engine_to_go_idle(monkeypatch, gpus,
+                                                                         waits):
+    """CPU hardware: each side measures OTHER_SIDE_SETTLE_S after the other side's last
+    measurement ended (its worker spins on the shared core until then), and not again after its
+    own; on GPUs the sides never wait."""
+    monkeypatch.setattr(ab_run, "OTHER_SIDE_SETTLE_S", 1.5)
+    clock = [100.0]
+    slept: list[float] = []
+    monkeypatch.setattr(ab_run.time, "monotonic", lambda: clock[0])
+
+    def sleep(seconds):
+        slept.append(round(seconds, 6))
+        clock[0] += seconds
+
+    monkeypatch.setattr(ab_run.time, "sleep", sleep)
+    session, measured = ab_session(monkeypatch, [1.0] * 4)
+    if gpus:  # one GPU side at a time: no card trading to stand in for
+        session.ledger.fingerprint = fingerprint_of({"hardware_class": "h100",
+                                                     "device_count": 1})
+    run_ab(session, confirm_pairs=0)
+    assert measured == ["A", "B", "B", "A"] * 2
+    # ABBA: a wait at every change of side (A->B, B->A), none between B and B or A and A;
+    # measuring takes no time on this clock, so each wait is the whole settle.
+    changes = sum(1 for before, after in zip(measured, measured[1:]) if before != after)
+    assert [seconds for seconds in slept if seconds] == ([1.5] * changes if waits else [])
