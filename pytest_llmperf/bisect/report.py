@@ -45,7 +45,7 @@ def progress_line(number: int, step: Step, candidates: Sequence[Candidate], elap
     (1.301-1.502, 8 pairs) [63 s; 4.1 of 60 min]"."""
     result = step.result
     when = "from history" if step.from_history else f"{result.seconds:.0f} s"
-    spent = f"{elapsed_s / 60:.1f} min" + (f" of {budget_s / 60:.0f}" if budget_s else "")
+    spent = f"{elapsed_s / 60:.1f} min" + (f" of {budget_s / 60:g}" if budget_s else "")
     return (f"bisect step {number}: {candidates[step.a].text} vs {candidates[step.b].text}: "
             f"{result.outcome.value}: {_measured(result)} [{when}; {spent}]")
 

@@ -72,7 +72,7 @@ def test_bisect_finds_the_planted_environment_and_resumes(pytester, monkeypatch)
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     pytester.makepyfile(test_planted=SUITE)
     environments = [make_environment(pytester.path / f"env-{i}",
-                                     step_delay_s=0.02 if i >= 2 else 0.0) for i in range(4)]
+                                     step_delay_s=0.005 if i >= 2 else 0.0) for i in range(4)]
     names = [str(env) for env in environments]
 
     # Stopped by its budget: about a minute a step, so 2.5 minutes hold two steps, not three.
@@ -99,5 +99,6 @@ def test_bisect_finds_the_planted_environment_and_resumes(pytester, monkeypatch)
     assert verdict[1] == f"first bad: {names[2]}; last good: {names[1]}"
     assert verdict[2].startswith("  tpot_s.p50 regressed in A/B: B/A median ")
     assert verdict[3].startswith("  the two environments resolve to the same packages")
-    assert verdict[-2] == "reproduce the last A/B:"
-    assert f"--llmperf-ab-a '{{\"python\": \"{names[1]}\"}}'" in verdict[-1]
+    reproduce = verdict.index("reproduce the last A/B:")
+    assert f"--llmperf-ab-a '{{\"python\": \"{names[1]}\"}}'" in verdict[reproduce + 1]
+    print(first.stdout, second.stdout, sep="\n")
