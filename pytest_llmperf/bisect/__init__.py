@@ -13,6 +13,6 @@ bisect resumes.
 - `run`: the search from start to verdict, with its time budget and the store.
 - `command`: the `llmperf bisect` subcommand.
 
-May import session's settings words, reports (run files), history (the store), verdict,
-metrics and below; never plugin/ or pytest (a step runs pytest as a subprocess).
+May import reports (run files), history (the store), verdict (the A/B defaults), metrics and
+the layers below; never session/, plugin/ or pytest: a step runs pytest as a subprocess.
 """

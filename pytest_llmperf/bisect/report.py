@@ -97,7 +97,7 @@ def verdict_lines(test_id: str, candidates: Sequence[Candidate], search: Search,
     skipped = sorted(search.skipped)
     if skipped:
         lines.append("skipped (would not install or measure): " + "; ".join(
-            f"{candidates[i].text}: {by_pair_b(steps, i)}" for i in skipped))
+            f"{candidates[i].text}: {_why_failed(steps, i)}" for i in skipped))
     lines.append("")
     lines += _table(steps, candidates)
     last = steps[-1] if steps else None
@@ -106,7 +106,7 @@ def verdict_lines(test_id: str, candidates: Sequence[Candidate], search: Search,
     return lines
 
 
-def by_pair_b(steps: Sequence[Step], b: int) -> str:
+def _why_failed(steps: Sequence[Step], b: int) -> str:
     found = [step.result.message for step in steps if step.b == b]
     return found[-1] if found else ""
 
