@@ -62,6 +62,9 @@ def add_command(commands) -> None:
     bisect.add_argument("--max-minutes", type=float, default=None, metavar="M",
                         help="stop before a step that would end past this; run the same "
                              "command again to go on")
+    bisect.add_argument("--no-repeat", action="store_true",
+                        help="name the first bad on its one A/B (default: the last good and first "
+                             "bad are measured against each other once more, and must agree)")
     bisect.add_argument("--envs", type=Path, default=None, metavar="DIR",
                         help="where the candidates' environments are built and kept (default: "
                              "$XDG_CACHE_HOME/pytest-llmperf/envs, else ~/.cache/...)")
@@ -109,7 +112,7 @@ def _bisect(args: argparse.Namespace) -> Bisect:
     plan = StepPlan(args.test, tuple(args.metric or ()), args.pairs, args.confirm_pairs,
                     args.tolerance, tuple(shlex.split(args.pytest_args)), history)
     return Bisect(candidates, plan, EnvironmentCache(args.envs or default_cache_dir()),
-                  args.work_dir, store, args.max_minutes,
+                  args.work_dir, store, args.max_minutes, repeat_verdict=not args.no_repeat,
                   say=lambda line: print(line, flush=True))
 
 

@@ -26,6 +26,7 @@ class Step:
     b: int
     result: StepResult
     from_history: bool = False
+    repeat: bool = False  # the verdict's A/B measured again (search.py, repeat_verdict)
 
 
 def _ratio(value: float | None) -> str:
@@ -46,8 +47,9 @@ def progress_line(number: int, step: Step, candidates: Sequence[Candidate], elap
     result = step.result
     when = "from history" if step.from_history else f"{result.seconds:.0f} s"
     spent = f"{elapsed_s / 60:.1f} min" + (f" of {budget_s / 60:g}" if budget_s else "")
-    return (f"bisect step {number}: {candidates[step.a].text} vs {candidates[step.b].text}: "
-            f"{result.outcome.value}: {_measured(result)} [{when}; {spent}]")
+    again = " (again)" if step.repeat else ""
+    return (f"bisect step {number}: {candidates[step.a].text} vs {candidates[step.b].text}"
+            f"{again}: {result.outcome.value}: {_measured(result)} [{when}; {spent}]")
 
 
 def verdict_lines(test_id: str, candidates: Sequence[Candidate], search: Search,
@@ -55,14 +57,27 @@ def verdict_lines(test_id: str, candidates: Sequence[Candidate], search: Search,
                   budget_note: str = "") -> list[str]:
     finding = search.finding()
     good, bad = search.in_question()
-    by_pair = {(step.a, step.b): step for step in steps}
+    by_pair = {(step.a, step.b): step for step in steps if not step.repeat}
+    repeats = {(step.a, step.b): step for step in steps if step.repeat}
     lines = [f"bisect of {test_id} over {len(candidates)} candidates "
              f"({candidates[0].text} .. {candidates[-1].text}): {finding.value}"]
     if finding == Finding.FIRST_BAD:
         step = by_pair[(good, bad)]
         lines.append(f"first bad: {candidates[bad].text}; last good: {candidates[good].text}")
         lines.append(f"  {step.result.message}")
+        if (good, bad) in repeats:
+            lines.append(f"  measured again: {repeats[(good, bad)].result.message}")
         lines += _changes(environments, good, bad)
+    elif finding == Finding.UNSETTLED and search.repeated is not None:
+        first, again = by_pair[(good, bad)], repeats[(good, bad)]
+        lines.append(f"not conclusive: {candidates[bad].text} looked like the first bad (after "
+                     f"{candidates[good].text}), but its A/B measured again was "
+                     f"{again.result.outcome.value}: a change this close to the tolerance is "
+                     "below what these pairs tell on this machine")
+        lines.append(f"  first: {first.result.message}")
+        lines.append(f"  again: {again.result.message}")
+        lines.append("  rerun with more --pairs, a larger --tolerance, or on a quieter machine; "
+                     "measured steps are kept and not repeated")
     elif finding == Finding.GRADUAL:
         far = by_pair.get((good, bad))
         lines.append(f"{candidates[bad].text} is worse than an earlier candidate, but not than "
@@ -128,7 +143,8 @@ def _table(steps: Sequence[Step], candidates: Sequence[Candidate]) -> list[str]:
         result = step.result
         failed = result.outcome == Outcome.FAILED
         time = "history" if step.from_history else f"{result.seconds:.0f} s"
-        rows.append([str(number), candidates[step.a].text, candidates[step.b].text,
+        again = " (again)" if step.repeat else ""
+        rows.append([str(number), candidates[step.a].text, candidates[step.b].text + again,
                      result.outcome.value, result.metric or "-",
                      "-" if failed else _ratio(result.median),
                      "-" if failed else f"{_ratio(result.low)}-{_ratio(result.high)}",

@@ -26,9 +26,11 @@ __all__ = ["Bisect", "BisectOutcome", "step_key"]
 SIDE_A_FAILED = "A/B side A"
 
 
-def step_key(plan: StepPlan, a: Environment, b: Environment) -> str:
-    """The results store's key of one step: everything that decides its outcome."""
-    fields = {**plan.key_fields(), "a": a.identity, "b": b.identity}
+def step_key(plan: StepPlan, a: Environment, b: Environment, repeat: bool = False) -> str:
+    """The results store's key of one step: everything that decides its outcome (and whether
+    it is the verdict's repeat, a measurement of its own)."""
+    fields = {**plan.key_fields(), "a": a.identity, "b": b.identity,
+              **({"repeat": 1} if repeat else {})}
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
 
 
@@ -53,6 +55,7 @@ class Bisect:
     work_dir: Path
     store: HistoryStore | None = None
     max_minutes: float | None = None
+    repeat_verdict: bool = True
     say: Callable[[str], None] = print
     environments: dict[int, Environment] = field(default_factory=dict)
 
@@ -61,7 +64,8 @@ class Bisect:
             raise InputError("bisect needs at least two candidates: the known good one first, "
                              "then the ones to search, oldest first")
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        search, steps = Search(len(self.candidates)), []
+        search = Search(len(self.candidates), repeat_verdict=self.repeat_verdict)
+        steps: list[Step] = []
         budget_s = self.max_minutes * 60 if self.max_minutes else None
         started, note = time.monotonic(), ""
         self.say(f"bisect: {self.plan.test_id} over {len(self.candidates)} candidates, "
@@ -76,7 +80,7 @@ class Bisect:
                         f"the next step ({elapsed / 60:.1f} min spent, a step takes about "
                         f"{guess / 60:.1f})")
                 break
-            step = self._step(*pair)
+            step = self._step(*pair, repeat=search.is_repeat(*pair))
             search.record(step.a, step.b, step.result.outcome)
             steps.append(step)
             self.say(progress_line(len(steps), step, self.candidates,
@@ -93,7 +97,7 @@ class Bisect:
             self.environments[index] = self.cache.environment(candidate)
         return self.environments[index]
 
-    def _step(self, a: int, b: int) -> Step:
+    def _step(self, a: int, b: int, repeat: bool = False) -> Step:
         try:
             env_a = self._environment(a)
         except EnvironmentFailed as exc:
@@ -102,11 +106,12 @@ class Bisect:
         try:
             env_b = self._environment(b)
         except EnvironmentFailed as exc:
-            return Step(a, b, StepResult(Outcome.FAILED, message=str(exc)))
-        key = step_key(self.plan, env_a, env_b)
+            return Step(a, b, StepResult(Outcome.FAILED, message=str(exc)), repeat=repeat)
+        key = step_key(self.plan, env_a, env_b, repeat)
         remembered = self.store.bisect_step(key) if self.store else None
         if remembered is not None:
-            return Step(a, b, StepResult.from_plain(remembered[1]), from_history=True)
+            return Step(a, b, StepResult.from_plain(remembered[1]), from_history=True,
+                        repeat=repeat)
         name = key[:12]
         result = run_step(self.plan, env_a, env_b, self.work_dir / f"step-{name}.json",
                           self.work_dir / f"step-{name}.log")
@@ -117,4 +122,4 @@ class Bisect:
             # A failure may be the machine's, not the candidate's: measured again on resume.
             self.store.record_bisect_step(key, self.plan.test_id, env_a.name, env_b.name,
                                           result.outcome.value, result.to_plain())
-        return Step(a, b, result)
+        return Step(a, b, result, repeat=repeat)

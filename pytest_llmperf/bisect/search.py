@@ -11,6 +11,12 @@ neighbours (skipped candidates aside). If those two were never measured against 
 first bad was found against an older good one), one more step measures them directly: the
 verdict is the A/B of the two candidates it names, and when that step finds no change the
 regression built up over several candidates instead of arriving in one.
+
+With `repeat_verdict`, the A/B of the last good and the first bad is measured once more before
+the search names them, and must be bad again. A search takes several steps, each judged at a
+~90% interval: a change near the tolerance can look bad once by chance (on the 2-core VM a TPOT
+step of +5.2%, interval 1.034-1.099, measured 1.006 when repeated: docs/bisect.md). A repeat
+that is not bad leaves the search unsettled there.
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ class Search:
     skipped: set[int] = field(default_factory=set)
     measured: dict[tuple[int, int], Outcome] = field(default_factory=dict)
     unsettled_at: tuple[int, int] | None = None
+    repeat_verdict: bool = False
+    repeated: Outcome | None = None  # the verdict's A/B measured again (repeat_verdict)
 
     def __post_init__(self) -> None:
         if self.count < 2:
@@ -67,10 +75,25 @@ class Search:
             return self.good, min(between, key=lambda i: (abs(i - middle), i))
         if (self.good, self.bad) not in self.measured:
             return self.good, self.bad
+        if self._repeat_owed():
+            return self.good, self.bad
         return None
+
+    def is_repeat(self, a: int, b: int) -> bool:
+        """Whether measuring (a, b) now is the verdict's repeat, not its first measurement."""
+        return (a, b) == (self.good, self.bad) and self._repeat_owed()
+
+    def _repeat_owed(self) -> bool:
+        return (self.repeat_verdict and self.repeated is None
+                and self.measured.get((self.good, self.bad)) == Outcome.BAD)
 
     def record(self, a: int, b: int, outcome: Outcome) -> None:
         """What the step (a, b) found."""
+        if self.is_repeat(a, b):
+            self.repeated = outcome
+            if outcome != Outcome.BAD:
+                self.unsettled_at = (a, b)
+            return
         self.measured[(a, b)] = outcome
         if outcome == Outcome.FAILED and b == self.bad:
             self.unsettled_at = (a, b)  # the first bad measured before, not now: cannot confirm

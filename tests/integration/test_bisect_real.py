@@ -6,7 +6,8 @@ that regressed would. The command must name the third as the first bad candidate
 as the last good one, having measured them against each other. It is run twice, the way an
 interrupted bisect is: the first run's time budget stops it before its third step, and the same
 search, asked for through pytest's own option (--llmperf-bisect) this time, takes its first
-steps from the results store and measures only the third.
+steps from the results store, measures the third, and measures it once more (the verdict's A/B
+is repeated before the search names it).
 """
 
 from __future__ import annotations
@@ -89,16 +90,19 @@ def test_bisect_finds_the_planted_environment_and_resumes(pytester, monkeypatch)
     assert second.returncode == 0, second.stdout + second.stderr
     lines = second.stdout.splitlines()
     progress = [line for line in lines if line.startswith("bisect step")]
-    assert len(progress) == 3
+    assert len(progress) == 4
     assert all("[from history; " in line for line in progress[:2])
     assert progress[2].startswith(f"bisect step 3: {names[1]} vs {names[2]}: bad: tpot_s.p50 "
                                   "B/A ")
+    # The verdict's A/B measured once more before the search names it.
+    assert progress[3].startswith(f"bisect step 4: {names[1]} vs {names[2]} (again): bad: ")
     verdict = lines[lines.index(next(line for line in lines if line.startswith("bisect of"))):]
     assert verdict[0] == (f"bisect of test_planted.py::test_decode over 4 candidates "
                           f"({names[0]} .. {names[3]}): first bad")
     assert verdict[1] == f"first bad: {names[2]}; last good: {names[1]}"
     assert verdict[2].startswith("  tpot_s.p50 regressed in A/B: B/A median ")
-    assert verdict[3].startswith("  the two environments resolve to the same packages")
+    assert verdict[3].startswith("  measured again: tpot_s.p50 regressed in A/B: B/A median ")
+    assert verdict[4].startswith("  the two environments resolve to the same packages")
     reproduce = verdict.index("reproduce the last A/B:")
     assert f"--llmperf-ab-a '{{\"python\": \"{names[1]}\"}}'" in verdict[reproduce + 1]
     print(first.stdout, second.stdout, sep="\n")

@@ -57,7 +57,7 @@ def test_the_option_bisects_the_one_selected_test(suite):
                              "--llmperf-client-check", "warn")
     assert result.ret == 0
     envs = suite.environments
-    assert [pair for pair, _ in suite.calls] == [(0, 3), (0, 1), (1, 2)]
+    assert [pair for pair, _ in suite.calls] == [(0, 3), (0, 1), (1, 2), (1, 2)]
     plan = suite.calls[0][1]
     # pytester adds its --basetemp; the bisect option, the test and the A/B settings are gone
     assert (plan.test_id, plan.pairs, plan.pytest_args[:2]) == (

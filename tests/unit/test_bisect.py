@@ -258,15 +258,18 @@ def test_an_interrupted_bisect_resumes_from_the_results_store(tmp_path, monkeypa
     planted = Planted(first_bad=3)
     monkeypatch.setattr(run_module, "run_step", planted)
     outcome = _bisect(tmp_path, store).run()
-    assert planted.calls == [(2, 3)]  # the two steps before came from the store
-    assert [step.from_history for step in outcome.steps] == [True, True, False]
+    # The two steps before came from the store; the verdict's A/B is measured twice.
+    assert planted.calls == [(2, 3), (2, 3)]
+    assert [(step.from_history, step.repeat) for step in outcome.steps] == [
+        (True, False), (True, False), (False, False), (False, True)]
     assert outcome.finding == Finding.FIRST_BAD
-    assert outcome.lines[:3] == [
+    assert outcome.lines[:5] == [
         f"bisect of {TEST} over 5 candidates (/env-0 .. /env-4): first bad",
         "first bad: /env-3; last good: /env-2",
         "  tpot_s.p50 regressed",
+        "  measured again: tpot_s.p50 regressed",
+        "  what changed from env-2 to env-3: engine 2 -> 3",
     ]
-    assert outcome.lines[3] == "  what changed from env-2 to env-3: engine 2 -> 3"
     assert outcome.lines[-2:] == ["reproduce the last A/B:", f"  pytest '{TEST}'"]
 
 
@@ -334,3 +337,28 @@ def test_a_resolution_conflict_names_the_requirement_that_caused_it(tmp_path, wh
     assert str(caught.value).startswith(
         "did not install (tinyengine 2.0 depends on tinytorch==2.11.0; The user requested "
         "(constraint) tinytorch<=2.10; pip's output: ")
+
+
+def test_a_first_bad_that_does_not_repeat_is_said_to_be_not_conclusive(tmp_path, monkeypatch):
+    planted = Planted(first_bad=3)
+
+    def once(plan, a, b, run_file, log_file):
+        found = planted(plan, a, b, run_file, log_file)
+        if planted.calls.count(planted.calls[-1]) == 2:  # the verdict's repeat
+            return StepResult(Outcome.GOOD, "tpot_s.p50", 1.006, 0.966, 1.070, 20,
+                              "tpot_s.p50 within the A/B band", seconds=30.0)
+        return found
+
+    monkeypatch.setattr(run_module, "run_step", once)
+    outcome = _bisect(tmp_path, None).run()
+    assert outcome.finding == Finding.UNSETTLED
+    assert outcome.lines[1:5] == [
+        "not conclusive: /env-3 looked like the first bad (after /env-2), but its A/B measured "
+        "again was good: a change this close to the tolerance is below what these pairs tell on "
+        "this machine",
+        "  first: tpot_s.p50 regressed",
+        "  again: tpot_s.p50 within the A/B band",
+        "  rerun with more --pairs, a larger --tolerance, or on a quieter machine; measured steps "
+        "are kept and not repeated",
+    ]
+    assert "/env-3 (again)" in "\n".join(outcome.lines)
