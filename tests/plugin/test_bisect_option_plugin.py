@@ -79,7 +79,7 @@ def test_it_bisects_one_test_and_says_so(suite):
     result.stderr.fnmatch_lines([
         "ERROR: pytest-llmperf: --llmperf-bisect bisects one test; this command selects 2 "
         "(test_suite.py::test_decode, test_suite.py::test_other, ...): name one, e.g. "
-        "suites/test_cpu.py::test_decode"])
+        "suites/test_cpu.py::test_fixed_length_concurrency"])
 
 
 @pytest.mark.parametrize(("more", "error"), [
