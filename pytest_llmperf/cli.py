@@ -35,6 +35,7 @@ from pytest_llmperf.metrics import registry
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.reports import historycommand, plotcommand
 from pytest_llmperf.reports.saved_runs import RunFile, RunFileError, SavedResult, read_run
+from pytest_llmperf.reports.text_table import aligned
 from pytest_llmperf.session.settings import whole_number
 from pytest_llmperf.verdict import gate, judge
 from pytest_llmperf.verdict.ab import format_ratio
@@ -170,15 +171,7 @@ def ab_rows(run: RunFile) -> tuple[list[list[str]], list[gate.Verdict]]:
 
 
 def format_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    lines = []
-    for row in [header, ["-" * width for width in widths], *rows]:
-        cells = [
-            cell.rjust(width) if title in RIGHT_ALIGNED else cell.ljust(width)
-            for cell, width, title in zip(row, widths, header)
-        ]
-        lines.append("  ".join(cells).rstrip())
-    return lines
+    return aligned(header, rows, RIGHT_ALIGNED)
 
 
 def _fingerprint_changes(a: RunFile, b: RunFile) -> list[str]:

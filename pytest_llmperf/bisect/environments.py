@@ -107,7 +107,6 @@ class EnvironmentCache:
 
     root: Path
     base_python: str = sys.executable
-    log: list[str] = field(default_factory=list)  # where each build's pip output went
 
     def environment(self, candidate: Candidate) -> Environment:
         """The candidate's environment, built now if the cache has none; EnvironmentFailed
@@ -137,7 +136,6 @@ class EnvironmentCache:
         building = self.root / f".building-{record.stem}"
         shutil.rmtree(building, ignore_errors=True)
         log_path = self.root / f"{record.stem}.log"
-        self.log.append(str(log_path))
         try:
             with open(log_path, "w", encoding="utf-8") as log:
                 _run([self.base_python, "-m", "venv", str(building)], log)

@@ -12,6 +12,7 @@ from pytest_llmperf.bisect.candidates import Candidate
 from pytest_llmperf.bisect.environments import Environment, version_changes
 from pytest_llmperf.bisect.search import Finding, Outcome, Search
 from pytest_llmperf.bisect.step import StepResult
+from pytest_llmperf.reports.text_table import aligned
 
 __all__ = ["Step", "progress_line", "verdict_lines"]
 
@@ -149,6 +150,4 @@ def _table(steps: Sequence[Step], candidates: Sequence[Candidate]) -> list[str]:
                      "-" if failed else _ratio(result.median),
                      "-" if failed else f"{_ratio(result.low)}-{_ratio(result.high)}",
                      str(result.pairs) if not failed else "-", time])
-    widths = [max(len(row[i]) for row in [HEADER, *rows]) for i in range(len(HEADER))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
-            for row in [HEADER, ["-" * w for w in widths], *rows]]
+    return aligned(HEADER, rows)

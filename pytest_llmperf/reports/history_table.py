@@ -19,6 +19,7 @@ from pytest_llmperf.history.series import changed_text, is_point
 from pytest_llmperf.history.store import Point
 from pytest_llmperf.metrics.registry import direction, formatter
 from pytest_llmperf.reports.history_view import SeriesView
+from pytest_llmperf.reports.text_table import aligned
 
 __all__ = ["HEADER", "table_lines"]
 
@@ -53,25 +54,18 @@ def _marks(view: SeriesView, fmt) -> dict[int, str]:
     return marks
 
 
-def _align(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
-    rows = [rows[0], ["-" * w for w in widths], *rows[1:]]
-    return ["  ".join(cell.rjust(w) if title in RIGHT else cell.ljust(w)
-                      for cell, w, title in zip(row, widths, HEADER)).rstrip() for row in rows]
-
-
 def table_lines(view: SeriesView) -> list[str]:
     values = [p.values[view.metric].value for p in view.points
               if view.metric in p.values and p.values[view.metric].value is not None]
     fmt = formatter(view.metric, *values) if values else str
     marks = _marks(view, fmt)
-    rows = [HEADER, *(_row(view, point, marks, fmt) for point in view.points)]
+    rows = [_row(view, point, marks, fmt) for point in view.points]
     band = (f"; baseline {fmt(view.band.baseline)}, band {fmt(view.band.low)} to "
             f"{fmt(view.band.high)} ({view.baseline_file})" if view.band else "")
     last = view.last
     return [f"{view.test_id}  {view.metric}  ({direction(view.metric)} is better; a change "
             f"counts beyond x{1 + view.tolerance:g}){band}",
             f"hardware {view.hardware} | engine {view.engine} | workload {last.workload_label}",
-            *_align(rows),
+            *aligned(HEADER, rows, RIGHT),
             f"{len(view.series.changes)} change(s) in {len(view.series.points)} points "
             f"({len(view.points)} runs)"]
