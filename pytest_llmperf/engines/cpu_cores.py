@@ -8,17 +8,21 @@ whenever the others are busy, and the compute threads then lose part of a core t
 How often that happens changes from second to second, so two identical engines measured back to
 back differed by more than a 10% regression (docs/ab.md, "Calibration").
 
-So the server is started with the cores that are not bound for compute as its CPU affinity. Its
-children inherit that, and the worker then binds its OpenMP threads to their own cores, which
-Linux allows whatever the parent's mask was.
+So once the server serves, every thread of its processes that may still run on any core is moved
+to the cores not bound for compute (`pin_control`); the worker's OpenMP threads, which vLLM bound
+to their own cores, keep theirs, and threads started later inherit their creator's. Not before:
+nothing is measured while an engine starts, and its three processes import torch and vLLM one
+after the other, which on the 2-core VM took 21 s free and 22 s on one core for one engine, but
+30 s free and 44 s on one core for two started side by side (the two sides of an A/B test:
+docs/cpu-engine.md, "Start-up and stopping").
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
-__all__ = ["bound_cores", "control_cores"]
+__all__ = ["bound_cores", "control_cores", "pin_control"]
 
 OMP_BIND = "VLLM_CPU_OMP_THREADS_BIND"
 
@@ -46,3 +50,25 @@ def control_cores(env: Mapping[str, str], usable: set[int] | None = None) -> set
         usable = set(os.sched_getaffinity(0))
     rest = usable - bound
     return rest or None
+
+
+def pin_control(pids: Iterable[int], cores: set[int], usable: set[int] | None = None) -> int:
+    """Move every thread of `pids` whose affinity is still all the `usable` cores (by default
+    this process's) to `cores`; threads bound more narrowly (vLLM's OpenMP threads) keep theirs.
+    Returns how many threads moved. A process or thread that ended meanwhile is passed over."""
+    if usable is None:
+        usable = set(os.sched_getaffinity(0))
+    moved = 0
+    for pid in pids:
+        try:
+            threads = [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            continue
+        for tid in threads:
+            try:
+                if set(os.sched_getaffinity(tid)) == usable:
+                    os.sched_setaffinity(tid, cores)
+                    moved += 1
+            except OSError:
+                continue
+    return moved

@@ -16,6 +16,8 @@ it gets its GPU lease; the cluster's local head, if one was started, stops with 
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +31,7 @@ from pytest_llmperf.engines.server import EngineServer
 from pytest_llmperf.engines.spec import Engine
 
 MAX_DEATHS = 3
+READY_POLL_S = 0.5  # how often engines started side by side are asked whether they serve
 DURING_TEST = "during the test"
 BETWEEN_TESTS = "between tests"
 
@@ -41,6 +44,10 @@ class Server(Protocol):
     log_path: Path | None
 
     def start(self) -> "Server": ...
+
+    def launch(self) -> None: ...  # start without waiting; `ready` then says when it serves
+
+    def ready(self) -> bool: ...
 
     def stop(self, kill: bool = False) -> None: ...
 
@@ -88,19 +95,60 @@ class EnginePool:
             return self._running[engine]
         if engine in self._failed:
             raise self._failed[engine]
-        while len(self._running) >= self._capacity:  # free memory before the next start
-            self.stop(next(iter(self._running)))
+        self._make_room(1)
+        server, lease, error = self._begin_start(engine)
+        return self._finish_start(engine, server, lease, error or _start_quietly(server))
+
+    def start_together(self, engines: list[Engine]) -> None:
+        """Start those of `engines` that are not running (nor failed before) at the same time,
+        for a test that will use them all (the two sides of an A/B test). A vLLM start is
+        mostly three Python processes, one after the other, each importing torch and vLLM on one
+        core (docs/cpu-engine.md, "Start-up and stopping"): two side by side take about as long
+        as one.
+        A start that fails is kept as `get` keeps it: the `get` for that spec raises it."""
+        wanted = [engine for engine in dict.fromkeys(engines)
+                  if engine not in self._failed and not (
+                      engine in self._running and self.check(engine, BETWEEN_TESTS) is None)]
+        if len(wanted) < 2:
+            return  # nothing to overlap: `get` starts it as always
+        self._make_room(len(wanted), keep=engines)
+        begun = [(engine, *self._begin_start(engine)) for engine in wanted]  # leases in order
+        ended = _launch_side_by_side([server for _, server, _, error in begun if error is None])
+        for engine, server, lease, error in begun:
+            try:
+                self._finish_start(engine, server, lease, error or ended[id(server)])
+            except EngineStartError:
+                pass  # kept in _failed: raised by the `get` of the test that needs it
+
+    def _make_room(self, starting: int, keep: list[Engine] = ()) -> None:
+        """Stop the least recently used engines (not those in `keep`) until `starting` more fit:
+        free memory before a start."""
+        for engine in [engine for engine in self._running if engine not in keep]:
+            if len(self._running) + starting <= self._capacity:
+                break
+            self.stop(engine)
+
+    def _begin_start(self, engine: Engine) -> tuple[Server, Lease | None,
+                                                     EngineStartError | None]:
+        """The spec's server, not started yet, with its GPU lease (and Ray cluster) in its
+        environment; or why it cannot start (the Ray head would not)."""
         lease = self._leases.acquire(self._local_gpus(engine)) if self._leases else None
         try:
             env = {**(lease.env if lease else {}),
                    **(self._placement.env_for(engine) if self._placement else {})}
-            server = self._factory(engine, env)
-            server.start()
         except EngineStartError as exc:
+            return None, lease, exc
+        return self._factory(engine, env), lease, None
+
+    def _finish_start(self, engine: Engine, server: Server | None, lease: Lease | None,
+                      error: EngineStartError | None) -> Server:
+        """Keep a server whose start ended: running, or (`error`) failed, its GPUs handed
+        back, the error raised now and by every later `get` of the spec."""
+        if error is not None:
             if lease:
                 lease.release()
-            self._failed[engine] = exc
-            raise
+            self._failed[engine] = error
+            raise error
         self._running[engine] = server
         if lease:
             self._held[engine] = lease
@@ -181,12 +229,64 @@ class EnginePool:
             lease.release()
 
     def stop_all(self) -> None:
-        """Stop every engine, then the Ray head started for them (a later Ray engine starts
+        """Stop every engine, side by side (a vLLM engine takes about 2 s to wind down on the
+        CPU: docs/cpu-engine.md), then the Ray head started for them (a later Ray engine starts
         another)."""
-        for engine in list(self._running):
-            self.stop(engine)
+        failed: list[BaseException] = []
+
+        def stop(engine: Engine) -> None:
+            try:
+                self.stop(engine)
+            except BaseException as exc:  # raised below, in this thread, as a lone stop would
+                failed.append(exc)
+
+        stopping = [threading.Thread(target=stop, args=(engine,), daemon=True)
+                    for engine in list(self._running)]
+        for thread in stopping:
+            thread.start()
+        for thread in stopping:
+            thread.join()
+        if failed:
+            raise failed[0]
         if self._placement is not None:
             self._placement.close()
+
+
+def _start_quietly(server: Server) -> EngineStartError | None:
+    """Start `server`; how its start failed, or None."""
+    try:
+        server.start()
+    except EngineStartError as exc:
+        return exc
+    return None
+
+
+def _launch_side_by_side(servers: list[Server]) -> dict[int, EngineStartError | None]:
+    """Launch every server, then wait for all of them at once; how each start ended, by the
+    server's id(). Launched from this thread, which outlives them (EngineServer.launch says
+    why that matters). Interrupted (Ctrl-C) while they start, all are stopped before it goes
+    on."""
+    ended: dict[int, EngineStartError | None] = {}
+    try:
+        for server in servers:
+            try:
+                server.launch()
+            except EngineStartError as exc:
+                ended[id(server)] = exc
+        while waiting := [server for server in servers if id(server) not in ended]:
+            for server in waiting:
+                try:
+                    if server.ready():
+                        ended[id(server)] = None
+                except EngineStartError as exc:
+                    ended[id(server)] = exc
+            if len(ended) < len(servers):
+                time.sleep(READY_POLL_S)
+    except BaseException:
+        for server in servers:
+            server.stop(kill=True)
+        raise
+    return ended
 
 
 def engine_factory(log_dir: Path, startup_timeout_s: float,

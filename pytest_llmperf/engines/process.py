@@ -76,20 +76,21 @@ def spawn(command: list[str], added_env: dict[str, str], log_path: Path,
           nice: int = 0, cores: set[int] | None = None,
           hidden: set[str] | frozenset[str] = frozenset()) -> subprocess.Popen:
     """Start `command` in its own session, output to `log_path` (headed by the command, the
-    environment we added and the cores it may use, so a log says exactly how its engine was
-    started, secrets hidden: see log_header). `cores`: the CPU affinity of the process and,
-    inherited, of its children. `hidden`: more secret values to keep out of the header (the
-    engine's, where one sits inside a JSON flag)."""
+    environment we added and the cores its control processes get once it serves, so a log says
+    exactly how its engine was started, secrets hidden: see log_header). `cores`: only said
+    here; engines/cpu_cores.pin_control moves the processes there. `hidden`: more secret values
+    to keep out of the header (the engine's, where one sits inside a JSON flag)."""
     with open(log_path, "w") as log:
         log.write(log_header(command, added_env, hidden))
         if cores is not None:
             log.write(f"# cores: {','.join(map(str, sorted(cores)))} (the API server and engine "
-                      "core; the worker binds its compute threads to VLLM_CPU_OMP_THREADS_BIND)\n")
+                      "core, once it serves; the worker binds its compute threads to "
+                      "VLLM_CPU_OMP_THREADS_BIND)\n")
         log.flush()
         proc = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env={**os.environ, **added_env}, start_new_session=True,
-            preexec_fn=_child_setup(nice, cores),
+            preexec_fn=_child_setup(nice),
         )
     if nice:
         lower_autogroup(proc.pid, nice)
@@ -107,12 +108,13 @@ def log_header(command: list[str], added_env: dict[str, str],
     return redact_text(lines, values)
 
 
-def _child_setup(nice: int, cores: set[int] | None = None) -> Callable[[], None]:
+def _child_setup(nice: int) -> Callable[[], None]:
     """What runs in the child before exec."""
 
     def setup() -> None:
         # Ask Linux to SIGTERM the child when our process dies, so a killed pytest never leaves
-        # an engine holding the GPU.
+        # an engine holding the GPU. (When the *thread* that spawned it ends, too: an engine is
+        # spawned from a thread that outlives it, EngineServer.launch.)
         try:
             libc = ctypes.CDLL("libc.so.6", use_errno=True)
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -120,8 +122,6 @@ def _child_setup(nice: int, cores: set[int] | None = None) -> Callable[[], None]
             pass
         if nice:
             os.nice(nice)  # before exec, so every thread and child process inherits it
-        if cores is not None:
-            os.sched_setaffinity(0, cores)
 
     return setup
 

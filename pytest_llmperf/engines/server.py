@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from pytest_llmperf.engines.cpu_cores import control_cores
+from pytest_llmperf.engines.cpu_cores import control_cores, pin_control
 from pytest_llmperf.engines.health import ProcessWatch, group_members, how_it_died, tree_states
 from pytest_llmperf.engines.process import (
     CPU_ENGINE_NICE,
@@ -74,6 +74,10 @@ class EngineServer:
         self.start_time_s: float | None = None
         self._watch: ProcessWatch | None = None
         self.kind = engine.engine_kind
+        self._began = 0.0  # perf_counter at launch
+        self._attempt = 0  # launches so far (another port each)
+        self._deadline = 0.0  # monotonic time the current launch must be healthy by
+        self._control_cores: set[int] | None = None  # where its control processes go (serving)
 
     @property
     def base_url(self) -> str:
@@ -85,62 +89,86 @@ class EngineServer:
 
     def start(self) -> "EngineServer":
         """Start the server and block until it serves: the kind's ready_path answers 200 (vLLM's
-        /health), or raise EngineStartError.
-
-        free_port() can race with another process (a pytest-xdist worker starting its own
-        engine) taking the same port first; such a start is retried on a new port."""
-        check_model_path(self.engine)
-        began = time.perf_counter()
-        for attempt in range(1, PORT_ATTEMPTS + 1):
-            try:
-                self._start_once()
-                break
-            except EngineStartError:
-                if attempt == PORT_ATTEMPTS or not self._port_was_taken():
-                    raise
-        self.start_time_s = time.perf_counter() - began
+        /health), or raise EngineStartError."""
+        self.launch()
+        while not self.ready():
+            time.sleep(HEALTH_POLL_S)
         return self
 
-    def _start_once(self) -> None:
+    def launch(self) -> None:
+        """Spawn the server without waiting for it; `ready` says when it serves. Call it from
+        the thread that will outlive the engine: PR_SET_PDEATHSIG (engines/process.py) fires
+        when the *thread* that spawned a process ends, not only its process (prctl(2),
+        https://man7.org/linux/man-pages/man2/prctl.2.html)."""
+        check_model_path(self.engine)
+        self._began = time.perf_counter()
+        self._attempt = 1
+        self._spawn()
+
+    def ready(self) -> bool:
+        """Does the launched server serve yet? Raises EngineStartError (and stops what is left
+        of it) when it exited or timed out. free_port() can race with another process (a
+        pytest-xdist worker starting its own engine) taking the same port first; such a start
+        is launched again on a new port, up to PORT_ATTEMPTS times."""
+        try:
+            if not self._healthy():
+                return False
+        except EngineStartError:
+            taken = self._port_was_taken()
+            self.stop()
+            if self._attempt == PORT_ATTEMPTS or not taken:
+                raise
+            self._attempt += 1
+            self._spawn()
+            return False
+        except BaseException:
+            self.stop()
+            raise
+        self.start_time_s = time.perf_counter() - self._began
+        # Its children exist once it is healthy; from now on, who ends first is recorded.
+        members = group_members(self.process.pid)
+        if self._control_cores is not None:
+            pin_control([member.pid for member in members], self._control_cores)
+        self._watch = ProcessWatch(members)
+        return True
+
+    def _spawn(self) -> None:
         self.port = free_port(self.host)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.log_dir / f"{self.kind.log_name}-{self.port}.log"
         added = self._rpc_dir.enter_context(
             own_rpc_dir({**self.engine.environment(), **self.extra_env},
                         self.kind.private_dir_env))
-        cores = control_cores(added) if self.separate_control else None
+        self._control_cores = control_cores(added) if self.separate_control else None
         try:
-            self.process = spawn(self.command(), added, self.log_path, self.nice, cores,
-                                 hidden=self.engine.secret_values())
-            _LIVE.add(self)
-            self._wait_healthy()
+            self.process = spawn(self.command(), added, self.log_path, self.nice,
+                                 self._control_cores, hidden=self.engine.secret_values())
         except BaseException:
             self.stop()
             raise
-        # Its children exist once it is healthy; from now on, who ends first is recorded.
-        self._watch = ProcessWatch(group_members(self.process.pid))
+        _LIVE.add(self)
+        self._deadline = time.monotonic() + self.startup_timeout_s
 
     def _port_was_taken(self) -> bool:
         return any("address already in use" in line.lower() for line in log_tail(self.log_path))
 
-    def _wait_healthy(self) -> None:
-        deadline = time.monotonic() + self.startup_timeout_s
-        with httpx.Client(timeout=HEALTH_POLL_S * 4) as client:
-            while True:
-                if self.process.poll() is not None:
-                    raise engine_error(self.engine, f"exited with code {self.process.returncode}",
-                                       self.log_path)
-                try:
-                    if client.get(self.base_url + self.kind.ready_path).status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass  # not listening yet
-                if time.monotonic() > deadline:
-                    raise engine_error(self.engine, f"not healthy after "
-                                       f"{self.startup_timeout_s:.0f} s (raise "
-                                       "--llmperf-startup-timeout if the model is large)",
-                                       self.log_path)
-                time.sleep(HEALTH_POLL_S)
+    def _healthy(self) -> bool:
+        """One look: True once the ready GET answers 200; EngineStartError once the server
+        exited, or its start outlasted the timeout."""
+        if self.process.poll() is not None:
+            raise engine_error(self.engine, f"exited with code {self.process.returncode}",
+                               self.log_path)
+        try:
+            with httpx.Client(timeout=HEALTH_POLL_S * 4) as client:
+                if client.get(self.base_url + self.kind.ready_path).status_code == 200:
+                    return True
+        except httpx.TransportError:
+            pass  # not listening yet
+        if time.monotonic() > self._deadline:
+            raise engine_error(self.engine, f"not healthy after {self.startup_timeout_s:.0f} s "
+                               "(raise --llmperf-startup-timeout if the model is large)",
+                               self.log_path)
+        return False
 
     def stop(self, kill: bool = False) -> None:
         """Stop the whole process group (`kill`: SIGKILL at once, for a hung engine); returns

@@ -125,6 +125,8 @@ class AbRun:
         """The first pairs, then the confirm pairs if B regressed over them (a deferred test's
         rerun measures the confirm pairs only)."""
         pairs, confirm_pairs = plan.pairs, plan.confirm_pairs
+        if self.fit:  # both sides start at once: an A/B test waits for one start, not two
+            self.runner.start_together([self.sides["A"], self.sides["B"]])
         died, confirm = None, self.resumed
         unsettled = self.unsettled
         if not confirm:
@@ -196,7 +198,9 @@ class AbRun:
         first = "A" if behind == sides["A"] else "B"
         for spec in sides.values():
             pool.stop(spec)
-        for side in (first, "A" if first == "B" else "B"):
+        order = (first, "A" if first == "B" else "B")
+        pool.start_together([sides[side] for side in order])  # leases taken in this order
+        for side in order:
             try:
                 pool.get(sides[side])
             except EngineError as exc:

@@ -112,6 +112,12 @@ class Runner:
         self.identify(engine, server.base_url)
         return Endpoint(server.base_url, engine.model_name, options), server.start_time_s
 
+    def start_together(self, engines: list[Engine]) -> None:
+        """Start the engines a test will use together at the same time (pool.start_together);
+        nothing with --llmperf-endpoint, whose server is not ours to start."""
+        if self.deployment is None:
+            self.pool.start_together(engines)
+
     def server_kind(self, engine: Engine | None = None) -> ServerKind:
         """The engine's kind's (engines/kinds/) for the engines the plugin starts (vLLM's by
         default); --llmperf-endpoint's server as named or detected

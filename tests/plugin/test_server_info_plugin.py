@@ -79,6 +79,9 @@ class Pool:
         import contextlib
         return contextlib.nullcontext()
 
+    def start_together(self, engines):
+        pass
+
 
 @pytest.hookimpl(trylast=True)  # after the plugin made its session
 def pytest_configure(config):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf import Engine
+from pytest_llmperf.engines import pool as pool_module
 from pytest_llmperf.engines.errors import EngineDied, EngineError, EngineStalled
 from pytest_llmperf.engines.leases import GpuLeases, LeaseTimeout, visible_gpus
 from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
@@ -35,6 +36,12 @@ class FakeServer:
             raise EngineStartError("vLLM engine 'broken' exited with code 1: boom")
         self.log.append(("start", self.engine.model, self.env.get("CUDA_VISIBLE_DEVICES")))
         return self
+
+    def launch(self):
+        self.start()
+
+    def ready(self):
+        return True
 
     def stop(self, kill=False):
         self.log.append(("kill" if kill else "stop", self.engine.model,
@@ -248,3 +255,105 @@ def test_a_lease_timeout_is_an_engine_error(tmp_path):
     """The fixture turns EngineErrors into one-line failures; a LeaseTimeout must be one."""
     with pytest.raises(EngineError):
         GpuLeases(["0"], lease_dir=tmp_path).acquire(2)
+
+
+class SlowServer(FakeServer):
+    """Serves `START_S` after its launch, and says how many starts were under way at once."""
+
+    START_S = 0.3
+    under_way = 0
+    most_at_once = 0
+
+    def launch(self):
+        if self.engine is BROKEN:
+            raise EngineStartError("vLLM engine 'broken' exited with code 1: boom")
+        self.launched = time.monotonic()
+        SlowServer.under_way += 1
+        SlowServer.most_at_once = max(SlowServer.most_at_once, SlowServer.under_way)
+
+    def ready(self):
+        if time.monotonic() - self.launched < self.START_S:
+            return False
+        SlowServer.under_way -= 1
+        self.log.append(("start", self.engine.model, self.env.get("CUDA_VISIBLE_DEVICES")))
+        return True
+
+    def start(self):
+        self.launch()
+        while not self.ready():
+            time.sleep(0.01)
+        return self
+
+
+@pytest.fixture
+def slow_pool(log, tmp_path, monkeypatch):
+    monkeypatch.setattr(SlowServer, "most_at_once", 0)
+    leases = GpuLeases(["0", "1", "2", "3"], lease_dir=tmp_path, timeout_s=1.0)
+    return EnginePool(lambda e, env: SlowServer(e, env, log), capacity=1, leases=leases)
+
+
+def test_start_together_starts_both_at_once_on_their_own_gpus(log, slow_pool):
+    with slow_pool.room_for(2):
+        slow_pool.start_together([A, B])
+        assert SlowServer.most_at_once == 2
+        assert slow_pool.get(A).env["CUDA_VISIBLE_DEVICES"] == "0,1"  # leases in the order given
+        assert slow_pool.get(B).env["CUDA_VISIBLE_DEVICES"] == "2,3"
+    assert sorted(log) == [("start", "/m/a", "0,1"), ("start", "/m/b", "2,3")]
+    assert [engine for engine, _ in slow_pool.starts] == [A, B]
+
+
+def test_start_together_leaves_a_running_engine_alone_and_the_other_starts_at_its_get(
+        log, slow_pool):
+    with slow_pool.room_for(2):
+        slow_pool.get(A)
+        slow_pool.start_together([A, B])
+        assert log == [("start", "/m/a", "0,1")]
+        slow_pool.get(B)
+        assert SlowServer.most_at_once == 1
+    assert log == [("start", "/m/a", "0,1"), ("start", "/m/b", "2,3")]
+
+
+def test_start_together_makes_room_by_stopping_others_first(log, slow_pool):
+    c = Engine(model="/m/c")
+    slow_pool.get(c)
+    with slow_pool.room_for(2):
+        slow_pool.start_together([A, B])
+    assert log[:2] == [("start", "/m/c", "0"), ("stop", "/m/c", "0")]
+
+
+def test_a_side_that_fails_to_start_together_fails_its_get_with_its_own_line(log, slow_pool):
+    with slow_pool.room_for(2):
+        slow_pool.start_together([BROKEN, A])
+        assert slow_pool.get(A).engine is A
+        with pytest.raises(EngineStartError, match="^vLLM engine 'broken' exited with code 1"):
+            slow_pool.get(BROKEN)
+    assert log == [("start", "/m/a", "1,2")]  # broken gave its GPU 0 back
+
+
+def test_an_interrupt_while_starting_together_stops_both(log, slow_pool, monkeypatch):
+    def interrupted(seconds):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pool_module.time, "sleep", interrupted)
+    with slow_pool.room_for(2), pytest.raises(KeyboardInterrupt):
+        slow_pool.start_together([A, B])
+    assert sorted(log) == [("kill", "/m/a", "0,1"), ("kill", "/m/b", "2,3")]
+
+
+def test_stop_all_stops_every_engine_at_once(log, slow_pool, monkeypatch):
+    stopping, most = [], []
+
+    def slow_stop(self, kill=False):
+        stopping.append(self)
+        time.sleep(0.2)
+        most.append(len(stopping))
+        self.log.append(("stop", self.engine.model, self.env.get("CUDA_VISIBLE_DEVICES")))
+
+    with slow_pool.room_for(2):
+        slow_pool.start_together([A, B])
+    monkeypatch.setattr(SlowServer, "stop", slow_stop)
+    slow_pool.stop_all()
+    assert max(most) == 2
+    assert sorted(entry for entry in log if entry[0] == "stop") == [
+        ("stop", "/m/a", "0,1"), ("stop", "/m/b", "2,3")]
+    assert slow_pool.gpus_of(A) == slow_pool.gpus_of(B) == []

@@ -171,6 +171,9 @@ class SidedPool:
     def room_for(self, engines):
         return contextlib.nullcontext()
 
+    def start_together(self, engines):
+        self.together = list(engines)  # what the A/B run asked to start at once
+
 
 def ab_session(monkeypatch, b_tpot_by_pair) -> tuple[LlmperfSession, list[str]]:
     """A session whose side A streams at 10 ms per token and side B at 10 ms times
@@ -225,6 +228,12 @@ def test_a_regressed_b_measures_its_confirm_pairs_in_abba_order(monkeypatch):
     assert judgement.ab["pairs"] == 8
     assert [record.status for record in session.ledger.records] == [Status.SIDE_A,
                                                                     Status.REGRESSION]
+
+
+def test_an_ab_run_starts_both_sides_at_once_before_it_measures(monkeypatch):
+    session, measured = ab_session(monkeypatch, [1.0] * 4)
+    run_ab(session, confirm_pairs=0)
+    assert session.runner.pool.together == [ENGINE, ENGINE.replace(max_num_seqs=8)]
 
 
 @pytest.mark.parametrize("b_tpot, confirm_pairs", [(1.0, 4), (1.5, 0)],
@@ -306,10 +315,12 @@ def test_ab_sides_on_gpus_trade_them_again_halfway_through_the_confirm_pairs(mon
     record_a, _ = session.ab.run_ab(TEST_X, a, b, fixed(concurrency=2),
                                     AbPlan(4, 4, ("tpot_s.p50",)))
     assert len(record_a.result.runs) == 8
-    assert [entry[1:] for entry in log if entry[0] == "start"] == [
-        (a.model, "0,1"), (b.model, "2,3"),  # pair 1
-        (b.model, "0,1"), (a.model, "2,3"),  # before pair 3
-        (a.model, "0,1"), (b.model, "2,3"),  # before pair 7: back again
+    # Both sides start at once, the leases taken in this order: the side on the back cards
+    # first, so that it gets the front ones.
+    assert [engine for engine, _ in session.runner.pool.starts] == [
+        a, b,  # pair 1
+        b, a,  # before pair 3
+        a, b,  # before pair 7: back again
     ]
     for side in "AB":
         cards = [gpus for measured_side, gpus in on_cards if measured_side == side]
