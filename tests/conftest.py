@@ -33,11 +33,15 @@ VLLM_PROCESS_MARKERS = ("vllm.entrypoints", "VLLM::", "EngineCore", "VllmWorker"
 # Process groups of the engine the integration tests share (tests/integration/conftest.py): it
 # is meant to outlive the tests that look for leftovers, so they do not count it.
 SHARED_ENGINE_GROUPS: set[int] = set()
+# A real-engine test beside others (marked shares_machine) has its pytest-xdist worker's name in
+# this variable, and so has every process it starts: its leftover checks count only those.
+LANE_ENV = "LLMPERF_TEST_LANE"
 
 
 def vllm_processes() -> list[str]:
     """Command lines of every vLLM process on the machine but the shared engine's (ours or not:
-    there should be none)."""
+    there should be none); in a test beside others, of every one this worker started."""
+    lane = os.environ.get(LANE_ENV)
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -48,6 +52,8 @@ def vllm_processes() -> list[str]:
         cmdline = raw.replace(b"\0", b" ").decode(errors="replace").strip()
         if not any(m in cmdline or m in name for m in VLLM_PROCESS_MARKERS):
             continue
+        if lane is not None and not _in_lane(pid, lane):
+            continue
         try:
             if os.getpgid(int(pid)) in SHARED_ENGINE_GROUPS:
                 continue
@@ -55,6 +61,14 @@ def vllm_processes() -> list[str]:
             continue
         found.append(f"{pid} {name} {cmdline[:120]}")
     return found
+
+
+def _in_lane(pid: str, lane: str) -> bool:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:  # it ended while we looked
+        return False
+    return f"{LANE_ENV}={lane}".encode() in environ
 
 
 SETTLE_S = 10.0  # a stopped engine's last child may show as a zombie for a moment

@@ -6,10 +6,19 @@ importing torch and vLLM. Tests that only need *a* healthy TINY_CPU server (meas
 reading its /metrics, pointing endpoint mode at it) take this one instead of starting their own.
 Tests that start, break or count engines start their own, and leftover checks skip this one's
 process group (tests/conftest.py).
+
+Two kinds of real-engine test (markers in pyproject.toml). Most judge measurements and need the
+machine to themselves (`alone`: given here to every test not marked otherwise). Those marked
+`shares_machine` prove that something starts, fails, stops or is reported, not how fast: CI runs
+them beside the unit tests on both cores (`-m "not alone" -n 2`), where a vLLM start, three
+processes importing one after the other, fills one core. There each module stays on one worker
+(its module fixtures start engines), its runs' disturbance and client checks only warn, and
+leftover checks look only at this worker's engines (tests/conftest.py, LANE_ENV).
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -18,7 +27,39 @@ import pytest
 from pytest_llmperf.engines.server import CPU_ENGINE_NICE, VllmServer
 from scripts.tiny_gguf import make_tiny_gguf
 from suites.tiny import TINY_CPU
-from tests.conftest import SHARED_ENGINE_GROUPS
+from tests.conftest import LANE_ENV, SHARED_ENGINE_GROUPS
+
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if HERE not in item.path.parents:
+            continue
+        if item.get_closest_marker("shares_machine") is None:
+            item.add_marker(pytest.mark.alone)
+        else:  # a module's tests on one worker: they share its module-scoped engines
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def lane(request):
+    """A module beside others (`pytestmark = pytest.mark.shares_machine`): its runs only warn of
+    disturbance and a limited client, and the processes it starts carry this worker's name
+    (LANE_ENV) for the leftover checks. Its pytest runs must not look like pytest-xdist workers
+    themselves (the plugin would bind their engines to the worker's core: plugin/hooks.py).
+    Module-scoped, so that its module fixtures' engines start under it too."""
+    if request.node.get_closest_marker("shares_machine") is None:
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        if worker:
+            patch.setenv(LANE_ENV, worker)
+            patch.delenv("PYTEST_XDIST_WORKER")
+        patch.setenv("LLMPERF_DISTURBANCE", "warn")
+        patch.setenv("LLMPERF_CLIENT_CHECK", "warn")
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,8 @@ from pytest_llmperf.engines.server import CPU_ENGINE_NICE, VllmServer
 from suites.tiny import TINY_CPU
 from tests.conftest import REPO, requires_vllm
 
+# Alone on the machine: a disturbed run writes no baseline, and this test looks for the key
+# in the baseline file too.
 pytestmark = requires_vllm
 
 KEY = "sk-real-vllm-planted-4242"

@@ -23,7 +23,8 @@ import pytest
 
 from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
 
-pytestmark = requires_vllm
+# What runs, not how fast: beside other tests in CI (tests/integration/conftest.py).
+pytestmark = [requires_vllm, pytest.mark.shares_machine]
 
 SUITE = REPO / "suites" / "test_cpu_engine_configs.py"
 # Two tests of other CPU suites that the studies' questions need on the real engine too: MLPerf's

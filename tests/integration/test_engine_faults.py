@@ -26,7 +26,8 @@ from pytest_llmperf.engines.server import CPU_ENGINE_NICE, VllmServer
 from suites.tiny import TINY_CPU
 from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
 
-pytestmark = requires_vllm
+# What runs, not how fast: beside other tests in CI (tests/integration/conftest.py).
+pytestmark = [requires_vllm, pytest.mark.shares_machine]
 
 RUN_TIMEOUT_S = 400
 
@@ -41,10 +42,17 @@ CRASH_SUITE = """
     pytestmark = pytest.mark.engine(TINY_CPU)
 
 
+    def parent_of(pid):
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
     def engine_core_pid():
+        # This run's engine core: a grandchild of this process (server, then engine core), not
+        # one of another run beside it.
         for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
-                if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"VLLM::EngineCore"):
+                if (Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"VLLM::EngineCore")
+                        and parent_of(parent_of(pid)) == os.getpid()):
                     return int(pid)
             except OSError:
                 continue

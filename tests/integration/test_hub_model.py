@@ -9,7 +9,8 @@ import pytest
 from tests.conftest import leftover_vllm_processes, requires_vllm
 from tests.hub_cache import tiny_llama_hub
 
-pytestmark = requires_vllm
+# What runs, not how fast: beside other tests in CI (tests/integration/conftest.py).
+pytestmark = [requires_vllm, pytest.mark.shares_machine]
 
 # suites/tiny.py's TINY_CPU settings, spelled out: only the model's name differs.
 SUITE = """

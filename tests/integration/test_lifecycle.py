@@ -15,7 +15,8 @@ import pytest
 
 from tests.conftest import REPO, requires_vllm, vllm_processes
 
-pytestmark = requires_vllm
+# What runs, not how fast: beside other tests in CI (tests/integration/conftest.py).
+pytestmark = [requires_vllm, pytest.mark.shares_machine]
 
 HEALTHY_TIMEOUT_S = 180
 GONE_TIMEOUT_S = 40

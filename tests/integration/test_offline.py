@@ -22,7 +22,8 @@ from pytest_llmperf.workloads.prompts import load_tokenizer
 from suites.tiny import TINY_CPU
 from tests.conftest import ipc_dir_of, requires_vllm
 
-pytestmark = requires_vllm
+# What runs, not how fast: beside other tests in CI (tests/integration/conftest.py).
+pytestmark = [requires_vllm, pytest.mark.shares_machine]
 
 NUM_REQUESTS, INPUT_TOKENS, OUTPUT_TOKENS = 64, 128, 64
 START_FAILURE_BUDGET_S = 120

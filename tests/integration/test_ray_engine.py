@@ -21,7 +21,8 @@ import pytest
 
 from tests.conftest import REPO, requires_vllm
 
-pytestmark = [requires_vllm, pytest.mark.skipif(
+# What runs, not how fast: beside other tests in CI (tests/integration/conftest.py).
+pytestmark = [requires_vllm, pytest.mark.shares_machine, pytest.mark.skipif(
     importlib.util.find_spec("ray") is None and not os.environ.get("CI"),
     reason="ray is not installed (the ray extra; scripts/install-cpu installs it)")]
 

@@ -19,7 +19,8 @@ import pytest
 from pytest_llmperf.machine.hardware import software_versions
 from tests.conftest import REPO, leftover_vllm_processes, requires_vllm, vllm_processes
 
-pytestmark = requires_vllm
+# What runs, not how fast: beside other tests in CI (tests/integration/conftest.py).
+pytestmark = [requires_vllm, pytest.mark.shares_machine]
 
 OTHER_VLLM = REPO / "tests" / "integration" / "other_vllm"
 FAKE_VERSION = "0.31.0+test"

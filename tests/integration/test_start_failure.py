@@ -12,7 +12,8 @@ from pytest_llmperf.engines.server import EngineStartError, VllmServer
 from suites.tiny import TINY_CPU
 from tests.conftest import leftover_vllm_processes, requires_vllm
 
-pytestmark = requires_vllm
+# What runs, not how fast: beside other tests in CI (tests/integration/conftest.py).
+pytestmark = [requires_vllm, pytest.mark.shares_machine]
 
 START_FAILURE_BUDGET_S = 120
 
