@@ -72,8 +72,11 @@ def test_ngram_speculative_decoding_accepts_drafts(llmperf):
     assert server["spec_decode_draft_tokens"] > 0
     assert server["spec_decode_acceptance_rate"] > 0.5
     assert server["spec_decode_mean_accepted_length"] > 2.0
-    # A chunk carries several accepted tokens: ITL is per token, the raw chunk gap longer.
-    assert result.itl_s.p50 < result.icl_s.p50
+    # A chunk carries several accepted tokens: ITL is per token, the raw chunk gap longer. Means,
+    # not medians: a client that reads late gets chunks in bursts, and a burst's gaps are 0 (a
+    # median of 0 for both, seen on a busy 2-core runner); the means still divide one sum of
+    # gaps by the tokens and by the chunks.
+    assert result.itl_s.mean < result.icl_s.mean
 
 
 def test_stream_interval_chunks_are_counted_per_token(llmperf):
@@ -83,7 +86,7 @@ def test_stream_interval_chunks_are_counted_per_token(llmperf):
                                         concurrency=2, warmup_requests=1),
                          engine=STREAM_EVERY_4)
     assert result.completed == 8
-    assert result.itl_s.p50 < 0.5 * result.icl_s.p50
+    assert result.itl_s.mean < 0.5 * result.icl_s.mean  # means: see the test above
     assert result.itl_s.mean == pytest.approx(result.tpot_s.mean, rel=0.1)
 
 

@@ -23,8 +23,9 @@ import pytest
 
 from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
 
-# What runs, not how fast: beside other tests in CI (tests/integration/conftest.py).
-pytestmark = [requires_vllm, pytest.mark.shares_machine]
+# Alone on the machine, though it judges no speed: beside other tests, a client that reads
+# late gets chunks in bursts, and the suite's chunk-timing checks see gaps of 0.
+pytestmark = requires_vllm
 
 SUITE = REPO / "suites" / "test_cpu_engine_configs.py"
 # Two tests of other CPU suites that the studies' questions need on the real engine too: MLPerf's
@@ -103,7 +104,7 @@ def test_multi_token_chunks_count_per_token(run_file):
     """--stream-interval 4: ITL per token, ICL per chunk, mean ITL = mean TPOT."""
     results, _ = run_file
     metrics = _result(results, "test_stream_interval_chunks_are_counted_per_token")["metrics"]
-    assert metrics["itl_s.p50"]["value"] < 0.5 * metrics["icl_s.p50"]["value"]
+    assert metrics["itl_s.mean"]["value"] < 0.5 * metrics["icl_s.mean"]["value"]
     assert metrics["itl_s.mean"]["value"] == pytest.approx(metrics["tpot_s.mean"]["value"],
                                                             rel=0.1)
 
