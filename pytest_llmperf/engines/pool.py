@@ -27,11 +27,10 @@ from typing import Callable, Protocol
 from pytest_llmperf.engines.errors import EngineDied, EngineError, EngineStalled, EngineStartError
 from pytest_llmperf.engines.health import death_line, given_up_line, stall_line
 from pytest_llmperf.engines.leases import GpuLeases, Lease
-from pytest_llmperf.engines.server import EngineServer
+from pytest_llmperf.engines.server import HEALTH_POLL_S, EngineServer
 from pytest_llmperf.engines.spec import Engine
 
 MAX_DEATHS = 3
-READY_POLL_S = 0.5  # how often engines started side by side are asked whether they serve
 DURING_TEST = "during the test"
 BETWEEN_TESTS = "between tests"
 
@@ -90,7 +89,7 @@ class EnginePool:
 
     def get(self, engine: Engine) -> Server:
         """The spec's running server, started if need be; never one that has died."""
-        if engine in self._running and self.check(engine, BETWEEN_TESTS) is None:
+        if self._serving(engine):
             self._running.move_to_end(engine)
             return self._running[engine]
         if engine in self._failed:
@@ -107,8 +106,7 @@ class EnginePool:
         as one.
         A start that fails is kept as `get` keeps it: the `get` for that spec raises it."""
         wanted = [engine for engine in dict.fromkeys(engines)
-                  if engine not in self._failed and not (
-                      engine in self._running and self.check(engine, BETWEEN_TESTS) is None)]
+                  if engine not in self._failed and not self._serving(engine)]
         if len(wanted) < 2:
             return  # nothing to overlap: `get` starts it as always
         self._make_room(len(wanted), keep=engines)
@@ -119,6 +117,10 @@ class EnginePool:
                 self._finish_start(engine, server, lease, error or ended[id(server)])
             except EngineStartError:
                 pass  # kept in _failed: raised by the `get` of the test that needs it
+
+    def _serving(self, engine: Engine) -> bool:
+        """The spec runs and has not died since (a death found here is stopped and told)."""
+        return engine in self._running and self.check(engine, BETWEEN_TESTS) is None
 
     def _make_room(self, starting: int, keep: list[Engine] = ()) -> None:
         """Stop the least recently used engines (not those in `keep`) until `starting` more fit:
@@ -281,7 +283,7 @@ def _launch_side_by_side(servers: list[Server]) -> dict[int, EngineStartError | 
                 except EngineStartError as exc:
                     ended[id(server)] = exc
             if len(ended) < len(servers):
-                time.sleep(READY_POLL_S)
+                time.sleep(HEALTH_POLL_S)
     except BaseException:
         for server in servers:
             server.stop(kill=True)

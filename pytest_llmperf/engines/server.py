@@ -158,12 +158,8 @@ class EngineServer:
         if self.process.poll() is not None:
             raise engine_error(self.engine, f"exited with code {self.process.returncode}",
                                self.log_path)
-        try:
-            with httpx.Client(timeout=HEALTH_POLL_S * 4) as client:
-                if client.get(self.base_url + self.kind.ready_path).status_code == 200:
-                    return True
-        except httpx.TransportError:
-            pass  # not listening yet
+        if self._health_status() == 200:  # None: not listening yet
+            return True
         if time.monotonic() > self._deadline:
             raise engine_error(self.engine, f"not healthy after {self.startup_timeout_s:.0f} s "
                                "(raise --llmperf-startup-timeout if the model is large)",
