@@ -12,6 +12,7 @@ import contextlib
 import ctypes
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -24,7 +25,7 @@ from typing import Callable, Iterator
 from pytest_llmperf.engines.errors import EngineStartError
 from pytest_llmperf.engines.kinds.vllm import VLLM
 from pytest_llmperf.engines.spec import Engine
-from pytest_llmperf.secrets import redact_args, redact_env, redact_text, secret_values
+from pytest_llmperf.secrets import MARKER, redact_args, redact_env, redact_text, secret_values
 
 __all__ = ["EngineStartError", "check_model_path", "engine_error", "log_header", "log_tail",
            "own_rpc_dir", "spawn", "stop_group"]
@@ -100,10 +101,13 @@ def spawn(command: list[str], added_env: dict[str, str], log_path: Path,
 def log_header(command: list[str], added_env: dict[str, str],
                hidden: set[str] | frozenset[str] = frozenset()) -> str:
     """The "$ command" and "# env:" lines, secret values as secrets.MARKER: logs are uploaded
-    as CI artifacts and pasted into bug reports (the process itself gets the real values)."""
+    as CI artifacts and pasted into bug reports (the process itself gets the real values).
+    The command is shell-quoted, so it can be pasted to run the server by hand (once the
+    redacted values are put back: those stay as the marker, unquoted)."""
     values = set(hidden) | secret_values(added_env)
     env = redact_env(added_env)
-    lines = ("$ " + " ".join(redact_args(command)) + "\n"
+    shown = (arg if MARKER in arg else shlex.quote(arg) for arg in redact_args(command))
+    lines = ("$ " + " ".join(shown) + "\n"
              + "# env: " + " ".join(f"{k}={v}" for k, v in sorted(env.items())) + "\n")
     return redact_text(lines, values)
 

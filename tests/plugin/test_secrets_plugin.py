@@ -9,6 +9,7 @@ suite's source would be in the suite's own file and its bytecode cache, not leak
 from __future__ import annotations
 
 import json
+import shlex
 import stat
 import tomllib
 import xml.etree.ElementTree as ET
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf import secrets
+from pytest_llmperf.engines.kinds.vllm import LAUNCH
 from pytest_llmperf.secrets import MARKER
 from tests.conftest import REPO
 from tests.plugin.test_gate_plugin import CONFTEST
@@ -124,7 +126,8 @@ def test_a_failed_start_quotes_no_secret_and_its_log_header_hides_them(planted):
     header, env_line = lines[:2]
     # A "# cores:" line follows where the engine is pinned (under pytest-xdist, say).
     body = [line for line in lines[2:] if not line.startswith("# cores: ")]
-    assert header.startswith(f"$ {fake} -m vllm.entrypoints.openai.api_server --model {model} ")
+    # Shell-quoted: the one-line program that runs vLLM's server module can be pasted as it is.
+    assert header.startswith(f"$ {shlex.join([str(fake), '-c', LAUNCH])} --model {model} ")
     assert f" --api-key {MARKER} " in header
     assert env_line.startswith(f"# env: HF_TOKEN={MARKER} ")
     # The rest of the log is the engine's own output, as it printed it: the one file we do not

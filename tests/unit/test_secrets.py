@@ -161,8 +161,9 @@ def test_the_engine_log_header(tmp_path):
                  {"HF_TOKEN": "hf_planted_1", "VLLM_CPU_KVCACHE_SPACE": "4"}, log,
                  hidden={"t0k"})
     assert proc.wait(timeout=30) == 0
+    # Shell-quoted, so it pastes; the marker stays bare where it replaced a whole argument.
     assert log.read_text() == (
-        f"$ true --api-key {MARKER} --config {{\"auth_token\": \"{MARKER}\"}}\n"
+        f"$ true --api-key {MARKER} --config '{{\"auth_token\": \"{MARKER}\"}}'\n"
         f"# env: HF_TOKEN={MARKER} VLLM_CPU_KVCACHE_SPACE=4\n")
 
 
