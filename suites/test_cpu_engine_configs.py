@@ -16,7 +16,8 @@ before a GPU night depends on it (docs/cpu-engine.md, "Engine configurations", h
 
 Each test starts its own engines (about 22 s each on 2 cores; 4 minutes for the file), so the
 file is `nightly`: `pytest -m cpu suites/ --llmperf-nightly` runs it, the quick main job leaves
-it out, and CI runs it through tests/integration/test_engine_configs_real.py.
+it out, and tests/integration/test_engine_configs_real.py runs it (part in CI, the rest in the
+project's nightly job).
 """
 
 import pytest

@@ -105,6 +105,7 @@ def _short_ab(pytester: pytest.Pytester, side_b: dict) -> pytest.RunResult:
         "off", "--llmperf-ab", json.dumps(side_b), "--llmperf-json", "run.json", timeout=400)
 
 
+@pytest.mark.nightly  # what it proves of this machine's noise: docs/testing.md
 def test_b_equal_to_a_is_never_a_regression_on_this_machine(pytester, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     result = _short_ab(pytester, {"env": {"UNREAD_VAR": "B"}})
@@ -115,6 +116,7 @@ def test_b_equal_to_a_is_never_a_regression_on_this_machine(pytester, monkeypatc
     result.stdout.re_match_lines([r".*test_short \(B\).*(pass|INCONCLUSIVE)$"])
 
 
+@pytest.mark.nightly  # what it proves of this machine's noise: docs/testing.md
 def test_b_slower_by_2_ms_a_step_is_caught(pytester, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     result = _short_ab(pytester, {"env": {"PYTHONPATH": f"{SLOWDOWN}:{REPO}",

@@ -1,21 +1,27 @@
 """`llmperf bisect` on the real CPU engine finds a planted regression, and resumes.
 
-Four environments hold the same vLLM (each a venv whose site-packages reach this one's); from
-the third on, an import hook slows every model step (tests/integration/slowdown), as a release
-that regressed would. The command must name the third as the first bad candidate and the second
-as the last good one, having measured them against each other. It is run twice, the way an
-interrupted bisect is: the first run's time budget stops it before its second step, and the same
-search, asked for through pytest's own option (--llmperf-bisect) this time, takes its first
-step from the results store, measures the next two, and measures the last once more (the
-verdict's A/B is repeated before the search names it).
-"""
+Environments hold the same vLLM (each a venv whose site-packages reach this one's); from a given
+one on, an import hook slows every model step (tests/integration/slowdown), as a release that
+regressed would. The command must name the first slowed one as the first bad candidate and the
+one before it as the last good one, having measured them against each other. It is run twice,
+the way an interrupted bisect is: the first run's time budget stops it before its second step,
+and the same search, asked for through pytest's own option (--llmperf-bisect) this time, takes
+its first step from the results store, measures what is left, and measures the verdict's A/B
+once more before it names it.
 
+CI searches two environments (two A/B steps: every module of bisect/ that runs a step, resumes,
+repeats and reports); the nightly job searches four, where the middle steps are chosen and one
+comes out good (four steps, about 90 s more on 2 cores; the search's choices are unit-tested:
+tests/unit/test_bisect.py).
+"""
 from __future__ import annotations
 
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
 
@@ -69,11 +75,23 @@ def pytest_bisect(where: Path, environments: list[Path]):
     return subprocess.run(command, cwd=where, capture_output=True, text=True, timeout=900)
 
 
-def test_bisect_finds_the_planted_environment_and_resumes(pytester, monkeypatch):
+# (environments, the first slowed one, the measured steps of the second run after the one taken
+# from history: (A, B, outcome, again))
+SEARCHES = [
+    pytest.param(2, 1, [(0, 1, "bad", True)], id="2-environments"),
+    pytest.param(4, 2, [(0, 1, "good", False), (1, 2, "bad", False), (1, 2, "bad", True)],
+                 id="4-environments", marks=pytest.mark.nightly),
+]
+
+
+@pytest.mark.parametrize(("count", "first_bad", "steps"), SEARCHES)
+def test_bisect_finds_the_planted_environment_and_resumes(pytester, monkeypatch, count,
+                                                          first_bad, steps):
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     pytester.makepyfile(test_planted=SUITE)
     environments = [make_environment(pytester.path / f"env-{i}",
-                                     step_delay_s=0.005 if i >= 2 else 0.0) for i in range(4)]
+                                     step_delay_s=0.005 if i >= first_bad else 0.0)
+                    for i in range(count)]
     names = [str(env) for env in environments]
 
     # Stopped by its budget: the first step always runs (nothing measured says how long one
@@ -81,7 +99,7 @@ def test_bisect_finds_the_planted_environment_and_resumes(pytester, monkeypatch)
     first = llmperf_bisect(pytester.path, environments, "--max-minutes", "0.05")
     assert first.returncode == 3, first.stdout + first.stderr
     progress = [line for line in first.stdout.splitlines() if line.startswith("bisect step")]
-    assert [line.split(": ")[1] for line in progress] == [f"{names[0]} vs {names[3]}"]
+    assert [line.split(": ")[1] for line in progress] == [f"{names[0]} vs {names[-1]}"]
     assert [line.split(": ")[2] for line in progress] == ["bad"]
     assert "not finished: the time budget of 0.05 min would be spent" in first.stdout
 
@@ -90,20 +108,21 @@ def test_bisect_finds_the_planted_environment_and_resumes(pytester, monkeypatch)
     assert second.returncode == 0, second.stdout + second.stderr
     lines = second.stdout.splitlines()
     progress = [line for line in lines if line.startswith("bisect step")]
-    assert len(progress) == 4
+    assert len(progress) == 1 + len(steps)
     assert "[from history; " in progress[0]
-    assert progress[1].startswith(f"bisect step 2: {names[0]} vs {names[1]}: good: ")
-    assert progress[2].startswith(f"bisect step 3: {names[1]} vs {names[2]}: bad: tpot_s.p50 "
-                                  "B/A ")
-    # The verdict's A/B measured once more before the search names it.
-    assert progress[3].startswith(f"bisect step 4: {names[1]} vs {names[2]} (again): bad: ")
+    for number, (line, (a, b, outcome, again)) in enumerate(zip(progress[1:], steps), start=2):
+        # The verdict's A/B measured once more before the search names it.
+        assert line.startswith(f"bisect step {number}: {names[a]} vs {names[b]}"
+                               f"{' (again)' if again else ''}: {outcome}: "), line
+    assert progress[-1].split(": ", 3)[3].startswith("tpot_s.p50 B/A ")
     verdict = lines[lines.index(next(line for line in lines if line.startswith("bisect of"))):]
-    assert verdict[0] == (f"bisect of test_planted.py::test_decode over 4 candidates "
-                          f"({names[0]} .. {names[3]}): first bad")
-    assert verdict[1] == f"first bad: {names[2]}; last good: {names[1]}"
+    assert verdict[0] == (f"bisect of test_planted.py::test_decode over {count} candidates "
+                          f"({names[0]} .. {names[-1]}): first bad")
+    assert verdict[1] == f"first bad: {names[first_bad]}; last good: {names[first_bad - 1]}"
     assert verdict[2].startswith("  tpot_s.p50 regressed in A/B: B/A median ")
     assert verdict[3].startswith("  measured again: tpot_s.p50 regressed in A/B: B/A median ")
     assert verdict[4].startswith("  the two environments resolve to the same packages")
     reproduce = verdict.index("reproduce the last A/B:")
-    assert f"--llmperf-ab-a '{{\"python\": \"{names[1]}\"}}'" in verdict[reproduce + 1]
+    assert (f"--llmperf-ab-a '{{\"python\": \"{names[first_bad - 1]}\"}}'"
+            in verdict[reproduce + 1])
     print(first.stdout, second.stdout, sep="\n")

@@ -6,6 +6,11 @@ prefill on against off and 512 against 2048 batched tokens (paired A/B), compile
 tokens per chunk; and from the other CPU suites MLPerf's Offline scenario and a concurrency sweep.
 The run file's numbers are what the closing notes and docs/cpu-engine.md report.
 
+CI runs the tests that reach code no other test reaches (ngram's speculative config, the in-test
+A/B with two engines, the concurrency sweep, the Offline scenario); the parallel layouts, the
+stream interval and chunked prefill on against off run the same lines with other flags and are
+`nightly` (docs/testing.md): one pytest run each, CI's starting four engines (100 s here).
+
 Two ranks and the client share the machine's two cores, and a CI runner has neighbours: the
 disturbance check only warns here. What this test is about is that every configuration runs and
 reports what it should, not how fast.
@@ -34,16 +39,17 @@ ALSO = {"test_offline.py": "test_mlperf_offline_scenario",
         "test_cpu_capacity.py": "test_concurrency_sweep"}
 
 
-@pytest.fixture(scope="module")
-def run_file(tmp_path_factory):
-    """One run of the suite in a fresh directory (no baselines, nothing of the repo's)."""
-    where = tmp_path_factory.mktemp("engine-configs")
+# The suite's tests CI runs; the others are nightly_run's.
+IN_CI = ("test_ngram_speculative_decoding_accepts_drafts", "test_512_batched_tokens_against_2048")
+
+
+def run_suite(where, tests: list[str]) -> tuple[list[dict], str]:
+    """One run of these tests in a fresh directory (no baselines, nothing of the repo's)."""
     shutil.copy(SUITE, where / SUITE.name)
     for name in ALSO:
         shutil.copy(SUITE.parent / name, where / name)
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", SUITE.name,
-         *(f"{name}::{test}" for name, test in ALSO.items()), "-p",
+        [sys.executable, "-m", "pytest", *tests, "-p",
          "no:cacheprovider", "-p", "no:randomly", "--llmperf-disturbance", "warn",
          "--llmperf-nightly",
          "--llmperf-summary", "full", "--llmperf-json", "run.json"],
@@ -54,15 +60,29 @@ def run_file(tmp_path_factory):
     return json.loads((where / "run.json").read_text())["llmperf"]["results"], run.stdout
 
 
+@pytest.fixture(scope="module")
+def run_file(tmp_path_factory):
+    return run_suite(tmp_path_factory.mktemp("engine-configs"),
+                     [*(f"{SUITE.name}::{test}" for test in IN_CI),
+                      *(f"{name}::{test}" for name, test in ALSO.items())])
+
+
+@pytest.fixture(scope="module")
+def nightly_run(tmp_path_factory):
+    return run_suite(tmp_path_factory.mktemp("engine-configs-nightly"),
+                     [SUITE.name, *(f"--deselect={SUITE.name}::{test}" for test in IN_CI)])
+
+
 def _result(results: list[dict], key: str) -> dict:
     return next(r for r in results if r["key"] == key)
 
 
+@pytest.mark.nightly
 @pytest.mark.parametrize(("case", "field", "value"), [
     ("tp2", "tensor_parallel_size", 2), ("pp2-compiled", "pipeline_parallel_size", 2),
     ("dp2", "data_parallel_size", 2)])
-def test_each_parallel_layout_started_and_served(run_file, case, field, value):
-    results, _ = run_file
+def test_each_parallel_layout_started_and_served(nightly_run, case, field, value):
+    results, _ = nightly_run
     found = _result(results, f"test_parallel_engine_serves_every_request[{case}]")
     assert found["engine"][field] == value
     assert found["engine"]["env"] == {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}
@@ -71,8 +91,9 @@ def test_each_parallel_layout_started_and_served(run_file, case, field, value):
     assert found["server_metrics"]["generation_tokens"] >= 16 * 32
 
 
-def test_compiled_mode_is_in_the_engine_line(run_file):
-    results, stdout = run_file
+@pytest.mark.nightly
+def test_compiled_mode_is_in_the_engine_line(nightly_run):
+    results, stdout = nightly_run
     found = _result(results, "test_parallel_engine_serves_every_request[pp2-compiled]")
     assert found["engine"]["enforce_eager"] is False
     assert "pp=2" in stdout and "eager=False" in stdout
@@ -90,19 +111,21 @@ def test_speculative_decoding_reports_vllms_acceptance(run_file):
     assert {f"spec_decode_acceptance_pos_{i}" for i in range(3)} <= set(server)
 
 
-@pytest.mark.parametrize("test", ["test_chunked_prefill_on_against_off",
-                                  "test_512_batched_tokens_against_2048"])
-def test_batching_ab_tests_record_their_paired_ratios(run_file, test):
-    results, _ = run_file
+@pytest.mark.parametrize(("test", "run"), [
+    pytest.param("test_chunked_prefill_on_against_off", "nightly_run", marks=pytest.mark.nightly),
+    ("test_512_batched_tokens_against_2048", "run_file")])
+def test_batching_ab_tests_record_their_paired_ratios(request, test, run):
+    results, _ = request.getfixturevalue(run)
     side_b = _result(results, f"{test} (B)")
     ttft = side_b["ab"]["metrics"]["ttft_s.p50"]
     assert len(ttft["ratios"]) == 4
     assert _result(results, f"{test} (A)")["engine"] != side_b["engine"]
 
 
-def test_multi_token_chunks_count_per_token(run_file):
+@pytest.mark.nightly
+def test_multi_token_chunks_count_per_token(nightly_run):
     """--stream-interval 4: ITL per token, ICL per chunk, mean ITL = mean TPOT."""
-    results, _ = run_file
+    results, _ = nightly_run
     metrics = _result(results, "test_stream_interval_chunks_are_counted_per_token")["metrics"]
     assert metrics["itl_s.mean"]["value"] < 0.5 * metrics["icl_s.mean"]["value"]
     assert metrics["itl_s.mean"]["value"] == pytest.approx(metrics["tpot_s.mean"]["value"],
