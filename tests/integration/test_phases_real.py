@@ -47,7 +47,8 @@ from pytest_llmperf.workloads.prompts import load_tokenizer
 from suites.tiny import TINY_CPU
 from tests.conftest import REPO, requires_vllm
 
-pytestmark = requires_vllm
+# Nightly: its lines are all covered by the tests CI runs (docs/testing.md).
+pytestmark = [requires_vllm, pytest.mark.nightly]
 
 FRONTEND_DELAY = REPO / "tests" / "integration" / "frontend_delay"
 DELAY_S = 0.100

@@ -14,7 +14,8 @@ from pytest_llmperf.engines.server import CPU_ENGINE_NICE, VllmServer
 from suites.tiny import TINY_CPU
 from tests.conftest import ipc_dir_of, requires_vllm
 
-pytestmark = requires_vllm
+# Nightly: its lines are all covered by the tests CI runs (docs/testing.md).
+pytestmark = [requires_vllm, pytest.mark.nightly]
 
 PROMPT_TOKENS = 300  # over two of the CPU's 128-token cache blocks
 OUTPUT_TOKENS = 8

@@ -20,7 +20,8 @@ from pytest_llmperf.machine.hardware import software_versions
 from tests.conftest import REPO, leftover_vllm_processes, requires_vllm, vllm_processes
 
 # What runs, not how fast: beside other tests in CI (tests/integration/conftest.py).
-pytestmark = [requires_vllm, pytest.mark.shares_machine]
+# Nightly: its lines are all covered by the tests CI runs (docs/testing.md).
+pytestmark = [requires_vllm, pytest.mark.shares_machine, pytest.mark.nightly]
 
 OTHER_VLLM = REPO / "tests" / "integration" / "other_vllm"
 FAKE_VERSION = "0.31.0+test"
