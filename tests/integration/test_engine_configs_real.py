@@ -6,10 +6,10 @@ prefill on against off and 512 against 2048 batched tokens (paired A/B), compile
 tokens per chunk; and from the other CPU suites MLPerf's Offline scenario and a concurrency sweep.
 The run file's numbers are what the closing notes and docs/cpu-engine.md report.
 
-CI runs the tests that reach code no other test reaches (ngram's speculative config, the in-test
-A/B with two engines, the concurrency sweep, the Offline scenario); the parallel layouts, the
-stream interval and chunked prefill on against off run the same lines with other flags and are
-`nightly` (docs/testing.md): one pytest run each, CI's starting four engines (100 s here).
+CI runs the tests that reach lines no other test reaches (the in-test A/B with two engines, the
+concurrency sweep) and the Offline scenario, which shares the sweep's engine; the parallel
+layouts, ngram, the stream interval and chunked prefill on against off run the same lines with
+other flags and are `nightly` (docs/testing.md). One pytest run each: CI's starts three engines.
 
 Two ranks and the client share the machine's two cores, and a CI runner has neighbours: the
 disturbance check only warns here. What this test is about is that every configuration runs and
@@ -40,7 +40,7 @@ ALSO = {"test_offline.py": "test_mlperf_offline_scenario",
 
 
 # The suite's tests CI runs; the others are nightly_run's.
-IN_CI = ("test_ngram_speculative_decoding_accepts_drafts", "test_512_batched_tokens_against_2048")
+IN_CI = ("test_512_batched_tokens_against_2048",)
 
 
 def run_suite(where, tests: list[str]) -> tuple[list[dict], str]:
@@ -99,8 +99,9 @@ def test_compiled_mode_is_in_the_engine_line(nightly_run):
     assert "pp=2" in stdout and "eager=False" in stdout
 
 
-def test_speculative_decoding_reports_vllms_acceptance(run_file):
-    results, _ = run_file
+@pytest.mark.nightly
+def test_speculative_decoding_reports_vllms_acceptance(nightly_run):
+    results, _ = nightly_run
     server = _result(results, "test_ngram_speculative_decoding_accepts_drafts")["server_metrics"]
     assert server["spec_decode_drafts"] > 0
     assert server["spec_decode_accepted_tokens"] <= server["spec_decode_draft_tokens"]
