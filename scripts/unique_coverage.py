@@ -22,7 +22,7 @@ PACKAGE = "pytest_llmperf/"
 def unit_lines(where: Path) -> set[tuple[str, int]]:
     """(file inside the package, line) covered by the unit whose data files are in `where`."""
     combined = where / ".coverage"
-    parts = [p for p in where.glob(".coverage.*")]
+    parts = list(where.glob(".coverage.*"))
     if parts:  # coverage combine folds the parallel files into .coverage (kept: --keep)
         subprocess.run([sys.executable, "-m", "coverage", "combine", "--keep", "-q",
                         "--data-file", str(combined), *map(str, parts)], check=True)
