@@ -40,6 +40,7 @@ def test_prefix_caching_cuts_time_to_first_token(llmperf):
     assert run.median("ttft_s.p50") < 0.8
 
 
+@pytest.mark.engine(TINY_CPU)  # runs while the suite's engine is up: only side A starts
 def test_prefix_caching_serves_later_turns_of_a_conversation(llmperf):
     """Prefix caching on (B) against off (A) on 4 chats of 5 turns: with it, each turn's prompt
     but the new message comes from the cache, so the later turns start sooner. B is the suite's

@@ -47,6 +47,7 @@ def llamacpp_tiny(gguf: Path) -> Engine:
                   max_model_len=2048, extra_args={"n_threads": 1, "n_threads_batch": 1})
 
 
+@pytest.mark.engine(TINY_CPU)  # runs while the suite's engine is up: only llama.cpp starts
 def test_vllm_and_llamacpp_serve_the_same_workload(llmperf, tiny_gguf):
     """vLLM (A) against llama.cpp's server (B), one request at a time (llama-cpp-python serves
     one at a time: a second cuts the first short unless --interrupt_requests False, and then

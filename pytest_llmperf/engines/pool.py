@@ -130,6 +130,12 @@ class EnginePool:
                 break
             self.stop(engine)
 
+    def trim(self, keep: Engine | None = None) -> None:
+        """Stop the least recently used engines beyond --llmperf-keep-engines, never `keep`
+        (the next test's): what a paired A/B test kept running beside it (`room_for`) goes
+        when the test ends, not at the next start."""
+        self._make_room(0, keep=[keep] if keep is not None else [])
+
     def _begin_start(self, engine: Engine) -> tuple[Server, Lease | None,
                                                      EngineStartError | None]:
         """The spec's server, not started yet, with its GPU lease (and Ray cluster) in its

@@ -328,13 +328,16 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     """The last test of an engine's group stops it: its memory and GPUs go to the next group
-    (or to another pytest-xdist worker) instead of idling until the session ends."""
-    engine = engine_of(item)
-    if engine is not None and (nextitem is None or engine_of(nextitem) != engine):
-        session = item.config.stash.get(SESSION_KEY, None)
-        later = item.config.pluginmanager.get_plugin(confirm_later.PLUGIN_NAME)
-        if session is not None and not (later and later.keeps_engine(item)):
-            session.runner.pool.stop(engine)
+    (or to another pytest-xdist worker) instead of idling until the session ends. So does the
+    other side of an A/B test beyond --llmperf-keep-engines, unless the next test needs it."""
+    session = item.config.stash.get(SESSION_KEY, None)
+    later = item.config.pluginmanager.get_plugin(confirm_later.PLUGIN_NAME)
+    if session is None or (later and later.keeps_engine(item)):
+        return
+    engine, following = engine_of(item), engine_of(nextitem) if nextitem else None
+    if engine is not None and following != engine:
+        session.runner.pool.stop(engine)
+    session.runner.pool.trim(keep=following)
 
 
 def order_by_engine(items: list[pytest.Item]) -> list[pytest.Item]:

@@ -50,6 +50,8 @@ class Pool:
         EVENTS.append(f"stop {engine.served_model_name}")
     def stop_all(self):
         pass
+    def trim(self, keep=None):
+        pass
     def room_for(self, engines):
         import contextlib
         return contextlib.nullcontext()

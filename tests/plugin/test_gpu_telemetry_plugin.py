@@ -69,6 +69,8 @@ class Pool:
         pass
     def stop_all(self):
         pass
+    def trim(self, keep=None):
+        pass
 
 
 @pytest.hookimpl(trylast=True)  # after the plugin made its session

@@ -75,6 +75,8 @@ class Pool:
         pass
     def stop_all(self):
         pass
+    def trim(self, keep=None):
+        pass
     def room_for(self, engines):
         import contextlib
         return contextlib.nullcontext()

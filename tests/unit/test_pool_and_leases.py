@@ -321,6 +321,18 @@ def test_start_together_makes_room_by_stopping_others_first(log, slow_pool):
     assert log[:2] == [("start", "/m/c", "0"), ("stop", "/m/c", "0")]
 
 
+def test_trim_stops_what_an_ab_block_kept_beyond_the_limit_but_the_next_tests_engine(
+        log, tmp_path):
+    p = pool(log, tmp_path)
+    with p.room_for(2):
+        p.get(A), p.get(B)
+        p.get(A)  # A last used; B is the one the next test needs
+    p.trim(keep=B)
+    assert log[-1] == ("stop", "/m/a", "0,1")
+    p.trim(keep=None)  # within the limit: nothing more stops
+    assert log[-1] == ("stop", "/m/a", "0,1") and p.get(B).engine is B
+
+
 def test_a_side_that_fails_to_start_together_fails_its_get_with_its_own_line(log, slow_pool):
     with slow_pool.room_for(2):
         slow_pool.start_together([BROKEN, A])
