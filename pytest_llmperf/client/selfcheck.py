@@ -9,6 +9,8 @@ from pytest_llmperf.client.loadgen import LoadPattern, counts_slot_waits
 from pytest_llmperf.metrics.client_check import (
     LOOP_LAG_FLOOR_S,
     LOOP_LAG_SHARE_OF_TTFT,
+    SCHEDULE_LAG_FLOOR_S,
+    SCHEDULE_LAG_SHARE_OF_TTFT,
     ClientCheck,
 )
 from pytest_llmperf.metrics.compute import RunMetrics
@@ -26,4 +28,5 @@ def check_client(metrics: RunMetrics, stats: ClientStats, pattern: LoadPattern) 
         cpu_share=stats.busiest_cpu_share, loop_lag_p90_s=lag,
         loop_lag_limit_s=max(LOOP_LAG_FLOOR_S, LOOP_LAG_SHARE_OF_TTFT * ttft),
         schedule_lag_p90_s=schedule, workers=stats.workers,
-        coalesced_share=stats.coalesced_share)
+        coalesced_share=stats.coalesced_share,
+        schedule_lag_limit_s=max(SCHEDULE_LAG_FLOOR_S, SCHEDULE_LAG_SHARE_OF_TTFT * ttft))

@@ -10,9 +10,13 @@ check looks at how late the loop was, sustained over the run, not at one spike:
 - Loop lag: a probe that sleeps 5 ms woke more than max(2 ms, 10% of the measured TTFT p50) late
   at p90. 2 ms is twice the 1 ms resolution of uvloop's timers; 10% of TTFT keeps the client's
   own delay a small share of what it measures.
-- Schedule lag: an open loop without a concurrency cap sent its requests more than 10 ms after
-  their arrival time at p90 (the engine then saw less load than the workload describes). Closed
-  loops and capped open loops wait for a slot on purpose, so their queue time is not the client's.
+- Schedule lag: an open loop without a concurrency cap sent its requests more than
+  max(10 ms, 10% of the measured TTFT p50) after their arrival time at p90 (the engine then saw
+  less load than the workload describes). A request the engine then kept waiting for ten times
+  the client's lateness met a queue that was there either way: so MLPerf's Offline scenario,
+  459 requests sent at once (the last ~33 ms after the first on 2 cores) to an engine that takes
+  560 ms to answer the median one, is not the client's limit. Closed loops and capped open loops
+  wait for a slot on purpose, so their queue time is not the client's.
 
 How the thresholds were chosen (the rows are in docs/client.md): with `llmperf bench-client`
 (a mock server with known timing), runs with the client alone on its core up to 512 streams had
@@ -32,7 +36,8 @@ __all__ = ["CPU_LIMIT", "ClientCheck"]
 CPU_LIMIT = 0.85
 LOOP_LAG_FLOOR_S = 0.002
 LOOP_LAG_SHARE_OF_TTFT = 0.10
-SCHEDULE_LAG_LIMIT_S = 0.010
+SCHEDULE_LAG_FLOOR_S = 0.010
+SCHEDULE_LAG_SHARE_OF_TTFT = 0.10
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,7 @@ class ClientCheck:
     schedule_lag_p90_s: float | None  # None where queue time is not the client's
     workers: int
     coalesced_share: float
+    schedule_lag_limit_s: float = SCHEDULE_LAG_FLOOR_S
 
     @property
     def reasons(self) -> list[str]:
@@ -54,9 +60,9 @@ class ClientCheck:
             found.append(f"event-loop lag p90 {self.loop_lag_p90_s * 1e3:.1f} ms "
                          f"(limit {self.loop_lag_limit_s * 1e3:.1f} ms)")
         lag = self.schedule_lag_p90_s
-        if lag is not None and lag > SCHEDULE_LAG_LIMIT_S:
+        if lag is not None and lag > self.schedule_lag_limit_s:
             found.append(f"requests sent {lag * 1e3:.1f} ms behind schedule at p90 "
-                         f"(limit {SCHEDULE_LAG_LIMIT_S * 1e3:g} ms)")
+                         f"(limit {self.schedule_lag_limit_s * 1e3:.3g} ms)")
         return found
 
     @property

@@ -257,6 +257,7 @@ def _client(result) -> dict[str, Any]:
         "loop_lag_p90_s": _finite(check.loop_lag_p90_s),
         "loop_lag_limit_s": _finite(check.loop_lag_limit_s),
         "schedule_lag_p90_s": _finite(check.schedule_lag_p90_s),
+        "schedule_lag_limit_s": _finite(check.schedule_lag_limit_s),
         "limited": check.limited,
         "reasons": check.reasons,
         **({"error": result.client_error} if result.client_error else {}),

@@ -40,7 +40,7 @@ def run_every_run_limited(pytester, mock, *args: str,
     pytester.makeconftest("import pytest_llmperf.client.selfcheck as s\n"
                           "import pytest_llmperf.metrics.client_check as limits\n"
                           "limits.CPU_LIMIT = 0.0\n"
-                          "limits.SCHEDULE_LAG_LIMIT_S = float('inf')\n"
+                          "s.SCHEDULE_LAG_FLOOR_S = float('inf')\n"
                           "s.LOOP_LAG_FLOOR_S = float('inf')\n")
     pytester.makepyfile(test_x=test_file)
     return pytester.runpytest_subprocess(

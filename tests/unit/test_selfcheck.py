@@ -16,7 +16,8 @@ from pytest_llmperf.metrics.client_check import (
     CPU_LIMIT,
     LOOP_LAG_FLOOR_S,
     LOOP_LAG_SHARE_OF_TTFT,
-    SCHEDULE_LAG_LIMIT_S,
+    SCHEDULE_LAG_FLOOR_S,
+    SCHEDULE_LAG_SHARE_OF_TTFT,
     ClientCheck,
 )
 from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
@@ -135,7 +136,7 @@ def test_without_completed_requests_the_floor_applies():
 
 
 def test_schedule_lag_at_the_limit_is_not_limited():
-    check = check_client(metrics_with(queue=SCHEDULE_LAG_LIMIT_S), stats(), OPEN)
+    check = check_client(metrics_with(queue=SCHEDULE_LAG_FLOOR_S), stats(), OPEN)
     assert check.schedule_lag_p90_s == 0.010
     assert check.reasons == []
 
@@ -145,6 +146,18 @@ def test_schedule_lag_just_past_the_limit_is_limited():
     assert check.schedule_lag_p90_s == 0.0101
     assert check.reasons == ["requests sent 10.1 ms behind schedule at p90 (limit 10 ms)"]
     assert check.limited
+
+
+def test_schedule_lag_within_a_tenth_of_ttft_is_not_limited():
+    # MLPerf's Offline scenario: every request sent at once, the median answered after 0.5 s.
+    check = check_client(metrics_with(ttft=0.5, queue=0.046875), stats(), Rate(requests_per_s=math.inf))
+    assert check.schedule_lag_limit_s == SCHEDULE_LAG_SHARE_OF_TTFT * 0.5
+    assert check.reasons == []
+
+
+def test_schedule_lag_past_a_tenth_of_ttft_is_limited():
+    check = check_client(metrics_with(ttft=0.5, queue=0.0625), stats(), Rate(requests_per_s=math.inf))
+    assert check.reasons == ["requests sent 62.5 ms behind schedule at p90 (limit 50 ms)"]
 
 
 @pytest.mark.parametrize("pattern", [Rate(requests_per_s=math.inf),
