@@ -14,8 +14,8 @@ check looks at how late the loop was, sustained over the run, not at one spike:
   max(10 ms, 10% of the measured TTFT p50) after their arrival time at p90 (the engine then saw
   less load than the workload describes). A request the engine then kept waiting for ten times
   the client's lateness met a queue that was there either way: so MLPerf's Offline scenario,
-  459 requests sent at once (the last ~33 ms after the first on 2 cores) to an engine that takes
-  560 ms to answer the median one, is not the client's limit. Closed loops and capped open loops
+  459 requests sent at once (p90 33-42 ms late on 2 cores) to an engine that takes 554-822 ms
+  to answer the median one, is not the client's limit. Closed loops and capped open loops
   wait for a slot on purpose, so their queue time is not the client's.
 
 How the thresholds were chosen (the rows are in docs/client.md): with `llmperf bench-client`
