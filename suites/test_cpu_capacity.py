@@ -53,9 +53,8 @@ def test_concurrency_sweep(llmperf):
 
 def test_slo_capacity(llmperf):
     # From 4 and 64 req/s, doubling and then bisecting to 15% converges within 8 probes for any
-    # capacity from 4 to 512 req/s. AVX-512 machines (AMD family 26) found 32 and 64 at first,
-    # 180-235 since the client got faster; on an AVX2 one (family 25) the knee is between 8 and
-    # 16 req/s.
+    # capacity from 4 to 512 req/s. AVX-512 machines (AMD family 26) found 32 and 64 once and
+    # 215 in every run of 2026-11-26; on an AVX2 one (family 25) the knee is between 8 and 16.
     capacity = llmperf.capacity(PROBE, TINY_SLO, low=4.0, high=64.0, rel_tol=0.15, max_runs=8)
     assert capacity.rate_req_s > 0, capacity.note
 
