@@ -27,6 +27,6 @@ def check_client(metrics: RunMetrics, stats: ClientStats, pattern: LoadPattern) 
     return ClientCheck(
         cpu_share=stats.busiest_cpu_share, loop_lag_p90_s=lag,
         loop_lag_limit_s=max(LOOP_LAG_FLOOR_S, LOOP_LAG_SHARE_OF_TTFT * ttft),
-        schedule_lag_p90_s=schedule, workers=stats.workers,
-        coalesced_share=stats.coalesced_share,
-        schedule_lag_limit_s=max(SCHEDULE_LAG_FLOOR_S, SCHEDULE_LAG_SHARE_OF_TTFT * ttft))
+        schedule_lag_p90_s=schedule,
+        schedule_lag_limit_s=max(SCHEDULE_LAG_FLOOR_S, SCHEDULE_LAG_SHARE_OF_TTFT * ttft),
+        workers=stats.workers, coalesced_share=stats.coalesced_share)

@@ -46,9 +46,9 @@ class ClientCheck:
     loop_lag_p90_s: float
     loop_lag_limit_s: float
     schedule_lag_p90_s: float | None  # None where queue time is not the client's
+    schedule_lag_limit_s: float
     workers: int
     coalesced_share: float
-    schedule_lag_limit_s: float = SCHEDULE_LAG_FLOOR_S
 
     @property
     def reasons(self) -> list[str]:

@@ -221,7 +221,8 @@ def test_workers_and_coalesced_share_are_carried():
 
 def test_limited_is_any_reason():
     base = dict(cpu_share=0.1, loop_lag_p90_s=0.001, loop_lag_limit_s=0.002,
-                schedule_lag_p90_s=None, workers=1, coalesced_share=0.0)
+                schedule_lag_p90_s=None, schedule_lag_limit_s=SCHEDULE_LAG_FLOOR_S, workers=1,
+                coalesced_share=0.0)
     assert not ClientCheck(**base).limited
     assert ClientCheck(**{**base, "cpu_share": 0.85}).limited
     assert ClientCheck(**{**base, "loop_lag_p90_s": 0.0021}).limited
