@@ -21,13 +21,32 @@ from pathlib import Path
 
 from pytest_llmperf.errors import InputError
 
-__all__ = ["SMALL_FILES", "cached_file", "fetch_command", "is_hub_id", "model_dir"]
+__all__ = ["SMALL_FILES", "cached_file", "fetch_command", "fetch_weights", "is_hub_id",
+           "model_dir", "weight_patterns"]
 
 # What prompt generation and the roofline read (tokenizer*.json: tokenizer.json and
 # tokenizer_config.json); never the weights, which are vLLM's to fetch.
 SMALL_FILES = ("config.json", "tokenizer*.json", "special_tokens_map.json",
                "generation_config.json")
 _PATH_PREFIXES = ("/", "./", "../", "~")
+# The weights vLLM's default loader reads of a Hub model, by load_format: the files of the first
+# pattern the repository has (DefaultModelLoader._prepare_weights in
+# vllm/model_executor/model_loader/default_loader.py: "auto" is Mistral's consolidated files when
+# there are any, else safetensors, then PyTorch's .bin and .pt), never the original/ folder
+# (LoadConfig.ignore_patterns' default). A format not here (dummy, gguf, tensorizer, ...) reads
+# no Hub weights this way, and nothing is fetched for it.
+_WEIGHTS = {
+    "auto": ("consolidated*.safetensors", "*.safetensors", "*.bin", "*.pt"),
+    "hf": ("*.safetensors", "*.bin", "*.pt"),
+    "safetensors": ("*.safetensors",),
+    "fastsafetensors": ("*.safetensors",),
+    "mistral": ("consolidated*.safetensors",),
+    "pt": ("*.pt",),
+    "npcache": ("*.bin",),
+}
+_WEIGHTS_IGNORED = ["original/**/*"]
+# What vLLM reads beside the weights: configs, the shard index, tokenizer files of every kind.
+_BESIDE_WEIGHTS = ["*.json", "*.model", "*.tiktoken", "*.txt", "*.jinja"]
 
 
 def is_hub_id(model: str) -> bool:
@@ -98,15 +117,68 @@ def _snapshot(repo_id: str, revision: str | None, patterns: tuple[str, ...], *,
         raise
 
 
-def fetch_command(model: str, revision: str | None = None) -> str:
-    """The command that puts `model`'s small files into the cache, with the installed CLI:
-    `hf` from huggingface_hub 0.34 on, `huggingface-cli` before."""
+def weight_patterns(load_format: str | None) -> tuple[str, ...]:
+    """The patterns of the weight files vLLM would read for `load_format` (None: "auto"), in
+    its order of preference; () where it reads none from the Hub ("dummy", ...)."""
+    return _WEIGHTS.get(load_format or "auto", ())
+
+
+def fetch_weights(model: str, revision: str | None = None,
+                  load_format: str | None = None) -> list[Path]:
+    """Fetch Hub model `model`'s weights (the files vLLM would read, weight_patterns) and what it
+    reads beside them into huggingface_hub's cache, so that its engine finds them there; the
+    weight files, in the snapshot folder. What is cached already is not fetched again; a Hub out
+    of reach leaves the cache as it is (huggingface_hub then returns the cached snapshot).
+    InputError (one line) when the Hub refuses, or the repository has no such weights."""
+    patterns = weight_patterns(load_format)
+    beside = _BESIDE_WEIGHTS
+    for pattern in patterns:  # one pattern a call, as vLLM takes only the first that matches
+        folder = _fetch(model, revision, [pattern, *beside])
+        beside = []
+        found = sorted(folder.glob(pattern))
+        if found:
+            return found
+    raise InputError(f"{_named(model, revision)}: none of its weights ({', '.join(patterns)}) "
+                     f"are in the Hugging Face cache {_cache()}, and the Hugging Face Hub did not "
+                     "provide them (out of reach, or no such files): check the model id and its "
+                     "load_format")
+
+
+def _fetch(model: str, revision: str | None, patterns: list[str]) -> Path:
+    """snapshot_download of `patterns`, its failures as one line."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.utils import (
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    try:
+        return Path(snapshot_download(model, revision=revision, allow_patterns=patterns,
+                                      ignore_patterns=_WEIGHTS_IGNORED))
+    except LocalEntryNotFoundError as exc:  # not cached, and the Hub out of reach
+        cause = exc.__cause__ or exc
+        raise InputError(f"{_named(model, revision)}: its weights are not in the Hugging Face "
+                         f"cache {_cache()}, and the Hugging Face Hub could not be reached "
+                         f"({_first_line(cause)}); fetch them once it can be: "
+                         f"{fetch_command(model, revision, include=None)}") from None
+    except (RepositoryNotFoundError, RevisionNotFoundError) as exc:  # gated ones too
+        raise InputError(_hub_refused(model, revision, exc)) from None
+    except Exception as exc:  # its client failed (a disk full, a broken download): one line
+        raise InputError(f"{_named(model, revision)}: fetching its weights from the Hugging Face "
+                         f"Hub failed ({_first_line(exc)})") from None
+
+
+def fetch_command(model: str, revision: str | None = None, include: str | None = "*.json") -> str:
+    """The command that puts `model`'s small files (`include`; None: all its files) into the
+    cache, with the installed CLI: `hf` from huggingface_hub 0.34 on, `huggingface-cli` before."""
     import huggingface_hub
 
     version = tuple(int(n) for n in re.findall(r"\d+", huggingface_hub.__version__)[:2])
     cli = "hf" if version >= (0, 34) else "huggingface-cli"
     pinned = f" --revision {shlex.quote(revision)}" if revision else ""
-    return f"{cli} download {model}{pinned} --include '*.json'"
+    files = f" --include {shlex.quote(include)}" if include else ""
+    return f"{cli} download {model}{pinned}{files}"
 
 
 def _named(model: str, revision: str | None) -> str:

@@ -16,6 +16,7 @@ it gets its GPU lease; the cluster's local head, if one was started, stops with 
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -29,6 +30,7 @@ from pytest_llmperf.engines.health import death_line, given_up_line, stall_line
 from pytest_llmperf.engines.leases import GpuLeases, Lease
 from pytest_llmperf.engines.server import HEALTH_POLL_S, EngineServer
 from pytest_llmperf.engines.spec import Engine
+from pytest_llmperf.engines.weights import fetch_before_start
 
 MAX_DEATHS = 3
 DURING_TEST = "during the test"
@@ -299,14 +301,24 @@ def _launch_side_by_side(servers: list[Server]) -> dict[int, EngineStartError | 
 
 def engine_factory(log_dir: Path, startup_timeout_s: float,
                    extra_env: dict[str, str] | None = None, nice: int = 0,
-                   separate_control: bool = False) -> ServerFactory:
-    """Servers of each spec's kind (engines/kinds/), logging into `log_dir`."""
+                   separate_control: bool = False,
+                   say: Callable[[str], None] | None = None) -> ServerFactory:
+    """Servers of each spec's kind (engines/kinds/), logging into `log_dir`. A real-weight Hub
+    model's weights are fetched first, before its start's clock (weights.py); `say` shows the
+    lines that say so (default: standard error)."""
+    fetched: set[tuple] = set()
+
     def make(engine: Engine, lease_env: dict[str, str]) -> EngineServer:
+        fetch_before_start([engine], fetched, say or _to_stderr)
         return EngineServer(engine, log_dir, extra_env={**(extra_env or {}), **lease_env},
                             startup_timeout_s=startup_timeout_s, nice=nice,
                             separate_control=separate_control)
 
     return make
+
+
+def _to_stderr(line: str) -> None:
+    print(f"pytest-llmperf: {line}", file=sys.stderr, flush=True)
 
 
 vllm_factory = engine_factory  # its name from before kinds

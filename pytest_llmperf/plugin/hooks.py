@@ -126,7 +126,7 @@ def pytest_configure(config: pytest.Config) -> None:
     nice = engine_nice(settings, hardware)
     factory = engine_factory(settings.path(settings.log_dir), settings.startup_timeout,
                              _engine_env(config), nice=nice,
-                             separate_control=not hardware.is_gpu)
+                             separate_control=not hardware.is_gpu, say=_terminal_line(config))
     # The Ray cluster Ray engines join (RAY_ADDRESS's, or a local head the pool stops).
     config.stash[RAY_KEY] = RayCluster(settings.path(settings.log_dir))
     gpus = visible_gpus(hardware.device_count) if hardware.is_gpu else []
@@ -227,6 +227,20 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 def _engine_env(config: pytest.Config) -> dict[str, str]:
     """Environment for engines this process starts (per-xdist-worker devices, see hooks)."""
     return config.hook.pytest_llmperf_engine_env(config=config) or {}
+
+
+def _terminal_line(config: pytest.Config):
+    """Writes a line to the terminal as it comes, past pytest's capture: the weights fetched
+    before an engine starts (engines/weights.py), a download that may take many minutes."""
+    def say(line: str) -> None:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:  # a pytest-xdist worker, or -p no:terminal
+            print(f"pytest-llmperf: {line}", file=sys.stderr, flush=True)
+        else:
+            reporter.write_line(f"pytest-llmperf: {line}")
+            reporter.flush()
+
+    return say
 
 
 def _stop_engines_on_sigterm(config: pytest.Config) -> None:
