@@ -1,9 +1,17 @@
 """Weights before the clock starts (engines/weights.py, model_files.fetch_weights): a real-weight
 Hub model's weights are put into huggingface_hub's cache before its engine's start, with the
 files vLLM would read; offline, one line and nothing fetched. The cache is built in tmp_path
-(tests/hub_cache.py) and the Hub is a closed port on this machine: no network."""
+(tests/hub_cache.py); the Hub is a closed port on this machine, or a FileHub serving one
+repository from this machine: no network."""
 
 from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import re
+import threading
+from urllib.parse import unquote, urlparse
 
 import pytest
 
@@ -26,7 +34,10 @@ def cache(tmp_path, monkeypatch):
     hub = use_offline_cache(tmp_path / "hf-home", monkeypatch)
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
     monkeypatch.delenv("HF_HUB_OFFLINE")
-    monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", f"http://127.0.0.1:{closed_port()}")
+    endpoint = f"http://127.0.0.1:{closed_port()}"
+    monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", endpoint)
+    monkeypatch.setattr("huggingface_hub.constants.HUGGINGFACE_CO_URL_TEMPLATE",
+                        endpoint + "/{repo_id}/resolve/{revision}/{filename}")
     return hub
 
 
@@ -62,6 +73,89 @@ def test_the_first_format_the_repository_has_wins(cache):
     assert [f.name for f in fetch_weights("acme/mistral", load_format="hf")] == [
         "consolidated.safetensors", "model.safetensors"]
     assert [f.name for f in fetch_weights("acme/old")] == ["pytorch_model.bin"]
+
+
+class FileHub(http.server.BaseHTTPRequestHandler):
+    """A Hub serving one repository at one commit, as huggingface_hub's snapshot_download asks
+    for it: the revision's commit, the file tree, then each file (HEAD for its commit and ETag,
+    GET for its bytes). `requests` keeps what was asked."""
+
+    files: dict[str, bytes] = {}
+    requests: list[tuple[str, str]] = []
+
+    def do_GET(self) -> None:
+        path = unquote(urlparse(self.path).path)
+        self.requests.append((self.command, path))
+        if re.match(r"^/api/models/acme/llama/revision/", path):
+            return self._send(json.dumps({"id": "acme/llama", "sha": COMMIT}).encode())
+        if re.match(r"^/api/models/acme/llama/tree/", path):
+            return self._send(json.dumps([
+                {"type": "file", "path": name, "size": len(data),
+                 "oid": hashlib.sha1(data).hexdigest()}
+                for name, data in self.files.items()]).encode())
+        file = re.match(rf"^/acme/llama/resolve/{COMMIT}/(.+)$", path)
+        if file and file.group(1) in self.files:
+            data = self.files[file.group(1)]
+            return self._send(data, ("X-Repo-Commit", COMMIT),
+                              ("ETag", f'"{hashlib.sha1(data).hexdigest()}"'))
+        self._send(b"", ("X-Error-Code", "EntryNotFound"), status=404)
+
+    do_HEAD = do_GET
+
+    def _send(self, body: bytes, *headers: tuple[str, str], status: int = 200) -> None:
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command == "GET":
+            self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def file_hub(tmp_path, monkeypatch):
+    """An empty cache, downloads allowed, and the Hub a FileHub on this machine holding acme/llama
+    with every kind of file a Llama repository has."""
+    hub = use_offline_cache(tmp_path / "hf-home", monkeypatch)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    FileHub.files = {"config.json": b'{"a": 1}', "tokenizer.json": b'{"b": 2}',
+                     "model-00001-of-00002.safetensors": b"\1" * 1000,
+                     "model-00002-of-00002.safetensors": b"\2" * 1000,
+                     "model.safetensors.index.json": b'{"weight_map": {}}',
+                     "pytorch_model.bin": b"\3" * 1000, "original/consolidated.00.pth": b"\4" * 1000}
+    FileHub.requests = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FileHub)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    # huggingface_hub builds the file URLs' template from HF_ENDPOINT at import: both move here.
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", endpoint)
+    monkeypatch.setattr("huggingface_hub.constants.HUGGINGFACE_CO_URL_TEMPLATE",
+                        endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+    yield hub
+    server.shutdown()
+    server.server_close()
+
+
+def test_fetched_from_the_hub_are_the_safetensors_and_what_vllm_reads_beside(file_hub):
+    [begin, end] = said([Engine(model="acme/llama")], set())
+    snapshot = file_hub / "models--acme--llama" / "snapshots" / COMMIT
+    assert end == (f"weights of acme/llama: 2 file(s), 0.0 GB, in {snapshot} (0 s)")
+    assert sorted(p.name for p in snapshot.iterdir()) == [
+        "config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+        "model.safetensors.index.json", "tokenizer.json"]
+    got = sorted(path.rsplit("/", 1)[1] for method, path in FileHub.requests
+                 if method == "GET" and "/resolve/" in path)
+    assert got == ["config.json", "model-00001-of-00002.safetensors",
+                   "model-00002-of-00002.safetensors", "model.safetensors.index.json",
+                   "tokenizer.json"]  # never the .bin, nor Meta's original/ checkpoint
+    FileHub.requests.clear()
+    assert len(fetch_weights("acme/llama")) == 2  # a second time: from the cache
+    assert not [r for r in FileHub.requests if r[0] == "GET" and "/resolve/" in r[1]]
 
 
 def test_what_is_fetched_is_what_vllm_reads(monkeypatch, tmp_path):
