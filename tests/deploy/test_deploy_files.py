@@ -237,6 +237,16 @@ def test_each_deploy_file_calls_llmperf_nightly_and_nothing_of_its_own(commands)
             f"{name} runs what no project command does: {command}")
 
 
+def test_the_image_installs_the_project_and_runs_llmperf() -> None:
+    """The Dockerfile's one RUN installs the project under the constraints; what a container
+    runs is `llmperf` (the CronJob's `nightly ...`), not vLLM's server."""
+    instructions = re.findall(r"^([A-Z]+) (.*)$", DOCKERFILE.read_text(), re.MULTILINE)
+    runs = [args for name, args in instructions if name == "RUN"]
+    assert runs == ["python3 -m pip install --no-cache-dir -c deploy/constraints-gpu.txt "
+                    "'.[gpu,postgres,plots]'"]
+    assert ("ENTRYPOINT", '["llmperf"]') in instructions
+
+
 # The pinned GPU stack
 
 
