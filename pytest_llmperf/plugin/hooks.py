@@ -30,6 +30,7 @@ from pytest_llmperf.plugin import (
     bisect_option,
     check_baselines,
     confirm_later,
+    deadline,
     hookspecs,
     markers,
     xdist,
@@ -155,6 +156,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.bisect and not xdist.is_worker(config):
         config.pluginmanager.register(bisect_option.BisectPlugin(settings),
                                       bisect_option.PLUGIN_NAME)
+    if settings.deadline is not None:
+        config.pluginmanager.register(deadline.DeadlinePlugin(settings.deadline),
+                                      deadline.PLUGIN_NAME)
     _stop_engines_on_sigterm(config)
 
 

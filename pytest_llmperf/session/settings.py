@@ -294,6 +294,10 @@ OPTIONS: tuple[Option, ...] = (
     # Tests marked nightly (docs/writing-tests.md, "Nightly-only tests")
     Option("nightly", "also run the tests marked nightly (long ones, e.g. one engine start "
            "each, that a nightly job runs and a quick run leaves out)", False, parse_bool),
+    # A time budget (plugin/deadline.py, docs/nightly.md; llmperf nightly --max-minutes sets it)
+    Option("deadline", "a time in seconds since the Unix epoch after which no test starts: a "
+           "test is skipped as left out when the longest test so far would not end before it",
+           None, parse_seconds, metavar="EPOCH_SECONDS"),
 )
 
 
@@ -344,6 +348,7 @@ class Settings:
     check_baselines: bool = False
     bisect: str | None = None
     nightly: bool = False
+    deadline: float | None = None
     rootdir: Path = Path(".")
 
     def path(self, value: Path) -> Path:
