@@ -17,6 +17,7 @@ import argparse
 import importlib.util
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -34,7 +35,7 @@ from pytest_llmperf.reports import history_page
 from pytest_llmperf.reports.files import check_writable, write_text
 from pytest_llmperf.reports.history_view import views
 
-__all__ = ["FILES", "add_command", "gpu_extra_missing", "pytest_argv", "run"]
+__all__ = ["FILES", "add_command", "gpu_extra_missing", "pytest_argv", "run", "run_pytest"]
 
 # What --out holds after a night, by what wrote it.
 FILES = {"run": "run.json", "markdown": "report.md", "html": "report.html",
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     deadline = time.time() + args.max_minutes * 60 if args.max_minutes else None
     argv = pytest_argv(args.marker, night.suites, store, args.out.resolve(), deadline,
                        args.pytest_args, trend=night.store_ok)
-    returncode = subprocess.run(argv).returncode
+    returncode = run_pytest(argv)
     found = _outcomes(night, args.out / FILES["junit"])
     problem = oc.pytest_problem(returncode, args.marker, night.suites)
     if problem:
@@ -201,6 +202,29 @@ def pytest_argv(marker: str, suites: Sequence[str], store: str, out: Path,
     return argv + list(extra)
 
 
+def run_pytest(argv: Sequence[str]) -> int:
+    """The night's pytest, in a session of its own so that a stop reaches it once, from here: a
+    job is stopped with a signal to one process (Kubernetes: SIGTERM to a container's main
+    process; GitHub Actions: SIGINT, then SIGTERM, to a step's; docs/nightly.md), a terminal
+    with SIGINT. The plugin then stops its engines (plugin/hooks.py), pytest ends as
+    interrupted, and this command still writes failures.txt and posts it."""
+    child = subprocess.Popen(list(argv), start_new_session=True)
+
+    def forward(signum, frame) -> None:
+        child.send_signal(signum)
+
+    stops = (signal.SIGTERM, signal.SIGINT)
+    try:
+        previous = {stop: signal.signal(stop, forward) for stop in stops}
+    except ValueError:  # not the main thread: no handler here, the child is still waited for
+        previous = {}
+    try:
+        return child.wait()
+    finally:
+        for stop, handler in previous.items():
+            signal.signal(stop, handler)
+
+
 def _outcomes(night: Night, junit: Path) -> oc.Outcomes:
     try:
         return oc.read_junit(junit, Path.cwd())
@@ -237,7 +261,9 @@ def _finish(night: Night, found: oc.Outcomes, status: int) -> int:
     args = night.args
     lines = [*night.problems, *oc.failure_lines(found.failed)]
     if found.left_out:
-        left = oc.left_out_line(found.left_out, args.max_minutes or 0)
+        budget = f"--max-minutes {args.max_minutes:g}" if args.max_minutes else \
+            "--llmperf-deadline"
+        left = oc.left_out_line(found.left_out, budget)
         lines.append(left)
         print(PREFIX + left, flush=True)
     text = "".join(line + "\n" for line in lines)

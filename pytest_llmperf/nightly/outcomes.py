@@ -94,9 +94,11 @@ def failure_lines(failed: Iterable[tuple[str, str]]) -> list[str]:
     return lines
 
 
-def left_out_line(tests: Sequence[str], max_minutes: float) -> str:
-    return (f"left out by --max-minutes {max_minutes:g}, which they would have overrun "
-            f"({len(tests)}): {', '.join(tests)}")
+def left_out_line(tests: Sequence[str], budget: str) -> str:
+    """`budget`: what set the deadline, "--max-minutes 150" (or a --llmperf-deadline given with
+    the pytest arguments)."""
+    return f"left out by {budget}, which they would have overrun ({len(tests)}): " + \
+        ", ".join(tests)
 
 
 def pytest_problem(returncode: int, marker: str, suites: Sequence[str]) -> str | None:

@@ -8,7 +8,12 @@ a missing GPU extra are one line each."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -26,6 +31,14 @@ def test_one():
 
 def test_two():
     pass
+"""
+STOPPED = """
+import pathlib, time, pytest
+
+@pytest.mark.cpu
+def test_long():
+    pathlib.Path({started!r}).touch()
+    time.sleep(60)
 """
 FAILS = ('pytest.fail("tpot_s.p50 missed its target: 52.3 ms, target <= 40.0 ms", '
          'pytrace=False)')
@@ -133,3 +146,27 @@ def test_no_test_marked_so_and_no_gpu_extra_are_one_line_each(night, monkeypatch
     assert line.endswith("; install the GPU stack with `bash scripts/install-gpu`\n")
     assert (night.folder / "reports/failures.txt").read_text() == line.removeprefix(
         "llmperf nightly: ")
+
+
+def test_a_stopped_night_still_writes_and_posts_its_line(night):
+    """As a CI runner or Kubernetes stops a job: SIGTERM to the command alone."""
+    started = night.folder / "started"
+    (night.folder / "test_night.py").write_text(STOPPED.format(started=str(started)))
+    with Receiver() as receiver:
+        command = subprocess.Popen(
+            [sys.executable, "-m", "pytest_llmperf.cli", "nightly", "--marker", "cpu", "--store",
+             str(night.folder.parent / "store" / "history.sqlite"), "--out", "reports",
+             "--publish", "site", "--suites", "test_night.py", "--", "-p", "no:cacheprovider"],
+            cwd=night.folder, env={**os.environ, "LLMPERF_WEBHOOK_URL": receiver.url},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        waited = time.monotonic()
+        while not started.exists():
+            assert command.poll() is None and time.monotonic() - waited < 60
+            time.sleep(0.1)
+        command.send_signal(signal.SIGTERM)
+        _, err = command.communicate(timeout=60)
+    line = "pytest was interrupted (exit status 2); its output above says why"
+    assert command.returncode == 2
+    assert f"llmperf nightly: {line}\n" in err
+    assert (night.folder / "reports/failures.txt").read_text() == line + "\n"
+    assert [body["text"].splitlines()[-1] for _, body in receiver.bodies] == [line]

@@ -41,7 +41,7 @@ def test_a_long_message_is_cut_after_ten_lines():
 
 
 def test_the_left_out_line_and_the_headline():
-    assert oc.left_out_line(["s.py::b", "s.py::c"], 0.5) == (
+    assert oc.left_out_line(["s.py::b", "s.py::c"], "--max-minutes 0.5") == (
         "left out by --max-minutes 0.5, which they would have overrun (2): s.py::b, s.py::c")
     found = oc.Outcomes(passed=3, failed=[("s.py::a", "x")], left_out=["s.py::b"], skipped=2)
     assert oc.headline("h200", found, "https://ci/job/7") == (
