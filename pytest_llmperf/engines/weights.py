@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
-from pytest_llmperf.engines.spec import Engine
+from pytest_llmperf.engines.spec import Engine, is_pairs, thaw_pairs
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.model_files import fetch_weights, is_hub_id, weight_patterns
 
@@ -27,6 +27,10 @@ __all__ = ["fetch_before_start"]
 
 # The engine kinds whose server reads Hub weights the way model_files.fetch_weights fetches them.
 _KINDS = ("vllm",)
+# An engine given one of these reads (or fetches) its weights somewhere else than this process's
+# cache: fetching them here would not spare its start the download.
+_OWN_CACHE_ENV = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE")
+_OWN_CACHE_ARGS = ("download_dir", "download-dir")
 
 
 def fetch_before_start(engines: Iterable[Engine], done: set[tuple],
@@ -38,7 +42,7 @@ def fetch_before_start(engines: Iterable[Engine], done: set[tuple],
     whose weights were fetched (or tried: its line was said) already."""
     wanted = [key for key in dict.fromkeys(
         (e.model, e.revision, e.load_format) for e in engines
-        if e.kind in _KINDS and weight_patterns(e.load_format))
+        if e.kind in _KINDS and weight_patterns(e.load_format) and not _own_cache(e))
         if key not in done and is_hub_id(key[0])]
     done.update(wanted)
     for model, revision, load_format in wanted:
@@ -63,6 +67,13 @@ def _fetch_one(model: str, revision: str | None, load_format: str | None,
     size_gb = sum(f.stat().st_size for f in files) / 1e9  # the blobs the snapshot links to
     say(f"weights of {named}: {len(files)} file(s), {size_gb:.1f} GB, in {files[0].parent} "
         f"({time.monotonic() - began:.0f} s)")
+
+
+def _own_cache(engine: Engine) -> bool:
+    """The Engine names a cache of its own (its env's HF_HOME, vLLM's --download-dir)."""
+    env = thaw_pairs(engine.env) if is_pairs(engine.env) else {}
+    args = thaw_pairs(engine.extra_args) if is_pairs(engine.extra_args) else {}
+    return any(name in env for name in _OWN_CACHE_ENV) or any(a in args for a in _OWN_CACHE_ARGS)
 
 
 def _offline() -> bool:

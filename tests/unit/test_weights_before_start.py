@@ -210,7 +210,10 @@ def test_each_real_weight_hub_model_once_and_nothing_for_the_rest(cache):
     cached(cache, "acme/llama", "model.safetensors")
     done = set()
     engines = [Engine(model="acme/llama", max_num_seqs=8), Engine(model="acme/llama"),
-               Engine(model=REPO_ID, load_format="dummy"), Engine(model=str(TINY_LLAMA))]
+               Engine(model=REPO_ID, load_format="dummy"), Engine(model=str(TINY_LLAMA)),
+               # a cache of their own: a fetch into this one would not spare them the download
+               Engine(model="acme/other", env={"HF_HOME": "/elsewhere"}),
+               Engine(model="acme/other", extra_args={"download-dir": "/elsewhere"})]
     begin, end = said(engines, done)
     assert begin == (f"weights of acme/llama: fetching into the Hugging Face cache {cache} "
                      "before its engine starts")
