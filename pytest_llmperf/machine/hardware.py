@@ -27,6 +27,7 @@ from typing import Any
 
 __all__ = [
     "DEFAULT_CHAIN",
+    "GPU_CLASS_NAMES",
     "HARDWARE_CLASSES",
     "NVIDIA_SMI_TIMEOUT_S",
     "Fingerprint",
@@ -45,6 +46,11 @@ __all__ = [
 ]
 
 HARDWARE_CLASSES = ("h100", "h200", "a100-80gb", "a100-40gb", "gpu", "cpu")
+# The name the driver gives each class's SXM card, what an override (which names only the class)
+# stands for when baselines compare GPU models (verdict/shapes.py): the H200's as NVML named it
+# for baselines/h200/, the others as nvidia-smi names them.
+GPU_CLASS_NAMES = {"h100": "NVIDIA H100 80GB HBM3", "h200": "NVIDIA H200",
+                   "a100-80gb": "NVIDIA A100-SXM4-80GB", "a100-40gb": "NVIDIA A100-SXM4-40GB"}
 
 
 def is_gpu_class(hardware_class: str | None) -> bool:

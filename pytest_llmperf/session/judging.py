@@ -22,7 +22,7 @@ from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.provenance import git_commit
 from pytest_llmperf.session.settings import Settings
 from pytest_llmperf.session.updates import BaselineUpdates, PendingUpdate
-from pytest_llmperf.verdict import baselines, gate, judge, noise
+from pytest_llmperf.verdict import baselines, gate, judge, noise, shapes
 from pytest_llmperf.verdict.ab import ab_line
 from pytest_llmperf.verdict.measurement import GateSettings, MeasurementRecord
 from pytest_llmperf.verdict.status import Status
@@ -51,8 +51,12 @@ class Judge:
     def hardware_class(self) -> str:
         return self.ledger.hardware_class
 
-    def baseline_ref(self, suite_path: Path, nodeid: str, key: str) -> judge.BaselineRef:
-        directory = self.settings.path(self.settings.baseline_dir) / self.hardware_class
+    def baseline_ref(self, suite_path: Path, nodeid: str, key: str,
+                     engine: dict[str, Any] | None = None) -> judge.BaselineRef:
+        """The table of a test whose engine is `engine`: in its runner shape's folder
+        (verdict/shapes.py: baselines/h200/ for an engine on one H200, h200-8gpu/ on eight)."""
+        directory = self.settings.path(self.settings.baseline_dir) / shapes.folder(
+            self.hardware_class, shapes.engine_gpus(engine))
         return judge.BaselineRef(directory / f"{Path(suite_path).stem}.toml", key, nodeid)
 
     def judge(self, item, record: MeasurementRecord, options, slo) -> judge.Judgement:
@@ -103,7 +107,8 @@ class Judge:
         throughput) through the SLO check and then this session's reference (reference_for),
         or into a pending baseline update. `exact`: gate exactly `gated`, whatever else an
         existing baseline holds."""
-        ref = self.baseline_ref(subject.item.path, user_nodeid(subject.item.nodeid), subject.key)
+        ref = self.baseline_ref(subject.item.path, user_nodeid(subject.item.nodeid), subject.key,
+                                subject.engine)
         reference = None if self.settings.update_baselines else self.reference_for(
             subject, ref, exact)
         judgement = judge.judge(current, reference, gated=gated, tolerance=options.tolerance,
@@ -180,7 +185,7 @@ class Judge:
         key under .llmperf/baselines/<machine>/<hardware class>/."""
         directory = (self.settings.path(LOCAL_BASELINES_DIR)
                      / baselines.machine_id(self.ledger.fingerprint.to_dict())
-                     / self.hardware_class)
+                     / ref.path.parent.name)
         return judge.BaselineRef(directory / ref.path.name, ref.key, ref.nodeid)
 
     def _saved_reference(self, key: str, workload: dict[str, Any]) -> judge.Reference:

@@ -20,6 +20,7 @@ from pytest_llmperf.metrics import cost
 from pytest_llmperf.metrics.derived import derive_all
 from pytest_llmperf.reports import html, markdown, model, runfile, terminal
 from pytest_llmperf.reports.files import merge_documents, write_text
+from pytest_llmperf.reports.headline import headline
 from pytest_llmperf.reports.notes import Note, fold
 from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.provenance import git_commit
@@ -62,6 +63,7 @@ def payload(ledger: Ledger, settings: Settings, pool: EnginePool, started: datet
                    for engine, n in pool.deaths.items() if n],
         "notes": [note.to_plain() for note in [*ledger.notes, *_cost_notes(ledger, settings)]],
         "document": document,
+        "hardware_class": ledger.hardware_class,
     }
 
 
@@ -125,8 +127,11 @@ def summary(payloads: list[dict[str, Any]], *, full: bool = False) -> list[str]:
     """The terminal section: the table and its engine legend (with start times), then
     capacities/offline throughputs and notes; `full` for every column and note."""
     rows = merged(payloads, "rows")
-    return terminal.section(rows, engine_legend(payloads, rows), merged(payloads, "extras"),
-                            notes_of(payloads), full=full)
+    first = headline(rows, notes_of(payloads), payloads[0].get("hardware_class")) \
+        if payloads else []
+    return terminal.wrap(first, terminal.WIDTH) + terminal.section(
+        rows, engine_legend(payloads, rows), merged(payloads, "extras"), notes_of(payloads),
+        full=full)
 
 
 def markdown_report(payloads: list[dict[str, Any]], *, failures: list[tuple[str, str]],

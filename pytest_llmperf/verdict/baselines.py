@@ -81,9 +81,9 @@ import tomlkit
 from filelock import FileLock
 
 from pytest_llmperf.errors import InputError
-from pytest_llmperf.machine.hardware import is_gpu_fingerprint
 from pytest_llmperf.numbers import is_real, is_whole
 from pytest_llmperf.secrets import redact_env
+from pytest_llmperf.verdict import shapes
 
 __all__ = [
     "DIRECTIONS",
@@ -138,6 +138,9 @@ class BaselineEntry:
     # Where `spread` came from (SPREAD_SOURCES); None: an entry from before the field existed,
     # whose spread is its repeats' only and which the gate judges by the old rule.
     spread_source: str | None = None
+    # Never stored: the band (a factor, like the tolerance) while this machine's run-to-run
+    # spread is unmeasured (noise.unmeasured_here); 0 where it was measured.
+    unmeasured: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -463,34 +466,18 @@ def workload_mismatch(baseline: Baseline, workload: Mapping[str, Any] | None) ->
             "regenerate it with --llmperf-update-baselines")
 
 
-# What must match for a baseline's numbers to apply: the device (the GPU model, or the CPU model
-# for CPU runs), how many, and on the CPU the cores and the CPU's generation (its signature: a
-# VM's model name may not tell). The hardware class alone is too coarse (an H100 PCIe is not an
-# H100 SXM; one "cpu" is not another).
-GPU_HARDWARE_KEYS = ("device_name", "device_count")
-CPU_HARDWARE_KEYS = (*GPU_HARDWARE_KEYS, "cpu_cores", "cpu_signature")
+# A baseline's hardware is its runner shape (verdict/shapes.py): the GPU model and the GPUs the
+# engine occupies, or the CPU model, cores and generation.
+machine_id = shapes.machine_id
 
 
-def machine_id(fingerprint: Mapping[str, Any]) -> str:
-    """A short name for this machine's hardware as the gate compares it ("cpu-1a2b3c4d5e"): the
-    folder of its machine-local baselines, so two machines sharing a checkout never mix."""
-    import hashlib
-
-    keys = GPU_HARDWARE_KEYS if is_gpu_fingerprint(fingerprint) else CPU_HARDWARE_KEYS
-    text = json.dumps([fingerprint.get(key) for key in keys], default=str)
-    digest = hashlib.sha1(text.encode()).hexdigest()[:10]
-    return f"{fingerprint.get('hardware_class', 'unknown')}-{digest}"
-
-
-def hardware_mismatch(baseline: Baseline, fingerprint: Mapping[str, Any]) -> str | None:
-    """One line naming what differs between the baseline's hardware and this machine's; None
-    when they match or the baseline recorded no fingerprint."""
-    recorded = baseline.provenance.get("fingerprint")
-    if not isinstance(recorded, dict):
-        return None
-    keys = GPU_HARDWARE_KEYS if is_gpu_fingerprint(fingerprint) else CPU_HARDWARE_KEYS
-    changed = [f"{key} {_show(recorded.get(key))} -> {_show(fingerprint.get(key))}"
-               for key in keys if recorded.get(key) != fingerprint.get(key)]
+def hardware_mismatch(baseline: Baseline, fingerprint: Mapping[str, Any],
+                      engine: Mapping[str, Any] | None = None) -> str | None:
+    """One line naming what differs between the baseline's runner shape and this one (this
+    machine, and `engine`, the test's engine); None when they match or the baseline recorded no
+    fingerprint."""
+    changed = shapes.hardware_mismatch(baseline.provenance.get("fingerprint"), fingerprint,
+                                       baseline.provenance.get("engine"), engine)
     if not changed:
         return None
     return (f"{baseline.path}: {_key(baseline.test_id)}: baseline is from other hardware "

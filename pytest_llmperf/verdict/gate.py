@@ -245,6 +245,8 @@ def _run_to_run_band(baseline: BaselineEntry, current: Estimate, delta: float
     factor = max(baseline.tolerance, noise_mod.K * relative)
     why = (f" by {noise_mod.K:g} x run-to-run spread {relative:.1%} ({source})"
            if noise_mod.K * relative > baseline.tolerance else "")
+    if baseline.unmeasured > factor:  # one run and a prior from elsewhere: large changes only
+        factor, why = baseline.unmeasured, f" while {noise_mod.UNMEASURED_WHY}"
     return _tolerance_floor(factor, base, delta), why
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pytest_llmperf.metrics.stats import Estimate, combine_runs
-from pytest_llmperf.verdict import baselines, gate, noise
+from pytest_llmperf.verdict import baselines, gate, noise, shapes
 from pytest_llmperf.verdict.ab import ab_entry, judge_pairs, paired_ratios
 from pytest_llmperf.verdict.status import Status
 
@@ -185,12 +185,15 @@ class BaselineTable:
         except baselines.BaselineError as exc:
             return Judgement(error=str(exc))
         if baseline is None:
-            note = f"no baseline for this hardware: {ref.shown} has no [\"{ref.key}\"]"
+            shape = shapes.describe(self.fingerprint, self.engine)
+            note = f"no baseline for {shape}: {ref.shown} has no [\"{ref.key}\"]"
             if self.require:
-                return Judgement(error=f"{note} (--llmperf-require-baseline); create it with: "
-                                       f'pytest --llmperf-update-baselines "{ref.nodeid}"')
+                command = shapes.bootstrap_command(str(self.fingerprint.get("hardware_class")),
+                                                   ref.nodeid.split("::")[0])
+                return Judgement(error=f"{note} (--llmperf-require-baseline); make this runner "
+                                       f"shape's first baselines with: {command}")
             return self._machine_local(current, gated, note, Status.NO_BASELINE)
-        other = baselines.hardware_mismatch(baseline, self.fingerprint)
+        other = baselines.hardware_mismatch(baseline, self.fingerprint, self.engine)
         if other:  # numbers from another machine say nothing about this one
             if self.require:
                 return Judgement(error=f"{other} (--llmperf-require-baseline); make one here "
@@ -207,11 +210,15 @@ class BaselineTable:
         return self._against(current, gated, baseline)
 
     def _against(self, current: Current, gated: Sequence[str],
-                 baseline: baselines.Baseline) -> Judgement:
+                 baseline: baselines.Baseline, first_run: bool = False) -> Judgement:
         """Every metric of the table, or exactly the ones the test named (`exact`); a metric
-        too noisy to gate (noise.py) only where it was named, with one line saying why not."""
+        too noisy to gate (noise.py) only where it was named, with one line saying why not.
+        `first_run`: this machine's own table, written without anyone asking: where its noise
+        was never measured here, only large changes fail (noise.unmeasured_here)."""
         if self.exact:
             baseline = only_metrics(baseline, gated)
+        if first_run:
+            baseline = noise.unmeasured_here(baseline, self.fingerprint.get("hardware_class"))
         judged, noisy = noise.split_noisy(baseline, gated if self.exact else ())
         kind = noise.kind_of(self.fingerprint.get("hardware_class"))
         return Judgement(report=gate.check_baseline(current.estimates, judged, self.ref.nodeid),
@@ -228,12 +235,13 @@ class BaselineTable:
             local = baselines.load_baseline(self.local.shown, self.local.key)
         except baselines.BaselineError:
             local = None  # a broken local file is recorded anew
-        usable = local is not None and not baselines.hardware_mismatch(local, self.fingerprint) \
+        usable = local is not None \
+            and not baselines.hardware_mismatch(local, self.fingerprint, self.engine) \
             and not baselines.engine_mismatch(local, dict(self.engine)) \
             and not baselines.workload_mismatch(local, self.workload)
         if not usable:
             return Judgement(notes=[why], ungated=ungated, record_local=True)
-        judgement = self._against(current, gated, local)
+        judgement = self._against(current, gated, local, first_run=True)
         judgement.notes.append(
             f"gated against this machine's first-run baseline {self.local.shown} :: "
             f'"{self.local.key}" (no committed baseline for this hardware); commit one with: '

@@ -19,19 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.ids import MeasurementId
-from pytest_llmperf.verdict import baselines
+from pytest_llmperf.verdict import baselines, shapes
 
 __all__ = ["Table", "identity_problems", "missing_test_problems", "read_tables", "shown_from",
            "update_command"]
 
-# The marker that selects a hardware class's tests (plugin/markers.py): the A100 sizes share one.
-MARKER_OF_CLASS = {"a100-80gb": "a100", "a100-40gb": "a100"}
-
-
 @dataclass(frozen=True)
 class Table:
     """One test's table in `file` (as shown: relative to the rootdir), for `hardware_class` (its
-    folder) and the suite file named `suite_stem`."""
+    folder: a class, or a runner shape's "h200-8gpu", verdict/shapes.py) and the suite file
+    named `suite_stem`."""
 
     file: str
     hardware_class: str
@@ -69,7 +66,7 @@ def read_tables(directory: Path, shown: Callable[[Path], str]) -> tuple[list[Tab
 
 def update_command(hardware_class: str, suite: str) -> str:
     """What re-records a suite's tables, on a machine of that class."""
-    marker = MARKER_OF_CLASS.get(hardware_class, hardware_class)
+    marker = shapes.marker_of(shapes.class_of_folder(hardware_class))
     return f"pytest -m {marker} {suite} --llmperf-update-baselines"
 
 

@@ -192,7 +192,8 @@ def test_shown_path_is_relative_to_the_working_directory(ref):
 def test_no_baseline_is_a_note(ref):
     judgement = against(ON_BASELINE, ref, require=False)
     assert judgement.error is None
-    assert judgement.notes == [f'no baseline for this hardware: {FILE} has no ["{KEY}"]']
+    # The runner shape (verdict/shapes.py): on a CPU its model, cores and generation.
+    assert judgement.notes == [f'no baseline for AMD EPYC 9654, 8 cores: {FILE} has no ["{KEY}"]']
     assert judgement.label() == "no baseline"
     assert not judgement.failed
 
@@ -200,8 +201,9 @@ def test_no_baseline_is_a_note(ref):
 def test_no_baseline_with_require_is_an_error_with_the_command(ref):
     judgement = against(ON_BASELINE, ref, require=True)
     assert judgement.error == (
-        f'no baseline for this hardware: {FILE} has no ["{KEY}"] (--llmperf-require-baseline); '
-        f"create it with: {UPDATE}"
+        f'no baseline for AMD EPYC 9654, 8 cores: {FILE} has no ["{KEY}"] '
+        "(--llmperf-require-baseline); make this runner shape's first baselines with: llmperf "
+        "bootstrap-baselines --marker cpu suites/test_cpu.py"
     )
     assert judgement.failed
 
