@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.etree.ElementTree import ParseError
@@ -35,7 +35,8 @@ from pytest_llmperf.reports import history_page
 from pytest_llmperf.reports.files import check_writable, write_text
 from pytest_llmperf.reports.history_view import views
 
-__all__ = ["FILES", "add_command", "gpu_extra_missing", "pytest_argv", "run", "run_pytest"]
+__all__ = ["FILES", "add_command", "ci_job_url", "gpu_extra_missing", "pytest_argv", "run",
+           "run_pytest"]
 
 # What --out holds after a night, by what wrote it.
 FILES = {"run": "run.json", "markdown": "report.md", "html": "report.html",
@@ -256,6 +257,12 @@ def _publish(night: Night, store: str, folder: Path) -> None:
     print(PREFIX + line, flush=True)
 
 
+def ci_job_url(environ: Mapping[str, str] = os.environ) -> str | None:
+    """The page of the CI job running this night: GitHub Actions' run (as the store records
+    it), GitLab's job (CI_JOB_URL), Jenkins' build (BUILD_URL); None elsewhere."""
+    return record.ci_url(environ) or environ.get("CI_JOB_URL") or environ.get("BUILD_URL")
+
+
 def _finish(night: Night, found: oc.Outcomes, status: int) -> int:
     """failures.txt, the webhook (unless the night was clean), the closing lines."""
     args = night.args
@@ -271,7 +278,7 @@ def _finish(night: Night, found: oc.Outcomes, status: int) -> int:
           flush=True)
     url = os.environ.get(webhook.ENV)
     if url and status != oc.EXIT_OK:
-        said = webhook.post(url, oc.headline(args.marker, found, record.ci_url()) + "\n" + text)
+        said = webhook.post(url, oc.headline(args.marker, found, ci_job_url()) + "\n" + text)
         if said:
             print(PREFIX + said, file=sys.stderr, flush=True)
     print(f"{PREFIX}{oc.headline(args.marker, found)}; exit status {status}", flush=True)

@@ -50,7 +50,8 @@ def night(tmp_path, monkeypatch):
     folder = tmp_path / "checkout"
     folder.mkdir()
     monkeypatch.chdir(folder)
-    for name in ("GITHUB_RUN_ID", "GITHUB_STEP_SUMMARY"):  # not this CI job's page
+    for name in ("GITHUB_RUN_ID", "GITHUB_STEP_SUMMARY", "CI_JOB_URL", "BUILD_URL"):
+        # the headline links no CI job, and the reports go to no step summary
         monkeypatch.delenv(name, raising=False)
     store = tmp_path / "store" / "history.sqlite"
     store.parent.mkdir()

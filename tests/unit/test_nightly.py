@@ -109,6 +109,17 @@ def test_the_gpu_extra_is_named_when_vllm_is_missing():
     assert command.gpu_extra_missing("h200 and not nightly", lambda name: object()) is None
 
 
+def test_the_headline_links_the_ci_job():
+    github = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "org/repo",
+              "GITHUB_RUN_ID": "123"}
+    assert command.ci_job_url(github) == "https://github.com/org/repo/actions/runs/123"
+    assert command.ci_job_url({"CI_JOB_URL": "https://gitlab.com/org/repo/-/jobs/9"}) == (
+        "https://gitlab.com/org/repo/-/jobs/9")
+    assert command.ci_job_url({"BUILD_URL": "https://ci.example/job/n/4/"}) == (
+        "https://ci.example/job/n/4/")
+    assert command.ci_job_url({}) is None
+
+
 def test_the_pytest_command_line():
     argv = command.pytest_argv("h200", ["suites/"], "postgresql://db/x", Path("/r"),
                                DEADLINE + 0.4, ["-k", "llama"], trend=True)
