@@ -7,6 +7,14 @@ from pytest_llmperf.client.loadgen import Concurrency, Ramp, Rate
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.verdict.gate import SLO
+from pytest_llmperf.warning_types import (
+    ClientLimitedWarning,
+    DisturbedWarning,
+    InconclusiveWarning,
+    LlmperfWarning,
+    NotComparableWarning,
+    StaleBaselineWarning,
+)
 from pytest_llmperf.workloads.prompts import Fixed, Normal, Uniform
 from pytest_llmperf.workloads.scenarios import (
     OfflineScenario,
@@ -19,11 +27,17 @@ from pytest_llmperf.workloads.scenarios import (
 from pytest_llmperf.workloads.workload import Workload
 
 __all__ = [
+    "ClientLimitedWarning",
     "Concurrency",
+    "DisturbedWarning",
     "Engine",
+    "InconclusiveWarning",
+    "LlmperfWarning",
+    "NotComparableWarning",
     "OfflineScenario",
     "SLO",
     "ServerScenario",
+    "StaleBaselineWarning",
     "Fixed",
     "Normal",
     "Ramp",

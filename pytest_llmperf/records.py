@@ -59,6 +59,13 @@ class RequestRecord:
     # A conversation's session number and 1-based turn (client/sessions.py); None otherwise.
     session: int | None = None
     turn: int | None = None
+    # What the request executed, for "did both sides do the same work" (metrics/work.py): the
+    # server's finish_reason ("length", "stop", ...), the prompt tokens its usage says came from
+    # the prefix cache (None: it did not say), and a CRC-32 of the generated token ids in order
+    # (0 until ids arrive; a greedy request's digest is its output).
+    finish_reason: str | None = None
+    cached_prompt_tokens: int | None = None
+    output_digest: int = 0
 
     @property
     def ok(self) -> bool:

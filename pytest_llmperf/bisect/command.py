@@ -17,7 +17,7 @@ from pytest_llmperf.bisect.candidates import Candidate, parse_candidate, release
 from pytest_llmperf.bisect.environments import EnvironmentCache, default_cache_dir
 from pytest_llmperf.bisect.run import Bisect
 from pytest_llmperf.bisect.search import Finding
-from pytest_llmperf.bisect.step import StepPlan
+from pytest_llmperf.bisect.step import DEFAULT_MAX_PAIRS, StepPlan
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.history import location
 from pytest_llmperf.history.store import HistoryStore
@@ -56,6 +56,10 @@ def add_command(commands) -> None:
     bisect.add_argument("--confirm-pairs", type=int, default=DEFAULT_AB_CONFIRM_PAIRS,
                         metavar="N", help="more pairs when a step looks worse or cannot tell "
                                           f"(default {DEFAULT_AB_CONFIRM_PAIRS})")
+    bisect.add_argument("--max-pairs", type=int, default=DEFAULT_MAX_PAIRS, metavar="N",
+                        help="the most pairs a step its pairs cannot settle grows to, in more "
+                             f"sessions, before the search gives up on it (default "
+                             f"{DEFAULT_MAX_PAIRS}; --pairs plus --confirm-pairs: none added)")
     bisect.add_argument("--tolerance", type=float, default=DEFAULT_AB_TOLERANCE,
                         metavar="FRACTION", help="how much worse B may be than A "
                                                  f"(default {DEFAULT_AB_TOLERANCE})")
@@ -102,15 +106,17 @@ def _bisect(args: argparse.Namespace) -> Bisect:
     if args.release_range and args.candidates:
         raise InputError("give CANDIDATEs or --range, not both")
     candidates = read_candidates(args.candidates, args.release_range)
-    for name, value, least in (("--pairs", args.pairs, 1), ("--confirm-pairs",
-                                                             args.confirm_pairs, 0)):
+    for name, value, least in (("--pairs", args.pairs, 1),
+                               ("--confirm-pairs", args.confirm_pairs, 0),
+                               ("--max-pairs", args.max_pairs, 1)):
         if value < least:
             raise InputError(f"{name} {value}: give a whole number, {least} or more")
     if not 0 < args.tolerance < 10:
         raise InputError(f"--tolerance {args.tolerance}: give a fraction, e.g. 0.1 for 10%")
     store, history = open_store(args.history, "--history", Path.cwd())
     plan = StepPlan(args.test, tuple(args.metric or ()), args.pairs, args.confirm_pairs,
-                    args.tolerance, tuple(shlex.split(args.pytest_args)), history)
+                    args.tolerance, tuple(shlex.split(args.pytest_args)), history,
+                    max_pairs=args.max_pairs)
     return Bisect(candidates, plan, EnvironmentCache(args.envs or default_cache_dir()),
                   args.work_dir, store, args.max_minutes, repeat_verdict=not args.no_repeat,
                   say=lambda line: print(line, flush=True))

@@ -8,14 +8,14 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_llmperf.bisect.candidates import Candidate
 from pytest_llmperf.bisect.environments import Environment, EnvironmentCache, EnvironmentFailed
 from pytest_llmperf.bisect.report import Step, progress_line, verdict_lines
 from pytest_llmperf.bisect.search import Finding, Outcome, Search
-from pytest_llmperf.bisect.step import StepPlan, StepResult, run_step
+from pytest_llmperf.bisect.step import StepPlan, StepResult, merge, pairs_wanted, run_step
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.history.store import HistoryStore
 
@@ -80,7 +80,8 @@ class Bisect:
                         f"the next step ({elapsed / 60:.1f} min spent, a step takes about "
                         f"{guess / 60:.1f})")
                 break
-            step = self._step(*pair, repeat=search.is_repeat(*pair))
+            deadline = started + budget_s if budget_s is not None else None
+            step = self._step(*pair, repeat=search.is_repeat(*pair), deadline=deadline)
             search.record(step.a, step.b, step.result.outcome)
             steps.append(step)
             self.say(progress_line(len(steps), step, self.candidates,
@@ -97,7 +98,8 @@ class Bisect:
             self.environments[index] = self.cache.environment(candidate)
         return self.environments[index]
 
-    def _step(self, a: int, b: int, repeat: bool = False) -> Step:
+    def _step(self, a: int, b: int, repeat: bool = False,
+              deadline: float | None = None) -> Step:
         try:
             env_a = self._environment(a)
         except EnvironmentFailed as exc:
@@ -115,6 +117,7 @@ class Bisect:
         name = key[:12]
         result = run_step(self.plan, env_a, env_b, self.work_dir / f"step-{name}.json",
                           self.work_dir / f"step-{name}.log")
+        result = self._settle(result, env_a, env_b, name, deadline)
         if result.outcome == Outcome.FAILED and SIDE_A_FAILED in result.message:
             raise InputError(f"bisect: side A, the good candidate {self.candidates[a].text}, "
                              f"failed: {result.message}")
@@ -123,3 +126,27 @@ class Bisect:
             self.store.record_bisect_step(key, self.plan.test_id, env_a.name, env_b.name,
                                           result.outcome.value, result.to_plain())
         return Step(a, b, result, repeat=repeat)
+
+    def _settle(self, result: StepResult, env_a: Environment, env_b: Environment, name: str,
+                deadline: float | None) -> StepResult:
+        """An unsettled step measures more pairs before the search gives up on it: a session
+        of as many pairs as its spread says would resolve the tolerance (step.pairs_wanted),
+        judged together with all before it (step.merge), until the step settles, reaches the
+        plan's most pairs, or the next session would overrun the time budget. A B = A step
+        whose first pairs were too noisy then ends good, as it is."""
+        plan = replace(self.plan, confirm_pairs=0)
+        while (result.outcome == Outcome.UNSETTLED and result.paired
+               and result.pairs < self.plan.max_pairs):
+            per_session = result.seconds / result.sessions
+            if deadline is not None and time.monotonic() + per_session > deadline:
+                break
+            more_pairs = pairs_wanted(self.plan, result) - result.pairs
+            self.say(f"bisect: unsettled after {result.pairs} pairs; measuring {more_pairs} "
+                     "more")
+            stem = self.work_dir / f"step-{name}-{result.sessions + 1}"
+            more = run_step(replace(plan, pairs=more_pairs), env_a, env_b,
+                            stem.with_suffix(".json"), stem.with_suffix(".log"))
+            if more.outcome == Outcome.FAILED:
+                break  # the machine's or the engine's: judged on the pairs it has
+            result = merge(self.plan, result, more)
+        return result

@@ -22,10 +22,17 @@ from typing import Any
 from pytest_llmperf.bisect.environments import Environment
 from pytest_llmperf.bisect.search import Outcome
 from pytest_llmperf.metrics import registry
-from pytest_llmperf.reports.saved_runs import RunFileError, SavedResult, read_run
+from pytest_llmperf.reports.saved_runs import RunFileError, read_run
+from pytest_llmperf.verdict.ab import PairedRatios, ab_entry, judge_pairs
 from pytest_llmperf.verdict.status import Status
 
-__all__ = ["StepPlan", "StepResult", "classify", "step_command"]
+__all__ = ["DEFAULT_MAX_PAIRS", "StepPlan", "StepResult", "classify", "merge", "pairs_wanted",
+           "step_command"]
+
+# An unsettled step grows to at most this many pairs. On the 2-core VM a B = A step with 4 + 4
+# pairs could not resolve 10% of TPOT p50 (docs/bisect.md, "Unsettled steps"); 24 pairs resolve
+# about half the spread 8 do (the resolution shrinks as the square root of the pairs).
+DEFAULT_MAX_PAIRS = 24
 
 
 @dataclass(frozen=True)
@@ -41,12 +48,15 @@ class StepPlan:
     pytest_args: tuple[str, ...] = ()
     history: str | None = None  # --llmperf-history for the steps' sessions (None: its default)
     timeout_s: float | None = None
+    # The most pairs an unsettled step may grow to (Bisect._settle): more sessions of `pairs`
+    # pairs each, judged together with the first, until the step settles.
+    max_pairs: int = DEFAULT_MAX_PAIRS
 
     def key_fields(self) -> dict[str, Any]:
         """What decides a step's outcome besides its two environments."""
         return {"test": self.test_id, "metrics": list(self.metrics), "pairs": self.pairs,
                 "confirm_pairs": self.confirm_pairs, "tolerance": self.tolerance,
-                "pytest_args": list(self.pytest_args)}
+                "pytest_args": list(self.pytest_args), "max_pairs": self.max_pairs}
 
 
 @dataclass
@@ -65,6 +75,11 @@ class StepResult:
     seconds: float = 0.0
     command: list[str] = field(default_factory=list)
     run_file: str = ""
+    # Every judged metric's raw ratios and one side's back-to-back ratios ("ratios", "nulls",
+    # None for a NaN), and its direction: what `merge` judges again with more pairs.
+    paired: dict[str, dict[str, list]] = field(default_factory=dict)
+    directions: dict[str, str | None] = field(default_factory=dict)
+    sessions: int = 1  # pytest sessions the step took: 1, and 1 more per round of more pairs
 
     def to_plain(self) -> dict[str, Any]:
         plain = asdict(self)
@@ -127,11 +142,46 @@ def classify(plan: StepPlan, run_file: Path, log_file: Path, failure: str | None
     if side_b is None:
         reason = failure or _failure_line(log_file) or "the test measured no A/B"
         return StepResult(Outcome.FAILED, message=f"{reason} (log: {log_file})")
-    return _judged(plan, side_b)
+    return _judged(plan, side_b.ab, side_b.directions)
 
 
-def _judged(plan: StepPlan, side_b: SavedResult) -> StepResult:
-    entry = side_b.ab
+def merge(plan: StepPlan, first: StepResult, more: StepResult) -> StepResult:
+    """A step's pairs and the pairs a later session measured for it, judged as one set by the
+    paired rule (verdict/ab.py), as if one session had measured them all."""
+    names = sorted(set(first.paired) & set(more.paired))
+    if not names:  # a step remembered from before ratios were kept: nothing to add them to
+        return first
+    merged = {name: PairedRatios(name, _floats(first.paired[name]["ratios"])
+                                 + _floats(more.paired[name]["ratios"]),
+                                 nulls=_floats(first.paired[name]["nulls"])
+                                 + _floats(more.paired[name]["nulls"]))
+              for name in names}
+    entry = ab_entry(merged, plan.tolerance, judge_pairs(merged, plan.tolerance))
+    result = _judged(plan, entry, first.directions)
+    result.seconds = first.seconds + more.seconds
+    result.command, result.run_file = more.command, more.run_file
+    result.sessions = first.sessions + more.sessions
+    return result
+
+
+def pairs_wanted(plan: StepPlan, result: StepResult) -> int:
+    """How many pairs in all an unsettled step should grow to: the pairs its deciding metric's
+    spread says would resolve the tolerance (ab.PairedRatios.pairs_to_resolve), at least one
+    more session of the plan's pairs, at most the plan's most pairs."""
+    paired = result.paired.get(result.metric)
+    wanted = result.pairs + plan.pairs
+    if paired:
+        ratios = PairedRatios(result.metric, _floats(paired["ratios"]),
+                              nulls=_floats(paired["nulls"]))
+        wanted = max(wanted, ratios.pairs_to_resolve(plan.tolerance))
+    return min(wanted, plan.max_pairs)
+
+
+def _floats(values: list) -> tuple[float, ...]:
+    return tuple(math.nan if value is None else float(value) for value in values)
+
+
+def _judged(plan: StepPlan, entry: dict[str, Any], directions: dict[str, str]) -> StepResult:
     metrics: dict[str, dict[str, Any]] = entry["metrics"]
     names = list(plan.metrics) or sorted(metrics)
     missing = [name for name in names if name not in metrics]
@@ -143,13 +193,17 @@ def _judged(plan: StepPlan, side_b: SavedResult) -> StepResult:
     ranked = []
     for name in names:
         metric = metrics[name]
-        outcome = _metric_outcome(name, metric, tolerance, side_b.directions.get(name))
+        outcome = _metric_outcome(name, metric, tolerance, directions.get(name))
         ranked.append((_RANK[outcome], name, outcome, metric))
     _, name, outcome, metric = max(ranked, key=lambda item: item[0])
     low, high = (metric.get("interval") or [None, None])[:2]
     return StepResult(outcome, name, metric.get("median"), low, high, int(entry.get("pairs", 0)),
                       str(metric.get("message", "")),
-                      {n: metrics[n].get("median") for n in sorted(metrics)})
+                      {n: metrics[n].get("median") for n in sorted(metrics)},
+                      paired={n: {"ratios": list(metrics[n].get("ratios") or []),
+                                  "nulls": list(metrics[n].get("nulls") or [])}
+                              for n in sorted(metrics)},
+                      directions={n: directions.get(n) for n in sorted(metrics)})
 
 
 # Which metric's outcome speaks for the step: any regression makes it bad; else any metric its

@@ -18,6 +18,8 @@ from the line path's; tests/unit/test_sse.py feeds both the same streams.
 
 from __future__ import annotations
 
+import zlib
+from array import array
 from bisect import bisect_right
 from itertools import accumulate, chain, compress, repeat
 from operator import add, attrgetter, eq, itemgetter
@@ -44,9 +46,15 @@ class _Choice(msgspec.Struct):
     finish_reason: str | None = None
 
 
+class _PromptDetails(msgspec.Struct):
+    cached_tokens: int | None = None
+
+
 class _Usage(msgspec.Struct):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    # vLLM sends it with --enable-prompt-tokens-details: prompt tokens served from the cache.
+    prompt_tokens_details: _PromptDetails | None = None
 
 
 class _Event(msgspec.Struct):
@@ -60,11 +68,25 @@ _decode = msgspec.json.Decoder(_Event).decode
 _decode_many = msgspec.json.Decoder(list[_Event]).decode
 _choices, _usage, _error = attrgetter("choices"), attrgetter("usage"), attrgetter("error")
 _token_ids, _first = attrgetter("token_ids"), itemgetter(0)
+_finish_reason = attrgetter("finish_reason")
 _EVENT_START, _EVENT_GAP = b"data: ", b"\n\ndata: "
 
 
 def _text(choice: _Choice) -> str | None:
     return choice.delta.content if choice.delta is not None else choice.text
+
+
+def _take_usage(record: RequestRecord, usage: _Usage) -> None:
+    record.usage_prompt_tokens = usage.prompt_tokens
+    record.usage_output_tokens = usage.completion_tokens
+    if usage.prompt_tokens_details is not None:
+        record.cached_prompt_tokens = usage.prompt_tokens_details.cached_tokens
+
+
+def _digest(record: RequestRecord, ids) -> None:
+    """Fold token ids into the record's output digest: one C call over the part's ids (CRC-32
+    continues across calls, so chunking does not change the digest)."""
+    record.output_digest = zlib.crc32(array("i", ids).tobytes(), record.output_digest)
 
 
 class StreamDecoder:
@@ -147,11 +169,13 @@ class StreamDecoder:
             times = list(map(stamps.__getitem__, reads))
         record = self.record
         for usage in filter(None, map(_usage, events)):
-            record.usage_prompt_tokens = usage.prompt_tokens
-            record.usage_output_tokens = usage.completion_tokens
+            _take_usage(record, usage)
+        for reason in filter(None, map(_finish_reason, firsts)):
+            record.finish_reason = reason
         if times:
             record.chunk_times_s += times
             record.chunk_tokens += map(len, ids)
+            _digest(record, chain.from_iterable(ids))
             if record.output_token_ids is not None:  # a conversation's turn (sessions.py)
                 record.output_token_ids += chain.from_iterable(ids)
             if record.output_text is not None:  # (a chosen choice without ids has no text)
@@ -192,16 +216,18 @@ class StreamDecoder:
                 self.finished = True
                 return
             if event.usage is not None:
-                record.usage_prompt_tokens = event.usage.prompt_tokens
-                record.usage_output_tokens = event.usage.completion_tokens
+                _take_usage(record, event.usage)
             if not event.choices:
                 continue
             counted = False
             for choice in event.choices:
                 if text_kept is not None and (piece := _text(choice)):
                     text_kept.append(piece)
+                if choice.finish_reason is not None:
+                    record.finish_reason = choice.finish_reason
                 if choice.token_ids is not None:
                     tokens = len(choice.token_ids)
+                    _digest(record, choice.token_ids)
                     if record.output_token_ids is not None:
                         record.output_token_ids += choice.token_ids
                 else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from pytest_llmperf.failures import count_kinds, describe_counts
@@ -13,6 +14,7 @@ from pytest_llmperf.metrics.client_check import ClientCheck
 from pytest_llmperf.metrics.compute import RunMetrics, Summary
 from pytest_llmperf.metrics.stats import combine_repeats
 from pytest_llmperf.metrics.turns import by_turn
+from pytest_llmperf.metrics.work import ExecutedWork
 from pytest_llmperf.records import RequestRecord
 
 
@@ -46,6 +48,12 @@ class Result:
     disturbance: Disturbance | None = None
     # The engine's cards over the representative run (machine/gpu_telemetry.py); () on a CPU.
     gpu_telemetry: tuple[GpuTelemetry, ...] = ()
+
+    @cached_property
+    def work(self) -> ExecutedWork:
+        """What the representative run executed: tokens, finish reasons, cached prompt tokens,
+        output digests (metrics/work.py)."""
+        return ExecutedWork.of(self.records)
 
     @property
     def by_turn(self) -> dict[str, dict[str, float]]:

@@ -32,6 +32,12 @@ from pytest_llmperf.verdict.baselines import TOLERANCE_RULE, is_tolerance
 from pytest_llmperf.verdict.gate import DEFAULT_GATED, GateReport
 from pytest_llmperf.verdict.judge import Current, Judgement, Subject
 from pytest_llmperf.verdict.measurement import MeasurementRecord
+from pytest_llmperf.warning_types import (
+    ClientLimitedWarning,
+    DisturbedWarning,
+    InconclusiveWarning,
+    StaleBaselineWarning,
+)
 from pytest_llmperf.workloads import sweeps
 from pytest_llmperf.workloads.workload import Workload
 
@@ -322,14 +328,17 @@ class Llmperf:
         self._runner.ledger.add_extras(id, estimates, detail)
         self._settle(judgement)
 
-    @staticmethod
-    def _settle(judgement: Judgement, warn: bool = True) -> None:
+    def _settle(self, judgement: Judgement, warn: bool = True) -> None:
         for message in judgement.warnings if warn else ():
             warnings.warn(StaleBaselineWarning(message), stacklevel=3)
-        for message in judgement.report.inconclusive:
-            warnings.warn(InconclusiveWarning(message), stacklevel=3)
         if judgement.failed:
             pytest.fail(judgement.failure_text(), pytrace=False)
+        undecided = judgement.report.inconclusive
+        if undecided and self._settings.inconclusive == "fail":
+            pytest.fail("INCONCLUSIVE (--llmperf-inconclusive fail): " + "; ".join(undecided),
+                        pytrace=False)
+        for message in undecided if self._settings.inconclusive == "warn" else ():
+            warnings.warn(InconclusiveWarning(message), stacklevel=3)
 
     def _check_client(self, result: Result, settings: Settings) -> None:
         """A run a neighbour disturbed, or the load generator limited, or lost a worker in,
@@ -375,20 +384,3 @@ def _fail_or_warn(message: str, mode: str, warning: type[Warning]) -> None:
     if mode == "fail":
         pytest.fail(message, pytrace=False)
     warnings.warn(warning(message), stacklevel=4)
-
-
-class DisturbedWarning(UserWarning):
-    """--llmperf-disturbance=warn: another process or the card's clocks disturbed this run."""
-
-
-class ClientLimitedWarning(UserWarning):
-    """--llmperf-client-check=warn: the load generator limited this run."""
-
-
-class InconclusiveWarning(UserWarning):
-    """A paired A/B metric too noisy to decide on this machine (verdict/ab.py): neither a
-    regression nor a pass; the message says what would settle it."""
-
-
-class StaleBaselineWarning(UserWarning):
-    """A metric improved beyond its band: the baseline no longer describes this engine."""

@@ -24,6 +24,7 @@ from pytest_llmperf.engines.ray import RayCluster
 from pytest_llmperf.engines.server import CPU_ENGINE_NICE
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.ids import xdist_group
+from pytest_llmperf.machine import expect
 from pytest_llmperf.machine import hardware as hardware_mod
 from pytest_llmperf.machine.neighbours import session_root
 from pytest_llmperf.plugin import (
@@ -38,16 +39,21 @@ from pytest_llmperf.plugin import (
 from pytest_llmperf.plugin.fixture import Llmperf, engine_of, user_nodeid
 from pytest_llmperf.plugin.reporthooks import NAME as REPORTS_PLUGIN
 from pytest_llmperf.plugin.reporthooks import ReportHooks
+from pytest_llmperf.reports import saved_runs
 from pytest_llmperf.session import history_run, outputs
 from pytest_llmperf.session import settings as settings_mod
 from pytest_llmperf.session.deployment import Deployment
 from pytest_llmperf.session.session import LlmperfSession
+from pytest_llmperf.verdict import same_node
 
 SESSION_KEY = pytest.StashKey[LlmperfSession]()
 SETTINGS_KEY = pytest.StashKey[settings_mod.Settings]()
 STARTED_KEY = pytest.StashKey[datetime]()
 HARDWARE_KEY = pytest.StashKey[object]()
 RAY_KEY = pytest.StashKey[RayCluster]()
+
+# --llmperf-expect's stop: the machine is not the environment the run names (docs/upgrades.md).
+EXPECT_EXIT_CODE = 6
 
 NIGHTLY_SKIP = "a nightly test: run it with --llmperf-nightly"
 NIGHTLY_MARKER = ("nightly: a long test the nightly job runs (--llmperf-nightly); a run without "
@@ -133,6 +139,8 @@ def pytest_configure(config: pytest.Config) -> None:
     gpus = visible_gpus(hardware.device_count) if hardware.is_gpu else []
     leases = GpuLeases(gpus) if hardware.is_gpu else None
     fingerprint = hardware_mod.current_fingerprint(hardware)
+    _check_expected(settings, fingerprint)
+    _check_same_node(settings, fingerprint)
     try:  # a store this session cannot use is refused before anything is measured
         history = history_run.open_history(settings, fingerprint,
                                            worker=xdist.is_worker(config))
@@ -160,6 +168,33 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(deadline.DeadlinePlugin(settings.deadline),
                                       deadline.PLUGIN_NAME)
     _stop_engines_on_sigterm(config)
+
+
+def _check_expected(settings: settings_mod.Settings,
+                    fingerprint: hardware_mod.Fingerprint) -> None:
+    """--llmperf-expect: a machine that is not the environment the run names stops here, before
+    any engine starts or store is opened, with its own exit code (pytest's are 0 to 5)."""
+    if settings.expect:
+        line = expect.mismatch_line(settings.expect, fingerprint.to_dict())
+        if line:
+            pytest.exit(line, returncode=EXPECT_EXIT_CODE)
+
+
+def _check_same_node(settings: settings_mod.Settings,
+                     fingerprint: hardware_mod.Fingerprint) -> None:
+    """--llmperf-compare is a before/after on one node: a run saved on another host or other
+    cards is refused before any engine starts. A file that cannot be read is left to each
+    test's verdict, which names the problem (session/judging.py)."""
+    if not settings.compare:
+        return
+    try:
+        path = saved_runs.resolve_saved(settings.compare, settings.runs_dir())
+        saved = saved_runs.read_run(path)
+    except saved_runs.RunFileError:
+        return
+    refused = same_node.refusal(saved.fingerprint, fingerprint.to_dict(), settings.compare)
+    if refused:
+        raise pytest.UsageError(f"pytest-llmperf: {refused}")
 
 
 def engine_nice(settings: settings_mod.Settings, hardware: hardware_mod.Hardware) -> int:

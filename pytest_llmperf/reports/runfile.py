@@ -195,6 +195,9 @@ def _result_entry(result: Result, found: Derived) -> dict[str, Any]:
         "server": dict(result.server),
         # Failed requests per kind (failures.py) of the representative run; {} when none failed.
         "failures": result.failure_kinds(),
+        # What the representative run executed (metrics/work.py): a comparison checks that
+        # both sides did the same work before it judges their numbers.
+        "work": result.work.to_dict(),
         "client": _client(result),
         "disturbance": _disturbance(result),
         **found.to_dict(),  # "cost", "per_gpu", "roofline"

@@ -14,6 +14,7 @@ from typing import Any
 
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics.stats import Estimate
+from pytest_llmperf.metrics.work import ExecutedWork
 from pytest_llmperf.numbers import is_real, is_whole
 from pytest_llmperf.reports.runfile import FORMAT, WRITE_ONE
 from pytest_llmperf.verdict.baselines import DIRECTIONS, BaselineEntry
@@ -69,6 +70,7 @@ class SavedResult:
     engine_start_s: float | None = None
     path: str = ""
     record: MeasurementRecord | None = None  # None: a result made by hand, never judged
+    work: ExecutedWork | None = None  # None: written before the run file recorded it
 
     @property
     def status(self) -> Status | None:
@@ -192,7 +194,17 @@ def _saved_result(path: str, index: int, item: Any) -> SavedResult:
         engine_start_s=item.get("engine_start_s"),
         path=path,
         record=MeasurementRecord.from_plain(item),
+        work=_work(path, f"{where}.work", item.get("work")),
     )
+
+
+def _work(path: str, where: str, entry: Any) -> ExecutedWork | None:
+    if entry is None:
+        return None
+    try:
+        return ExecutedWork.from_dict(entry)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise _bad(path, where, f"not an executed-work record ({exc})") from None
 
 
 def read_run(path: str | os.PathLike[str]) -> RunFile:

@@ -20,6 +20,7 @@ from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.machine.hardware import is_gpu_class
 from pytest_llmperf.metrics import goodput
 from pytest_llmperf.metrics.compute import RunMetrics
+from pytest_llmperf.metrics.work import ExecutedWork
 from pytest_llmperf.session.runner import Runner
 from pytest_llmperf.verdict import judge
 from pytest_llmperf.verdict.ab import abba_order
@@ -179,11 +180,17 @@ class AbRun:
         """REGRESSION or INCONCLUSIVE where B's pairs so far, judged as judge_ab will judge
         them all (judge.SideA), regressed or were too noisy to decide; else None. Either is
         the question that decides whether confirm pairs follow: more pairs confirm a regression
-        or settle what the first could not."""
+        or settle what the first could not. Sides that did different work are not comparable
+        however many pairs follow: None."""
         side_a = judge.SideA(tuple(run.flat() for run, _ in self.runs["A"]),
-                             self.runner.settings.ab_tolerance)
-        current = judge.Current.of([run for run, _ in self.runs["B"]])
-        report = side_a.compare(current, gated).report
+                             self.runner.settings.ab_tolerance,
+                             work=ExecutedWork.of(self.runs["A"][-1][1].records))
+        current = judge.Current.of([run for run, _ in self.runs["B"]],
+                                   work=ExecutedWork.of(self.runs["B"][-1][1].records))
+        judgement = side_a.compare(current, gated)
+        if judgement.incomparable:
+            return None
+        report = judgement.report
         if report.failed:
             return Status.REGRESSION
         return Status.INCONCLUSIVE if report.inconclusive else None

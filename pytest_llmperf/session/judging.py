@@ -22,7 +22,7 @@ from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.provenance import git_commit
 from pytest_llmperf.session.settings import Settings
 from pytest_llmperf.session.updates import BaselineUpdates, PendingUpdate
-from pytest_llmperf.verdict import baselines, gate, judge, noise, shapes
+from pytest_llmperf.verdict import baselines, gate, judge, noise, same_node, same_work, shapes
 from pytest_llmperf.verdict.ab import ab_line
 from pytest_llmperf.verdict.measurement import GateSettings, MeasurementRecord
 from pytest_llmperf.verdict.status import Status
@@ -73,7 +73,7 @@ class Judge:
                 record.status = judgement.status
                 return judgement
         subject = judge.Subject(item, record.test_id, record.key, result.engine, result.workload)
-        current = judge.Current.of(result.runs, result.engine_start_s)
+        current = judge.Current.of(result.runs, result.engine_start_s, work=result.work)
         return self.judge_estimates(record.id, subject, current, options, slo=slo, known=known,
                                     gated=tuple(options.gate or gate.DEFAULT_GATED),
                                     exact=bool(options.gate))
@@ -85,8 +85,9 @@ class Judge:
         --llmperf-ab-tolerance."""
         result_a, result_b = record_a.result, record_b.result
         side_a = judge.SideA(tuple(run.flat() for run in result_a.runs),
-                              self.settings.ab_tolerance, self.settings.ab_pairs)
-        judgement = judge.judge(judge.Current.of(result_b.runs), side_a,
+                              self.settings.ab_tolerance, self.settings.ab_pairs,
+                              work=result_a.work, work_rule=self.work_rule)
+        judgement = judge.judge(judge.Current.of(result_b.runs, work=result_b.work), side_a,
                                  gated=options.gate or gate.DEFAULT_GATED, slo=slo,
                                  known=known_metric(result_b.metrics))
         record_b.ab = judgement.ab
@@ -95,6 +96,8 @@ class Judge:
         sides = server_info.sides_text(result_a.server, result_b.server)
         self.ledger.note(record_b.test_id,
                          ab_line(judgement.ab) + (f"; {sides}" if sides else ""))
+        for note in [*judgement.notes, *filter(None, [judgement.incomparable])]:
+            self.ledger.note(record_b.test_id, note)
         for verdict in judgement.report.verdicts:
             if verdict.status != Status.PASS:
                 self.ledger.note(record_b.test_id, verdict.message)
@@ -188,8 +191,14 @@ class Judge:
                      / ref.path.parent.name)
         return judge.BaselineRef(directory / ref.path.name, ref.key, ref.nodeid)
 
+    @property
+    def work_rule(self) -> same_work.Rule:
+        """How a comparison checks that both sides did the same work (--llmperf-outputs)."""
+        return same_work.Rule(outputs_must_match=self.settings.outputs == "must-match")
+
     def _saved_reference(self, key: str, workload: dict[str, Any]) -> judge.Reference:
-        """The --llmperf-compare run's test `key`; read once per session."""
+        """The --llmperf-compare run's test `key`; read once per session. The note names what
+        changed since it was saved (driver, CUDA, vLLM: same_node.py)."""
         try:
             if self._saved_run is None:
                 path = saved_runs.resolve_saved(self.settings.compare, self.settings.runs_dir())
@@ -197,7 +206,12 @@ class Judge:
         except saved_runs.RunFileError as exc:
             return judge.Unusable(str(exc))
         path, saved = self._saved_run
-        return judge.SavedRun(Path(os.path.relpath(path)), key, saved.results.get(key), workload)
+        # Another node was refused before anything was measured (plugin/hooks.py).
+        changes = same_node.stack_changes(saved.fingerprint, self.ledger.fingerprint.to_dict())
+        return judge.SavedRun(Path(os.path.relpath(path)), key, saved.results.get(key), workload,
+                              work_rule=self.work_rule,
+                              changed=f"changed since the saved run: {', '.join(changes)}"
+                              if changes else None)
 
     def apply_updates(self, nodeid: str, passed: bool) -> list[str]:
         """Write a test's pending baseline updates if it passed (updates.BaselineUpdates)."""

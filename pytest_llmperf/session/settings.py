@@ -18,6 +18,7 @@ from pytest_llmperf.client.watchdog import DEFAULT_STALL_TIMEOUT_S
 from pytest_llmperf.engines.overrides import parse_overrides
 from pytest_llmperf.history.location import DEFAULT as HISTORY_DEFAULT
 from pytest_llmperf.history.location import parse_history
+from pytest_llmperf.machine.expect import Expectation, parse_expectations
 from pytest_llmperf.metrics.cost import CostSetting, parse_cost_per_hour
 from pytest_llmperf.secrets import parse_names
 from pytest_llmperf.verdict.ab import (
@@ -93,8 +94,12 @@ def one_of(*modes: str, rule: str = "") -> Callable[[str], str]:
 CLIENT_CHECK_MODES = ("fail", "warn")
 DISTURBANCE_MODES = ("fail", "warn", "off")
 SUMMARY_MODES = ("short", "full")
+INCONCLUSIVE_MODES = ("pass", "warn", "fail")
+OUTPUTS_MODES = ("note", "must-match")
 parse_client_check = one_of(*CLIENT_CHECK_MODES)
 parse_disturbance = one_of(*DISTURBANCE_MODES)
+parse_inconclusive = one_of(*INCONCLUSIVE_MODES)
+parse_outputs = one_of(*OUTPUTS_MODES)
 parse_summary = one_of(*SUMMARY_MODES,
                        rule="short (fits 120 columns) or full (every column and note)")
 
@@ -251,6 +256,17 @@ OPTIONS: tuple[Option, ...] = (
            "so a slow stretch of the machine is less likely to fail a test (0: judge on the "
            "first pairs alone)", DEFAULT_AB_CONFIRM_PAIRS,
            whole_number(0), metavar="N"),
+    # The upgrade gate (docs/upgrades.md)
+    Option("inconclusive", "an A/B metric too noisy to decide on this machine: pass its test, "
+           "warn (InconclusiveWarning) or fail it, as a gate that must not let an undecided "
+           "upgrade through does", "warn", parse_inconclusive, metavar="pass|warn|fail"),
+    Option("outputs", "greedy requests whose output tokens differ between the two sides of a "
+           "comparison: a note (FP8 or a new kernel may change text), or must-match fails the "
+           "test", "note", parse_outputs, metavar="note|must-match"),
+    Option("expect", "the environment this run must find, checked before any engine starts, e.g. "
+           "'vllm==0.24.0,driver=580.*,cuda=13.0,gpu=NVIDIA H200' (shell-style patterns); a "
+           "mismatch stops the run (exit code 6)", None, parse_expectations,
+           metavar="KEY=PATTERN,..."),
     # Reports (pytest_llmperf/session/outputs.py)
     Option("summary", "the terminal summary: short fits 120 columns (the most telling columns, "
            "repeated notes folded); full shows every column and note, as -v does", "short",
@@ -335,6 +351,9 @@ class Settings:
     ab_pairs: int
     ab_tolerance: float
     ab_confirm_pairs: int
+    inconclusive: str
+    outputs: str
+    expect: tuple[Expectation, ...] | None
     summary: str
     markdown: Path | None
     html: Path | None

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pytest_llmperf.metrics.stats import Estimate, combine_runs
-from pytest_llmperf.verdict import baselines, gate, noise, shapes
+from pytest_llmperf.metrics.work import ExecutedWork
+from pytest_llmperf.verdict import baselines, gate, noise, same_work, shapes
 from pytest_llmperf.verdict.ab import ab_entry, judge_pairs, paired_ratios
 from pytest_llmperf.verdict.status import Status
 
@@ -45,17 +46,20 @@ class Judgement:
     ab: dict[str, Any] | None = None  # a paired judgement's ratios (ab.ab_entry)
     # No usable baseline here: this run becomes the machine-local one (BaselineTable.local).
     record_local: bool = False
+    # The two sides executed different work (metrics/work.py): the line naming how; no
+    # verdict on their numbers.
+    incomparable: str | None = None
 
     @property
     def failed(self) -> bool:
-        return self.error is not None or self.report.failed
+        return self.error is not None or self.incomparable is not None or self.report.failed
 
     @property
     def warnings(self) -> list[str]:
         return self.report.warnings
 
     def failure_text(self) -> str:
-        return self.error if self.error else self.report.failure_text()
+        return self.error or self.incomparable or self.report.failure_text()
 
     @property
     def status(self) -> Status:
@@ -63,6 +67,8 @@ class Judgement:
         to decide, why it was not gated, an improvement, else a pass."""
         if self.error:
             return Status.ERROR
+        if self.incomparable:
+            return Status.NOT_COMPARABLE
         statuses = {verdict.status for verdict in self.report.verdicts}
         for worst in (Status.MISSED, Status.REGRESSION, Status.INCONCLUSIVE):
             if worst in statuses:
@@ -89,6 +95,7 @@ def combine(*judgements: Judgement) -> Judgement:
         out.saved_run = out.saved_run or judgement.saved_run
         out.ab = out.ab or judgement.ab
         out.record_local = out.record_local or judgement.record_local
+        out.incomparable = out.incomparable or judgement.incomparable
     return out
 
 
@@ -102,9 +109,11 @@ class Current:
 
     estimates: Mapping[str, Estimate]
     runs: tuple[Mapping[str, float], ...] = ()
+    work: ExecutedWork | None = None  # what it executed (metrics/work.py); None: not known
 
     @classmethod
-    def of(cls, runs, engine_start_s: float | None = None) -> Current:
+    def of(cls, runs, engine_start_s: float | None = None,
+           work: ExecutedWork | None = None) -> Current:
         """From a Result's runs (RunMetrics) and, where this session started its engine, the
         time that took: one sample for all the repeats (and for every later test the engine
         serves), so it has no spread of its own (noise.py gives it one)."""
@@ -112,7 +121,7 @@ class Current:
         estimates = combine_runs(list(flat))
         if engine_start_s is not None:
             estimates[ENGINE_START] = Estimate(float(engine_start_s), 0.0, 1)
-        return cls(estimates, flat)
+        return cls(estimates, flat, work)
 
 
 @dataclass(frozen=True)
@@ -265,18 +274,26 @@ class SavedRun:
     key: str
     saved: Any  # saved_runs.SavedResult | None
     workload: Mapping[str, Any] | None = None  # this test's (Workload.to_dict)
+    work_rule: same_work.Rule = same_work.Rule()
+    changed: str | None = None  # what changed since the saved run (same_node.stack_changes)
 
     def compare(self, current: Current, gated: Sequence[str],
                 tolerance: float | None = None) -> Judgement:
         unusable = self._unusable()
         if unusable:
             return Judgement(notes=[unusable], ungated=Status.NOT_COMPARED)
+        work = self.work_rule.check(self.saved.work, self.saved.estimates, current.work,
+                                    current.estimates, reference_name="the saved run")
+        if self.changed:
+            work.notes.insert(0, self.changed)
+        if work.incomparable:
+            return Judgement(incomparable=work.incomparable, notes=work.notes, saved_run=True)
         band = next(t for t in (tolerance, self.saved.tolerance, gate.DEFAULT_TOLERANCE)
                     if t is not None)
         entries = self.saved.entries(names=gated, tolerance=band)
         baseline = baselines.Baseline(metrics=entries, path=str(self.path), test_id=self.key)
         return Judgement(report=gate.check_baseline(current.estimates, baseline),
-                         baseline=baseline, saved_run=True)
+                         baseline=baseline, saved_run=True, notes=work.notes)
 
     def _unusable(self) -> str | None:
         """Why the saved result is no reference: absent, measured on another workload, or a
@@ -302,14 +319,21 @@ class SideA:
     runs: tuple[Mapping[str, float], ...]
     tolerance: float
     first_round: int | None = None  # pairs before the confirm pairs (ab.PairedRatios)
+    work: ExecutedWork | None = None  # what side A's representative run executed
+    work_rule: same_work.Rule = same_work.Rule()
 
     def compare(self, current: Current, gated: Sequence[str],
                 tolerance: float | None = None) -> Judgement:
         pairs = min(len(self.runs), len(current.runs))
         ratios = paired_ratios(self.runs[:pairs], current.runs[:pairs], list(gated),
                                self.first_round)
+        work = self.work_rule.check(self.work, combine_runs(list(self.runs)), current.work,
+                                    current.estimates, reference_name="A")
+        if work.incomparable:  # the ratios are kept, unjudged
+            return Judgement(incomparable=work.incomparable, notes=work.notes, saved_run=True,
+                             ab=ab_entry(ratios, self.tolerance, gate.GateReport()))
         report = judge_pairs(ratios, self.tolerance)
-        return Judgement(report=report, saved_run=True,
+        return Judgement(report=report, saved_run=True, notes=work.notes,
                          ab=ab_entry(ratios, self.tolerance, report))
 
 

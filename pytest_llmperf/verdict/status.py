@@ -22,6 +22,9 @@ class Status(StrEnum):
     # A paired A/B whose pairs spread too widely for its tolerance (verdict/ab.py): neither a
     # regression nor a pass; the line says what would settle it.
     INCONCLUSIVE = "inconclusive"
+    # The two sides of a comparison executed different work (metrics/work.py): no verdict on
+    # their numbers; the line names the difference.
+    NOT_COMPARABLE = "not comparable"
     # Of a test only.
     STALE = "stale"  # improved against a baseline: the baseline is out of date
     ERROR = "error"  # bad input: the test could not be judged
@@ -61,6 +64,7 @@ _SUMMARY = {
     Status.IMPROVEMENT: "pass (improved)",
     Status.MISSED: "MISSED TARGET",
     Status.INCONCLUSIVE: "INCONCLUSIVE",
+    Status.NOT_COMPARABLE: "NOT COMPARABLE",
     Status.STALE: "pass (stale baseline)",
     Status.ERROR: "ERROR",
     Status.CLIENT_LIMITED: "CLIENT LIMITED",
@@ -72,11 +76,11 @@ _SUMMARY = {
 }
 # What fails a test as a verdict of the gate. (A client-limited run fails under
 # --llmperf-client-check fail and a dead engine fails its test, each by its own path.)
-_FAILING = frozenset({Status.REGRESSION, Status.MISSED, Status.ERROR})
-# Worst first: a test that could not be judged, then a regression, a missed target, a
-# measurement the client or a neighbour limited or an A/B too noisy to decide, an engine that
-# died or stalled.
-_SEVERITY = {Status.ERROR: 0, Status.REGRESSION: 1, Status.MISSED: 2, Status.CLIENT_LIMITED: 3,
-             Status.DISTURBED: 3, Status.INCONCLUSIVE: 3, Status.ENGINE_DIED: 4,
-             Status.ENGINE_STALLED: 4}
+_FAILING = frozenset({Status.REGRESSION, Status.MISSED, Status.ERROR, Status.NOT_COMPARABLE})
+# Worst first: a test that could not be judged, then a regression or a comparison of different
+# work, a missed target, a measurement the client or a neighbour limited or an A/B too noisy to
+# decide, an engine that died or stalled.
+_SEVERITY = {Status.ERROR: 0, Status.REGRESSION: 1, Status.NOT_COMPARABLE: 1, Status.MISSED: 2,
+             Status.CLIENT_LIMITED: 3, Status.DISTURBED: 3, Status.INCONCLUSIVE: 3,
+             Status.ENGINE_DIED: 4, Status.ENGINE_STALLED: 4}
 _BY_SUMMARY = {status.summary: status for status in Status}

@@ -362,3 +362,72 @@ def test_a_first_bad_that_does_not_repeat_is_said_to_be_not_conclusive(tmp_path,
         "are kept and not repeated",
     ]
     assert "/env-3 (again)" in "\n".join(outcome.lines)
+
+
+# ---------------------------------------------------------------- an unsettled step grows
+
+
+def _paired(ratios, nulls) -> dict:
+    return {"tpot_s.p50": {"ratios": list(ratios), "nulls": list(nulls)}}
+
+
+class NoisyThenQuiet:
+    """A B = A step: its first session's pairs spread too widely for the 10% tolerance
+    (UNSETTLED); every later session measures quiet pairs near 1. Records the pairs asked."""
+
+    NOISY = [0.8, 1.25, 0.85, 1.2, 0.9, 1.15, 0.82, 1.22]
+
+    def __init__(self):
+        self.asked = []
+
+    def __call__(self, plan, a, b, run_file, log_file):
+        self.asked.append(plan.pairs)
+        if len(self.asked) == 1:
+            ratios = self.NOISY
+            outcome = Outcome.UNSETTLED
+        else:
+            ratios = [1.0 + 0.01 * ((i % 3) - 1) for i in range(plan.pairs)]
+            outcome = Outcome.GOOD
+        return StepResult(outcome, "tpot_s.p50", 1.0, 0.8, 1.25, len(ratios), "",
+                          seconds=60.0, paired=_paired(ratios, ratios),
+                          directions={"tpot_s.p50": "lower"})
+
+
+def test_an_unsettled_step_measures_more_pairs_and_is_judged_on_all_of_them(tmp_path,
+                                                                            monkeypatch):
+    planted = NoisyThenQuiet()
+    monkeypatch.setattr(run_module, "run_step", planted)
+    said = []
+    bisect = Bisect([Candidate(f"/env-{i}", python=Path(f"/env-{i}")) for i in range(2)],
+                    StepPlan(TEST, ("tpot_s.p50",), pairs=4, confirm_pairs=4, max_pairs=24),
+                    Interpreters(tmp_path / "envs"), tmp_path / "work", None,
+                    say=said.append)
+    outcome = bisect.run()
+    step = outcome.steps[0]
+    # 8 noisy pairs would resolve the tolerance at more than the most pairs (their spread):
+    # one more session up to 24, and the 24 together settle it, good, as B = A is.
+    assert planted.asked == [4, 16]
+    assert (step.result.outcome, step.result.pairs, step.result.sessions) == (Outcome.GOOD, 24, 2)
+    assert step.result.seconds == 120.0
+    assert "bisect: unsettled after 8 pairs; measuring 16 more" in said
+    assert outcome.finding == Finding.NO_CHANGE
+
+
+def test_a_step_that_stays_unsettled_stops_at_its_most_pairs(tmp_path, monkeypatch):
+    asked = []
+
+    def always_noisy(plan, a, b, run_file, log_file):
+        asked.append(plan.pairs)
+        ratios = NoisyThenQuiet.NOISY[:plan.pairs]
+        return StepResult(Outcome.UNSETTLED, "tpot_s.p50", 1.0, 0.8, 1.25, len(ratios), "",
+                          seconds=10.0, paired=_paired(ratios, ratios),
+                          directions={"tpot_s.p50": "lower"})
+
+    monkeypatch.setattr(run_module, "run_step", always_noisy)
+    bisect = Bisect([Candidate(f"/env-{i}", python=Path(f"/env-{i}")) for i in range(2)],
+                    StepPlan(TEST, ("tpot_s.p50",), pairs=8, confirm_pairs=0, max_pairs=12),
+                    Interpreters(tmp_path / "envs"), tmp_path / "work", None,
+                    say=lambda line: None)
+    step = bisect.run().steps[0]
+    assert asked == [8, 4]
+    assert (step.result.outcome, step.result.pairs) == (Outcome.UNSETTLED, 12)

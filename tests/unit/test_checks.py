@@ -486,7 +486,8 @@ def test_an_unusable_reference_is_its_one_line():
 
 
 def test_every_status_has_its_words_and_only_verdicts_of_the_gate_fail():
-    assert {s for s in Status if s.failing} == {Status.REGRESSION, Status.MISSED, Status.ERROR}
+    assert {s for s in Status if s.failing} == {Status.REGRESSION, Status.MISSED, Status.ERROR,
+                                                Status.NOT_COMPARABLE}
     assert Status.from_summary("MISSED TARGET") is Status.MISSED
     assert len({s.summary for s in Status}) == len(Status)  # no two read the same
     assert Status.REGRESSION == "regression"  # the run file's metric status, unchanged

@@ -19,6 +19,8 @@ import struct
 import subprocess
 import threading
 import time
+import zlib
+from array import array
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -261,6 +263,7 @@ def test_send_records_chunk_times_tokens_and_usage(server):
         index=7, expected_prompt_tokens=5, expected_output_tokens=8, scheduled_s=0.5,
         sent_s=2.0, chunk_times_s=record.chunk_times_s, chunk_tokens=[1, 2, 1],
         done_s=record.done_s, usage_prompt_tokens=16, usage_output_tokens=8,
+        output_digest=zlib.crc32(array("i", [123, 5, 6, 5]).tobytes()),  # the ids sent
     )
     assert record.ok
     # Token events that shared a read with the one before are counted as coalesced.

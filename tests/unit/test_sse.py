@@ -18,8 +18,10 @@ from tests.unit.vllm_chunks import (
     COMPLETION_CHUNK,
     DONE,
     EMPTY_TEXT_ONE_ID,
+    FINISH,
     TWO_IDS,
     USAGE,
+    USAGE_CACHED,
 )
 
 
@@ -419,8 +421,9 @@ def test_feed_reads_decodes_any_stream_as_the_line_path_does(seed):
     rng = random.Random(seed)
     pool = [COMPLETION_CHUNK] * 8 + [TWO_IDS, EMPTY_TEXT_ONE_ID, CHAT_ROLE, CHAT_TOKEN, TEXT_ONLY,
                                      ": ping", "event: message", NULL_ERROR, ERROR_EVENT,
-                                     MALFORMED, "data:" + COMPLETION_CHUNK[5:].strip()]
-    lines = [rng.choice(pool) for _ in range(rng.randrange(1, 30))] + [USAGE, DONE]
+                                     MALFORMED, "data:" + COMPLETION_CHUNK[5:].strip(), FINISH]
+    usage = rng.choice([USAGE, USAGE_CACHED])
+    lines = [rng.choice(pool) for _ in range(rng.randrange(1, 30))] + [usage, DONE]
     ending = "\r\n" if rng.random() < 0.1 else "\n"
     body = b"".join(event(line, ending) for line in lines)
     reads = ([event(line, ending) for line in lines] if rng.random() < 0.5
@@ -448,6 +451,25 @@ def test_a_vllm_stream_takes_the_bulk_path(monkeypatch):
         assert decoder.finished and record.usage_output_tokens == 8
         assert record.chunk_times_s == ([1.0, 2.0, 3.0] if lines[0] == COMPLETION_CHUNK
                                         else [2.0, 3.0])
+
+
+def test_the_work_a_stream_did_is_recorded_whatever_its_reads():
+    """finish_reason, the usage's cached prompt tokens, and a digest of the token ids in order
+    (metrics/work.py): the same from one read per event, the line path, or one bulk part."""
+    import zlib
+    from array import array
+
+    lines = [COMPLETION_CHUNK, TWO_IDS, FINISH, USAGE_CACHED, DONE]
+    reads = [event(line) for line in lines]
+    one_part = fresh()
+    StreamDecoder(one_part).feed_reads(b"".join(reads), ends_of(reads), [1.0] * 5)
+    per_event, _, _ = feed_events(lines)
+    for record in (one_part, per_event):
+        assert (record.finish_reason, record.cached_prompt_tokens) == ("length", 12)
+        assert record.output_digest == zlib.crc32(array("i", [123, 5, 6, 7]).tobytes())
+    other, _, _ = feed_events([COMPLETION_CHUNK, EMPTY_TEXT_ONE_ID, FINISH, USAGE, DONE])
+    assert other.output_digest != per_event.output_digest  # [123, 5, 7]: other tokens
+    assert other.cached_prompt_tokens is None  # the usage did not say
 
 
 def test_bulk_events_get_the_time_of_the_read_that_ended_their_line():

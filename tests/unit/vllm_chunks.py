@@ -7,6 +7,11 @@ EMPTY_TEXT_ONE_ID = 'data: {"choices":[{"index":0,"text":"","token_ids":[5]}],"u
 TWO_IDS = 'data: {"choices":[{"index":0,"text":" a b","token_ids":[5,6]}],"usage":null}'
 USAGE = ('data: {"choices":[],"usage":{"prompt_tokens":16,"completion_tokens":8,'
          '"total_tokens":24}}')
+# The last token's chunk, and usage as --enable-prompt-tokens-details sends it.
+FINISH = ('data: {"choices":[{"index":0,"text":" z","token_ids":[7],'
+          '"finish_reason":"length"}],"usage":null}')
+USAGE_CACHED = ('data: {"choices":[],"usage":{"prompt_tokens":16,"completion_tokens":8,'
+                '"total_tokens":24,"prompt_tokens_details":{"cached_tokens":12}}}')
 CHAT_ROLE = 'data: {"choices":[{"delta":{"role":"assistant","content":""},"token_ids":null}]}'
 CHAT_TOKEN = 'data: {"choices":[{"delta":{"content":" hi"},"token_ids":[42]}]}'
 DONE = "data: [DONE]"

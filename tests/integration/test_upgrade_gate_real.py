@@ -1,0 +1,112 @@
+"""The upgrade gate on the real CPU engine (docs/upgrades.md): an A/B whose side B ends most
+generations early (tests/integration/early_stop: a stand-in for a release that stops early) is
+NOT COMPARABLE, naming the output tokens and finish reasons, never "improved"; the run file it
+writes, saved on another host, is refused before any engine starts. Nightly: B = A says the
+outputs were identical and, on a workload too small for its tolerance, is INCONCLUSIVE, failing
+only under --llmperf-inconclusive fail; B in float32 against A in bfloat16 gives other outputs,
+a note that fails only under --llmperf-outputs must-match. The same paths with injected
+measurements: tests/plugin/test_upgrade_gate_plugin.py."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
+
+# Verdicts on token counts and digests, not on timings: beside other tests is fine.
+pytestmark = [requires_vllm, pytest.mark.shares_machine]
+
+EARLY_STOP = REPO / "tests" / "integration" / "early_stop"
+
+SUITE = """
+import pytest
+from pytest_llmperf import Workload
+from suites.tiny import TINY_CPU
+
+pytestmark = pytest.mark.engine(TINY_CPU.replace(max_num_seqs=8))
+
+def test_concurrent(llmperf):
+    llmperf.run(Workload.fixed(input_tokens=32, output_tokens=16, num_requests=%d,
+                               concurrency=4, warmup_requests=1))
+"""
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    return pytester
+
+
+def _ab(suite, side_b: dict, *args: str, requests: int = 16, timeout: int = 400):
+    suite.makepyfile(test_ab_suite=SUITE % requests)
+    return suite.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-rfE", "--llmperf-summary", "full",
+        "--llmperf-ab", json.dumps(side_b), "--llmperf-ab-pairs", "1",
+        "--llmperf-ab-confirm-pairs", "0", "--llmperf-client-check", "warn",
+        "--llmperf-json", "run.json", *args, timeout=timeout)
+
+
+def _flat(result) -> str:
+    return " ".join(result.stdout.str().split())
+
+
+def test_a_side_b_that_stops_early_is_not_comparable_and_another_host_is_refused(suite):
+    early = {"env": {"PYTHONPATH": os.pathsep.join([str(EARLY_STOP), str(REPO)]),
+                     "LLMPERF_INDUCED_STOP_AFTER": "2"}}
+    result = _ab(suite, early)
+    assert leftover_vllm_processes() == []
+    result.assert_outcomes(failed=1)
+    result.stdout.re_match_lines([
+        r"NOT COMPARABLE: the two sides did not execute the same work: B produced 0\.\d\dx the "
+        r"output tokens: \d+ of 16 requests stopped early, finish_reason stop; "
+        r"finish_reason length on \d+% of B's requests against 100% of A's; finish_reason stop "
+        r"on \d+% of B's requests against 0% of A's"])
+    assert "improved" not in result.stdout.str()
+    results = json.loads((suite.path / "run.json").read_text())["llmperf"]["results"]
+    side_a, side_b = (next(r for r in results if r["key"] == f"test_concurrent ({side})")
+                      for side in "AB")
+    assert side_a["work"]["finish_reasons"] == {"length": 16}
+    assert (side_a["work"]["output_tokens"], side_a["work"]["short"]) == (256, 0)
+    assert side_b["work"]["finish_reasons"]["stop"] == side_b["work"]["short"] >= 4
+    assert side_b["status"] == "not comparable"
+    # The same file as a "before" saved on another node: refused before any engine starts.
+    document = json.loads((suite.path / "run.json").read_text())
+    document["llmperf"]["fingerprint"]["host"] = "gpu-3"
+    (suite.path / "before.json").write_text(json.dumps(document))
+    for log in (suite.path / ".llmperf" / "logs").glob("*"):
+        log.unlink()
+    refused = suite.runpytest_subprocess("-p", "no:cacheprovider", "--llmperf-compare",
+                                         "before.json", timeout=60)
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines([
+        "ERROR: pytest-llmperf: --llmperf-compare before.json: saved on host gpu-3, this run is "
+        "on *; a before/after comparison holds on one node only: *"])
+    assert list((suite.path / ".llmperf" / "logs").glob("*")) == []
+
+
+@pytest.mark.nightly  # its lines are the plugin test's; this is the real engine's noise
+def test_b_equal_to_a_on_a_tiny_workload_is_inconclusive_and_fails_only_under_fail(suite):
+    same = {"env": {"UNREAD_VAR": "B"}}
+    warned = _ab(suite, same, "--llmperf-ab-pairs", "2", requests=2)
+    warned.assert_outcomes(passed=1)
+    flat = _flat(warned)
+    assert "test_concurrent: outputs identical on 2 of 2 requests" in flat
+    assert "InconclusiveWarning" in flat
+    failed = _ab(suite, same, "--llmperf-ab-pairs", "2", "--llmperf-inconclusive", "fail",
+                 requests=2)
+    failed.assert_outcomes(failed=1)
+    failed.stdout.re_match_lines([
+        r"INCONCLUSIVE \(--llmperf-inconclusive fail\): .* spread \d+% \(robust sd\), so 2 "
+        r"pairs resolve only about \d+%.*"])
+
+
+@pytest.mark.nightly  # its lines are the plugin test's: one more engine pair
+def test_float32_against_bfloat16_changes_outputs_a_note_unless_they_must_match(suite):
+    result = _ab(suite, {"dtype": "float32"}, "--llmperf-outputs", "must-match", requests=8)
+    result.assert_outcomes(failed=1)
+    result.stdout.re_match_lines([
+        r"NOT COMPARABLE: the two sides did not execute the same work: outputs differ on [1-8] "
+        r"of 8 requests \(--llmperf-outputs must-match\)"])
