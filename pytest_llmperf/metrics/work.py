@@ -69,13 +69,15 @@ class ExecutedWork:
                      if r.output_digest and not r.tokens_estimated},
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """For the run file; digests as "index": hex (JSON keys are strings)."""
+    def to_dict(self, digests: bool = True) -> dict[str, Any]:
+        """For the run file; digests as "index": hex (JSON keys are strings). A baseline's
+        provenance keeps the rest (`digests=False`): its table stays a screen long."""
         out = {name: getattr(self, name) for name in _SCALARS}
         out["finish_reasons"] = dict(self.finish_reasons)
         if self.cached_prompt_tokens is not None:
             out["cached_prompt_tokens"] = self.cached_prompt_tokens
-        out["digests"] = {str(index): f"{digest:08x}" for index, digest in self.digests.items()}
+        if digests:
+            out["digests"] = {str(i): f"{digest:08x}" for i, digest in self.digests.items()}
         return out
 
     @classmethod

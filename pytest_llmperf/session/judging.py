@@ -168,6 +168,8 @@ class Judge:
                                                subject.workload,
                                                commit=git_commit(self.settings.rootdir),
                                                server=self.server_of(subject.engine))
+        if current.work is not None:  # what a later run must also execute (judge._work_differs)
+            provenance["work"] = current.work.to_dict(digests=False)
         self.updates.add(subject.item.nodeid, PendingUpdate(ref, entries, provenance, id, local))
 
     def reference_for(self, subject: judge.Subject, ref: judge.BaselineRef,

@@ -224,6 +224,9 @@ class BaselineTable:
         too noisy to gate (noise.py) only where it was named, with one line saying why not.
         `first_run`: this machine's own table, written without anyone asking: where its noise
         was never measured here, only large changes fail (noise.unmeasured_here)."""
+        differs = _work_differs(baseline, current)
+        if differs:
+            return Judgement(incomparable=differs, baseline=baseline)
         if self.exact:
             baseline = only_metrics(baseline, gated)
         if first_run:
@@ -256,6 +259,21 @@ class BaselineTable:
             f'"{self.local.key}" (no committed baseline for this hardware); commit one with: '
             f'pytest --llmperf-update-baselines "{self.ref.nodeid}"')
         return judgement
+
+
+def _work_differs(baseline: baselines.Baseline, current: Current) -> str | None:
+    """A table that recorded the work it measured (provenance.work, written since that was
+    recorded) against a measurement of other work: the NOT COMPARABLE line. A table written
+    before is compared as it always was."""
+    recorded = baseline.provenance.get("work")
+    if not isinstance(recorded, Mapping) or current.work is None:
+        return None
+    try:
+        work = ExecutedWork.from_dict(recorded)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None  # a hand-edited record: the numbers are still compared
+    return same_work.Rule().check(work, {}, current.work, {},
+                                  reference_name=f"the baseline {baseline.path}").incomparable
 
 
 # A measurement with one of these verdicts says nothing of its engine, so it judges nothing.

@@ -20,13 +20,14 @@ FACTORS = '''B_FACTORS = {
     "test_other_text": [1.0] * 8,
 }
 '''
-# Side B of test_early stops after 1 of its 3 tokens (finish_reason "stop"); side B of
-# test_other_text generates other tokens (another digest) in every other request.
+# Side B of test_early stops after 1 of its 3 tokens (finish_reason "stop"), and so does every
+# side under $STOP_EARLY; side B of test_other_text generates other tokens (another digest) in
+# every other request.
 WORK = '''
             usage_prompt_tokens=r.prompt_tokens, usage_output_tokens=3,
             finish_reason="length", output_digest=100 + i)
             for i, r in enumerate(requests)]
-        if side == "B" and test == "test_early":
+        if side == "B" and test == "test_early" or os.environ.get("STOP_EARLY"):
             for record in records:
                 record.usage_output_tokens, record.finish_reason = 1, "stop"
         if side == "B" and test == "test_other_text":
@@ -228,3 +229,22 @@ def test_the_same_node_names_what_changed_and_checks_the_work(suite):
     assert ("test_early: the work could not be checked: the saved run has no record of the work "
             "it executed (written by an older pytest-llmperf); save it again to check it"
             ) in _flat(older)
+
+
+# ---------------------------------------------------------------- against a baseline
+
+
+def test_a_baseline_of_other_work_is_not_comparable(suite, monkeypatch):
+    written = suite.runpytest("-p", "no:cacheprovider", "-k", "test_early",
+                              "--llmperf-update-baselines")
+    written.assert_outcomes(passed=1)
+    table = (suite.path / "baselines" / "cpu" / "test_suite.toml").read_text()
+    assert "[test_early.provenance.work]" in table
+    assert suite.runpytest("-p", "no:cacheprovider", "-k", "test_early").ret == 0
+    monkeypatch.setenv("STOP_EARLY", "1")
+    result = suite.runpytest("-p", "no:cacheprovider", "-k", "test_early")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "NOT COMPARABLE (A: the baseline baselines/cpu/test_suite.toml, B: this run): the two "
+        "sides did not execute the same work: B produced 0.33x the output tokens: 4 of 4 "
+        "requests stopped early, finish_reason stop; *"])
