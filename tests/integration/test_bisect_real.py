@@ -19,42 +19,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
 
+from scripts.calibrate_bisect import SUITE, make_environment
 from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
 
 pytestmark = requires_vllm
-
-SLOWDOWN = REPO / "tests" / "integration" / "slowdown"
-SUITE = """
-import pytest
-from pytest_llmperf import Workload
-from suites.tiny import TINY_CPU
-
-@pytest.mark.engine(TINY_CPU)
-@pytest.mark.llmperf(gate=["tpot_s.p50"])
-def test_decode(llmperf):
-    llmperf.run(Workload.fixed(input_tokens=32, output_tokens=32, num_requests=8,
-                               concurrency=4, warmup_requests=1))
-"""
-
-
-def make_environment(where: Path, *, step_delay_s: float = 0.0) -> Path:
-    """A venv that runs this environment's packages; with a delay, every vLLM model step in it
-    sleeps that long (the slowdown hook, switched on by its .pth file)."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
-    site = Path(sysconfig.get_paths(vars={"base": str(where), "platbase": str(where)})["purelib"])
-    ours = sysconfig.get_paths()["purelib"]
-    (site / "llmperf_reach.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
-    if step_delay_s:
-        (site / "zz_planted_slowdown.pth").write_text(
-            f"import os; os.environ['LLMPERF_INDUCED_STEP_DELAY_S'] = '{step_delay_s}'\n"
-            f"{SLOWDOWN}\n")
-    return where / "bin" / "python"
-
 
 A_B = ["--pairs", "2", "--confirm-pairs", "2", "--tolerance", "0.3"]
 # Two engines and a client on 2 cores can trip the client's self-check; the verdict is the point.
