@@ -132,8 +132,14 @@ def compare_runs(
         saved_a, saved_b = a.results[key], b.results[key]
         gated = names or saved_a.gated or gate.DEFAULT_GATED
         reference = judge.SavedRun(Path(a.path), key, saved_a)
-        judged = judge.judge(judge.Current(saved_b.estimates), reference, gated=gated,
-                              tolerance=tolerance).report.verdicts
+        judgement = judge.judge(judge.Current(saved_b.estimates, work=saved_b.work), reference,
+                                gated=gated, tolerance=tolerance)
+        if judgement.incomparable:  # the two did other work: no metric is judged
+            rows.append([key, "-", "-", "-", "-", "-", Status.NOT_COMPARABLE.summary])
+            verdicts.append(gate.Verdict("work", Status.NOT_COMPARABLE, math.nan, math.nan,
+                                         math.nan, math.nan, math.nan, judgement.incomparable))
+            continue
+        judged = judgement.report.verdicts
         by_name = {verdict.name: verdict for verdict in judged}
         for name in gated:
             if name in by_name:
@@ -239,13 +245,15 @@ def _provenance(run: RunFile) -> str:
 
 
 def _summary(verdicts: list[gate.Verdict], rows: list[list[str]]) -> int:
-    regressions = [v for v in verdicts if v.status == Status.REGRESSION]
+    regressions = [v for v in verdicts if v.status in (Status.REGRESSION, Status.NOT_COMPARABLE)]
     counts = {status: sum(v.status == status for v in verdicts)
               for status in (Status.REGRESSION, Status.IMPROVEMENT, Status.PASS)}
     only = sum(row[-1].startswith("only in") and row[1] == "-" for row in rows)
     print()
+    incomparable = sum(v.status == Status.NOT_COMPARABLE for v in verdicts)
     print(f"{counts[Status.REGRESSION]} regression(s), {counts[Status.IMPROVEMENT]} improved, "
-          f"{counts[Status.PASS]} pass; {only} test(s) in one file only")
+          f"{counts[Status.PASS]} pass; {only} test(s) in one file only"
+          + (f"; {incomparable} not comparable (other work)" if incomparable else ""))
     for verdict in regressions:
         print(verdict.message)
     return EXIT_REGRESSION if regressions else EXIT_OK

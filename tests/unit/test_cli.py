@@ -77,6 +77,25 @@ def test_injected_regression_exits_1_with_the_verdict_line(capsys, tmp_path, bef
     ]
 
 
+def test_a_candidate_that_did_other_work_is_not_comparable(capsys, tmp_path, before):
+    """B ran faster by stopping its generations early: no metric is judged, exit 1."""
+    after = json.loads(Path(before).read_text())
+    work = after["llmperf"]["results"][0]["work"]
+    work.update(output_tokens=4, short=4, finish_reasons={"stop": 4})
+    code, lines, _ = compare(capsys, before, save_document(tmp_path / "after.json", after))
+    assert code == 1
+    assert lines[5:] == [
+        "test_fixed[64]  -       -  -      -        -  NOT COMPARABLE",
+        "",
+        "0 regression(s), 0 improved, 0 pass; 0 test(s) in one file only; 1 not comparable "
+        "(other work)",
+        "NOT COMPARABLE (A: the saved run, B: this run): the two sides did not execute the "
+        "same work: B produced 0.25x the output tokens: 4 of 4 requests stopped early, "
+        "finish_reason stop; no finish_reason on 0% of B's requests against 100% of A's; "
+        "finish_reason stop on 100% of B's requests against 0% of A's",
+    ]
+
+
 def test_each_test_is_judged_by_the_gate_it_declared_unless_the_command_line_says(
         capsys, tmp_path):
     declared = {TEST: {"tolerance": 0.75, "metrics": ["ttft_s.p50", "tpot_s.p50"]}}
@@ -143,8 +162,11 @@ def test_tests_in_one_file_only_are_listed(capsys, tmp_path, before):
 
 
 def test_a_metric_without_value_in_b_is_a_regression(capsys, tmp_path, before):
-    # One token per output: B has no TPOT at all.
-    after = save(tmp_path / "after.json", make_result(TEST, (0.2,) * 4, tokens=1))
+    # B measured no TPOT at all (written as null), on the same work: one token per output would
+    # be other work, NOT COMPARABLE (the test above).
+    document = json.loads(Path(before).read_text())
+    document["llmperf"]["results"][0]["metrics"]["tpot_s.p50"]["value"] = None
+    after = save_document(tmp_path / "after.json", document)
     code, lines, _ = compare(capsys, before, after, "--metrics", "tpot_s.p50")
     assert code == 1
     assert "test_fixed[64]  tpot_s.p50  10.0 ms  NaN      -        -  REGRESSION" in lines
