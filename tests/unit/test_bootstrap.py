@@ -1,0 +1,49 @@
+"""`llmperf bootstrap-baselines` without an engine: its pytest command, the arguments after its
+`--`, and the merge that adds only the tables the repository lacks (a committed table is kept
+as it is)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from pytest_llmperf import bootstrap, cli
+from pytest_llmperf.verdict import baselines
+
+ENTRY = baselines.BaselineEntry(value=0.01, spread=0.001, direction="lower", tolerance=0.02, n=3,
+                                spread_source="repeats")
+
+
+def test_pytests_own_arguments_come_after_the_dashes():
+    assert bootstrap.split_pytest_args(["bootstrap-baselines", "--marker", "cpu", "suites/", "--",
+                                        "-k", "poisson"]) == (
+        ["bootstrap-baselines", "--marker", "cpu", "suites/"], ["-k", "poisson"])
+    # Another command's `--` is its own.
+    assert bootstrap.split_pytest_args(["plot", "--", "a.json"]) == (["plot", "--", "a.json"], [])
+    assert bootstrap.pytest_command("h200", 3, Path("/tmp/s"), ["suites/"], ["-x"]) == [
+        sys.executable, "-m", "pytest", "-m", "h200", "suites/", "--llmperf-update-baselines",
+        "--llmperf-repeat", "3", "--llmperf-baseline-dir", "/tmp/s", "-x"]
+
+
+def test_only_missing_tables_are_added_and_committed_ones_kept(tmp_path):
+    scratch, target = tmp_path / "scratch", tmp_path / "baselines"
+    for key in ("test_a", "test_b"):
+        baselines.update_baseline(scratch / "cpu/test_s.toml", key, {"tpot_s.p50": ENTRY}, {})
+    baselines.update_baseline(scratch / "h200-8gpu/test_g.toml", "test_tp8",
+                              {"tpot_s.p50": ENTRY}, {})
+    committed = target / "cpu/test_s.toml"
+    committed.parent.mkdir(parents=True)
+    committed.write_text('# measured by hand\n[test_a.metrics."tpot_s.p50"]\nvalue = 0.5\n'
+                         'spread = 0.0\nn = 1\ndirection = "lower"\ntolerance = 0.1\n')
+    merged = bootstrap.merge_new_tables(scratch, target)
+    assert merged.added == {committed: ["test_b"], target / "h200-8gpu/test_g.toml": ["test_tp8"]}
+    assert merged.new_files == [target / "h200-8gpu/test_g.toml"] and merged.kept == 1
+    assert baselines.load_baseline(committed, "test_a").metrics["tpot_s.p50"].value == 0.5
+    assert baselines.load_baseline(committed, "test_b").metrics["tpot_s.p50"].n == 3
+    assert committed.read_text().startswith("# measured by hand\n")
+
+
+def test_fewer_than_two_repeats_is_one_line(capsys):
+    assert cli.main(["bootstrap-baselines", "--marker", "cpu", "--repeats", "1"]) == 2
+    assert capsys.readouterr().err == ("llmperf: error: --repeats 1: give 2 or more (the tables "
+                                       "keep their spread)\n")
