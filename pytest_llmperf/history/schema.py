@@ -15,6 +15,8 @@
     bisect_steps    id, step_key, recorded_at,       one paired A/B step of `llmperf bisect`
                     test_id, a, b, outcome, detail   (bisect/): found again by its key, so an
                                                      interrupted bisect resumes (schema 2)
+    acks            id, test_id, metric, reason,     one acknowledged regression (`llmperf ack`,
+                    who, recorded_at, until          acks.py; schema 3)
 
 `family`, `engine_hash`, `workload_hash` and `series` are identity.py's keys; `series` is indexed
 with the run, so one series reads in one index range. JSON columns keep what a row was measured
@@ -49,7 +51,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "bisect_steps", "metric_values", "metadata",
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "acks", "bisect_steps", "metric_values", "metadata",
            "results", "runs", "schema_version", "stored_version", "upgrade"]
 
 metadata = MetaData()
@@ -119,6 +121,20 @@ bisect_steps = Table(
 )
 
 
+# An acknowledged regression (acks.py, `llmperf ack`): one row per acknowledgement, never
+# changed; the newest active one of a test's metric covers the changes before it (schema 3).
+acks = Table(
+    "acks", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("test_id", String(2000), nullable=False, index=True),
+    Column("metric", String(200), nullable=False),
+    Column("reason", String(4000), nullable=False),
+    Column("who", String(200), nullable=False),
+    Column("recorded_at", DateTime(timezone=True), nullable=False),
+    Column("until", DateTime(timezone=True), nullable=False),
+)
+
+
 def _create_v1(connection: Connection) -> None:
     metadata.create_all(connection, tables=[schema_version, runs, results, metric_values])
 
@@ -127,7 +143,11 @@ def _add_bisect_steps(connection: Connection) -> None:
     metadata.create_all(connection, tables=[bisect_steps])
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_create_v1, _add_bisect_steps]
+def _add_acks(connection: Connection) -> None:
+    metadata.create_all(connection, tables=[acks])
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_create_v1, _add_bisect_steps, _add_acks]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -66,12 +66,14 @@ def _commit(text: str | None) -> str | None:
 
 
 def context(point: Point) -> dict[str, Any]:
-    """What a run was measured with, flat: versions, driver, CUDA, commit, clocks, engine spec
+    """What a run was measured with, flat: versions, driver, CUDA, commit, the host (a series
+    spans the nodes of one runner shape, and a slower node is a change), clocks, engine spec
     and, where the run file has it, the versions the server reported."""
     fingerprint = point.fingerprint
     out: dict[str, Any] = {key: fingerprint.get(key) for key in SOFTWARE}
     out |= {"driver": fingerprint.get("driver_version"), "CUDA": fingerprint.get("cuda_version"),
-            "commit": _commit(point.commit)}
+            "commit": _commit(point.commit), "host": point.host or None,
+            "GPUs": ",".join(fingerprint.get("gpu_uuids") or ()) or None}
     out |= {f"clocks.{k}": v for k, v in sorted(point.clocks.items())}
     out |= {f"engine.{k}": v for k, v in sorted(point.engine.items())}
     server = point.extra.get("server")
@@ -107,7 +109,7 @@ def changed_text(series: Series, change: Change) -> str:
     changes = what_changed(series.points[change.index - 1], at)
     where = "this run" if at.run_id is None else f"run {at.run_id}"
     if not changes:
-        return (f"nothing recorded changed at {where} (versions, driver, CUDA, commit, clocks "
-                "and engine spec as before)")
+        return (f"nothing recorded changed at {where} (versions, driver, CUDA, commit, host, "
+                "clocks and engine spec as before)")
     return f"what changed at {where}: {', '.join(changes)}"
 

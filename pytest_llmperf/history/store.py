@@ -23,6 +23,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError, SQLAlch
 
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.history import identity, location, postgres, schema, sqlite
+from pytest_llmperf.history.acks import Ack
 from pytest_llmperf.history.record import MetricValue, RunRecord
 from pytest_llmperf.verdict.gate import DEFAULT_GATED
 
@@ -61,6 +62,7 @@ class Point:
     hardware_class: str = ""
     key: str = ""
     values: dict[str, MetricValue] = field(default_factory=dict)
+    host: str = ""  # the machine's name (platform.node), which "what changed" names
 
 
 def _problem(exc: BaseException) -> str:
@@ -185,7 +187,34 @@ class HistoryStore:
                 step_key=step_key, recorded_at=datetime.now(timezone.utc), test_id=test_id,
                 a=a, b=b, outcome=outcome, detail=detail))
 
+    def record_ack(self, ack: Ack) -> None:
+        """Keep one acknowledgement (acks.py, `llmperf ack`)."""
+        with self._errors(), self._write() as connection:
+            connection.execute(schema.acks.insert().values(
+                test_id=ack.test_id, metric=ack.metric, reason=ack.reason, who=ack.who,
+                recorded_at=ack.recorded_at, until=ack.until))
+
     # ------------------------------------------------------------------ reading
+
+    def acks(self, test_id: str | None = None) -> list[Ack]:
+        """The acknowledgements of `test_id` (None: of every test), oldest first."""
+        table = schema.acks
+        query = select(table).order_by(table.c.id)
+        if test_id is not None:
+            query = query.where(table.c.test_id == test_id)
+        with self._errors(), self._engine.connect() as connection:
+            rows = list(connection.execute(query).mappings())
+        return [Ack(row["test_id"], row["metric"], row["reason"], row["who"],
+                    _utc(row["recorded_at"]), _utc(row["until"])) for row in rows]
+
+    def metric_names(self, test_id: str) -> list[str]:
+        """Every metric name stored for any result of `test_id`."""
+        values, results = schema.metric_values, schema.results
+        query = (select(values.c.name).distinct()
+                 .join(results, results.c.id == values.c.result_id)
+                 .where(results.c.test_id == test_id).order_by(values.c.name))
+        with self._errors(), self._engine.connect() as connection:
+            return [row[0] for row in connection.execute(query)]
 
     def bisect_step(self, step_key: str) -> tuple[str, dict[str, Any]] | None:
         """The newest step kept under `step_key`: its outcome and detail; None if none is."""
@@ -211,7 +240,8 @@ class HistoryStore:
         so many."""
         runs, results = schema.runs, schema.results
         query = (select(results, runs.c.run_uid, runs.c.started_at, runs.c.commit,
-                        runs.c.family, runs.c.fingerprint, runs.c.clocks, runs.c.hardware_class)
+                        runs.c.family, runs.c.fingerprint, runs.c.clocks, runs.c.hardware_class,
+                        runs.c.host)
                  .join(runs, runs.c.id == results.c.run_id)
                  .where(results.c.test_id == test_id))
         if series is not None:
@@ -248,14 +278,19 @@ def _gated(rows) -> list[str]:
     return list(names)
 
 
+def _utc(when: datetime | None) -> datetime | None:
+    if when is not None and when.tzinfo is None:  # SQLite keeps no zone: stored as UTC
+        return when.replace(tzinfo=timezone.utc)
+    return when
+
+
 def _point(row, values: dict[str, MetricValue]) -> Point:
-    started = row["started_at"]
-    if started is not None and started.tzinfo is None:  # SQLite keeps no zone: stored as UTC
-        started = started.replace(tzinfo=timezone.utc)
+    started = _utc(row["started_at"])
     return Point(run_id=row["run_id"], run_uid=row["run_uid"], started_at=started,
                  commit=row["commit"], verdict=row["verdict"], series=row["series"],
                  family=row["family"] or "", engine_label=row["engine_label"] or "",
                  workload_label=row["workload_label"] or "",
                  fingerprint=row["fingerprint"] or {}, engine=row["engine"] or {},
                  gate=row["gate"] or {}, clocks=row["clocks"] or {}, extra=row["extra"] or {},
-                 hardware_class=row["hardware_class"] or "", key=row["key"], values=values)
+                 hardware_class=row["hardware_class"] or "", key=row["key"], values=values,
+                 host=row["host"] or "")

@@ -6,8 +6,11 @@ change for the worse, larger than the test's tolerance, whose first run is one o
 tolerance)`), given to `judge.judge` beside the baseline: the verdict keeps one path. The series
 is the stored one (same test, hardware family, engine spec and workload: identity.py) plus this
 run's values as its last point, judged by changepoints.py's rule at the test's tolerance as the
-minimum effect. A change stays a failure for `window` runs and then becomes the series' level:
-the baseline gate, not the trend gate, keeps failing a regression that was never fixed.
+minimum effect. A change of the last `window` runs is judged, and so is the series' last change
+while it is for the worse: a regression nobody fixed stays red every night (not green after
+`window` runs, when a runner without a committed baseline would stop failing it) until it is
+acknowledged (`llmperf ack`, acks.py: the line then says by whom, why and until when; expired,
+it is red again) or the level comes back.
 
 One line says it all: the metric, the levels before and after, the change against the allowed
 factor, the run where it changed and what else changed at that run:
@@ -27,7 +30,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 
+from pytest_llmperf.history.acks import Ack, covering, expired_for
 from pytest_llmperf.history.changepoints import Change
 from pytest_llmperf.history.record import MetricValue
 from pytest_llmperf.history.series import Series, changed_text, run_name, series_of
@@ -38,7 +43,8 @@ from pytest_llmperf.verdict import gate
 from pytest_llmperf.verdict.judge import Current, Judgement
 from pytest_llmperf.verdict.status import Status
 
-__all__ = ["DEFAULT_WINDOW", "TrendCheck", "change_line", "change_phases", "with_value"]
+__all__ = ["DEFAULT_WINDOW", "TrendCheck", "change_line", "change_phases", "is_worse",
+           "judged_changes", "with_value"]
 
 DEFAULT_WINDOW = 3
 
@@ -73,6 +79,8 @@ class TrendCheck:
     where: str
     test_id: str
     window: int = DEFAULT_WINDOW
+    acks: Sequence[Ack] = ()  # this test's acknowledgements (acks.py)
+    clock: datetime | None = None  # now; None: the wall clock
 
     def compare(self, current: Current, gated: Sequence[str],
                 tolerance: float | None = None) -> Judgement:
@@ -84,19 +92,34 @@ class TrendCheck:
                 continue
             now = self._now_with(name, estimate.value, current)
             series = series_of([*self.points, now], name, band)
-            for change in series.recent(self.window):
+            for change in judged_changes(series, self.window):
                 line = change_line(series, change, band, self.where)
-                if (change.ratio > 1) != (direction(name) == "lower"):
+                if not is_worse(series.metric, change):
                     notes.append(line)
                     continue
-                grew = change_phases(series, change)
-                line += f"; {grew}" if grew else ""
+                acked, line = self._acknowledged(series, change, line)
+                if acked:
+                    notes.append(line)
+                    continue
                 hint = f'; see: llmperf history "{self.test_id}" --metric {name}'
                 verdicts.append(gate.Verdict(
                     name, Status.REGRESSION, estimate.value, change.before,
                     (change.ratio - 1) * 100, abs(change.after - change.before), band * 100,
                     line + hint))
         return Judgement(report=gate.GateReport(tuple(verdicts)), notes=notes)
+
+    def _acknowledged(self, series: Series, change: Change, line: str) -> tuple[bool, str]:
+        """Whether an active acknowledgement covers a change for the worse, and its line: with
+        the acknowledgement, or the phases that grew and an expired acknowledgement."""
+        clock = self.clock or datetime.now(timezone.utc)
+        at = series.at(change).started_at
+        ack = covering(self.acks, series.metric, at, clock)
+        if ack is not None:
+            return True, f"{line}; {ack.line()}"
+        grew = change_phases(series, change)
+        line += f"; {grew}" if grew else ""
+        expired = expired_for(self.acks, series.metric, at, clock)
+        return False, line + (f"; expired: {expired.line()}" if expired else "")
 
     def _now_with(self, name: str, value: float, current: Current) -> Point:
         """The run being judged, holding `value` as its `name` and the phases' means a split
@@ -106,6 +129,21 @@ class TrendCheck:
                  for key in phases.SPLIT_NAMES
                  if (estimate := current.estimates.get(key)) is not None}
         return replace(point, values={**found, **point.values})
+
+
+def is_worse(metric: str, change: Change) -> bool:
+    return (change.ratio > 1) == (direction(metric) == "lower")
+
+
+def judged_changes(series: Series, window: int) -> list[Change]:
+    """The changes the trend gate judges: those of the last `window` runs, and the series'
+    last change where it was for the worse: the level it is at now, red every night until
+    someone acknowledges it (acks.py) or the level comes back."""
+    changes = series.recent(window)
+    last = series.changes[-1] if series.changes else None
+    if last is not None and last not in changes and is_worse(series.metric, last):
+        changes = [last, *changes]
+    return changes
 
 
 def change_phases(series: Series, change: Change) -> str | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import socket
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -111,6 +112,9 @@ class Hardware:
     cpu_cores: int | None = None
     cpu_flags: tuple[str, ...] = ()
     cpu_signature: str | None = None
+    # The visible GPUs' UUIDs ("GPU-1a2b..."), where the driver gives them: which cards, not only
+    # which model (a card swapped on the same node is a change the history can name).
+    gpu_uuids: tuple[str, ...] = ()
 
     @property
     def is_gpu(self) -> bool:
@@ -190,19 +194,30 @@ def from_nvml(nvml: Any = None, env: Mapping[str, str] | None = None) -> Hardwar
 
 
 def _read_nvml(nvml: Any, env: Mapping[str, str] | None) -> Hardware | None:
-    devices = []
+    devices, uuids = [], []
     for index in _visible_indices(nvml.nvmlDeviceGetCount(), env):
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
         major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
         memory_mib = nvml.nvmlDeviceGetMemoryInfo(handle).total // 2**20
         devices.append((_text(nvml.nvmlDeviceGetName(handle)), memory_mib, f"{major}.{minor}"))
+        uuids.append(_nvml_uuid(nvml, handle))
     cuda = nvml.nvmlSystemGetCudaDriverVersion()  # e.g. 12080 for CUDA 12.8
     return _gpu_hardware(
         devices,
+        gpu_uuids=tuple(uuid for uuid in uuids if uuid),
         source="nvml",
         driver_version=_text(nvml.nvmlSystemGetDriverVersion()),
         cuda_version=f"{cuda // 1000}.{cuda % 1000 // 10}",
     )
+
+
+def _nvml_uuid(nvml: Any, handle: Any) -> str | None:
+    """The card's UUID; None where this binding or driver has none."""
+    getter = getattr(nvml, "nvmlDeviceGetUUID", None)
+    try:
+        return _text(getter(handle)) if getter else None
+    except (nvml.NVMLError, OSError):
+        return None
 
 
 def from_nvidia_smi(
@@ -217,14 +232,19 @@ def from_nvidia_smi(
     rows = [[cell.strip() for cell in line.split(",")] for line in output.splitlines() if line]
     if not rows or any(len(row) != 4 for row in rows):
         return None
-    rows = [rows[i] for i in _visible_indices(len(rows), env)]
+    total, visible = len(rows), _visible_indices(len(rows), env)
+    rows = [rows[i] for i in visible]
     devices = [(name, _int_or_none(memory), cc) for name, memory, _, cc in rows]
+    listed = (_run_quietly(run, ["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"])
+              or "").split()
+    uuids = tuple(listed[i] for i in visible) if len(listed) == total else ()
     # The CUDA version the driver supports is only in the banner of plain `nvidia-smi`.
     banner = _run_quietly(run, ["nvidia-smi"]) or ""
     cuda = re.search(r"CUDA Version:\s*([\d.]+)", banner)
     return _gpu_hardware(
         devices,
         source="nvidia-smi",
+        gpu_uuids=uuids,
         driver_version=rows[0][2] if rows else None,
         cuda_version=cuda.group(1) if cuda else None,
     )
@@ -403,12 +423,21 @@ class Fingerprint:
 
     hardware: Hardware
     software: dict[str, str | None] = field(default_factory=dict, hash=False)
+    # The node: a before/after comparison of a driver upgrade must be on one host (docs/
+    # upgrades.md). Not a hardware key: a baseline or a series spans the hosts of one shape.
+    host: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Flat and TOML-friendly: no None values (TOML has no null), cpu_flags as a list."""
         flat = {key: value for key, value in asdict(self.hardware).items() if value is not None}
         flat["cpu_flags"] = list(self.hardware.cpu_flags)
+        if self.hardware.gpu_uuids:
+            flat["gpu_uuids"] = list(self.hardware.gpu_uuids)
+        else:
+            flat.pop("gpu_uuids", None)
         flat.update({key: value for key, value in self.software.items() if value is not None})
+        if self.host:
+            flat["host"] = self.host
         return flat
 
     @classmethod
@@ -417,8 +446,9 @@ class Fingerprint:
         names = {f.name for f in fields(Hardware)}
         hardware = {key: value for key, value in data.items() if key in names}
         hardware["cpu_flags"] = tuple(hardware.get("cpu_flags", ()))
+        hardware["gpu_uuids"] = tuple(hardware.get("gpu_uuids", ()))
         software = {key: data.get(key) for key in SOFTWARE_KEYS}
-        return cls(Hardware(**hardware), software)
+        return cls(Hardware(**hardware), software, data.get("host"))
 
     def header_line(self) -> str:
         """One line for pytest's report header; parts that are unknown are left out."""
@@ -433,4 +463,4 @@ class Fingerprint:
 
 
 def current_fingerprint(hardware: Hardware) -> Fingerprint:
-    return Fingerprint(hardware, software_versions())
+    return Fingerprint(hardware, software_versions(), socket.gethostname() or None)

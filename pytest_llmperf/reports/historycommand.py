@@ -1,7 +1,8 @@
 """`llmperf history`: the results store's series as tables with their change points, or as a
 self-contained HTML dashboard (`--html PATH`).
 
-    llmperf history                                  the tests the store holds
+    llmperf history                                  the tests the store holds, and the open
+                                                     and acknowledged regressions
     llmperf history TEST [--metric NAME] [--last N]  a test's series, a table per metric
     llmperf history [TEST ...] --html PATH           the dashboard, every test by default
 
@@ -22,6 +23,7 @@ from pytest_llmperf.reports import history_page
 from pytest_llmperf.reports.files import write_text
 from pytest_llmperf.reports.history_table import table_lines
 from pytest_llmperf.reports.history_view import DEFAULT_LAST, views
+from pytest_llmperf.reports.regressions import regression_lines
 
 EXIT_OK, EXIT_USAGE = 0, 2
 
@@ -51,7 +53,7 @@ def add_command(commands) -> None:
     history.set_defaults(run=run)
 
 
-def _open(text: str) -> HistoryStore:
+def open_store(text: str) -> HistoryStore:
     value = location.parse_history(text)
     if value == location.OFF:
         raise HistoryError("--history is off; give a store: a file or a postgresql:// URL")
@@ -62,7 +64,7 @@ def _open(text: str) -> HistoryStore:
     return HistoryStore.open(where, check_write=False)
 
 
-def _pick(known: list[str], wanted: str) -> str:
+def pick(known: list[str], wanted: str) -> str:
     if wanted in known:
         return wanted
     found = [test for test in known if wanted in test]
@@ -75,7 +77,7 @@ def _pick(known: list[str], wanted: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        store = _open(args.history)
+        store = open_store(args.history)
         try:
             return _show(store, args)
         finally:
@@ -91,8 +93,10 @@ def _show(store: HistoryStore, args: argparse.Namespace) -> int:
         for test, count in known:
             print(f"{count:>6}  {test}")
         print(f"{len(known)} tests in {store.where.shown}")
+        for line in regression_lines(store):
+            print(line)
         return EXIT_OK
-    tests = [_pick([t for t, _ in known], wanted) for wanted in args.tests] or \
+    tests = [pick([t for t, _ in known], wanted) for wanted in args.tests] or \
         [t for t, _ in known]
     found = views(store, tests, metrics=args.metric, last=args.last, tolerance=args.tolerance,
                   baseline_dir=args.baselines)

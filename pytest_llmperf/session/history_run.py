@@ -10,6 +10,7 @@ instead, and the file is made when the first run is recorded.
 
 from __future__ import annotations
 
+import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,14 +58,16 @@ class SessionHistory:
         now = Point(run_id=None, run_uid="", started_at=None, commit=self._now["commit"],
                     verdict="", series=key, family=family(recorded), engine_label="",
                     workload_label="", fingerprint=recorded,
-                    engine=dict(subject.engine), gate={}, clocks=self._now["clocks"])
+                    engine=dict(subject.engine), gate={}, clocks=self._now["clocks"],
+                    host=platform.node())
         return stored, now
 
     def trend_checks(self, subject: judge.Subject, gated) -> tuple[TrendCheck, ...]:
         """The trend gate's check of this measurement (the judge asks only with --llmperf-trend,
         and only of a measurement of its engine)."""
         stored, now = self.points(subject, gated)
-        return (TrendCheck(stored, now, self.where.shown, subject.test_id, self.window),)
+        acks = self.store.acks(subject.test_id) if self.store else ()
+        return (TrendCheck(stored, now, self.where.shown, subject.test_id, self.window, acks),)
 
     def baseline_current(self, subject: judge.Subject, current: judge.Current, gated,
                          tolerance: float | None) -> tuple[judge.Current, str | None]:

@@ -224,11 +224,15 @@ SMI_BANNER = """\
 """
 
 
+SMI_UUIDS = ["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"]
+
+
 class FakeRun:
     """Stands in for subprocess.run: answers the query and the banner, records each call."""
 
-    def __init__(self, query_stdout, banner=SMI_BANNER, returncode=0):
-        self.outputs = {tuple(SMI_QUERY): query_stdout, ("nvidia-smi",): banner}
+    def __init__(self, query_stdout, banner=SMI_BANNER, returncode=0, uuids=""):
+        self.outputs = {tuple(SMI_QUERY): query_stdout, ("nvidia-smi",): banner,
+                        tuple(SMI_UUIDS): uuids}
         self.returncode = returncode
         self.calls = []
 
@@ -499,3 +503,27 @@ def test_current_fingerprint_wraps_the_hardware():
     fingerprint = current_fingerprint(hardware)
     assert fingerprint.hardware is hardware
     assert fingerprint.software["python"]
+
+
+# ---------------------------------------------------------------- which cards (issue: the node)
+
+
+def test_the_visible_cards_uuids_are_in_the_fingerprint():
+    nvml = FakeNVML([H200] * 3)
+    nvml.nvmlDeviceGetUUID = lambda handle: f"GPU-{handle:04d}"
+    found = from_nvml(nvml, env={"CUDA_VISIBLE_DEVICES": "2,0"})
+    assert found.gpu_uuids == ("GPU-0002", "GPU-0000")
+    flat = Fingerprint(found, {}).to_dict()
+    assert flat["gpu_uuids"] == ["GPU-0002", "GPU-0000"]
+    assert Fingerprint.from_dict(flat).hardware.gpu_uuids == ("GPU-0002", "GPU-0000")
+    # A binding without the call, and a CPU: none, and no key in the fingerprint.
+    assert from_nvml(FakeNVML([H200]), env={}).gpu_uuids == ()
+    assert "gpu_uuids" not in Fingerprint(from_cpu(), {}).to_dict()
+
+
+def test_nvidia_smi_reads_the_visible_cards_uuids():
+    run = FakeRun(smi_rows(H200, H200, H200), uuids="GPU-a\nGPU-b\nGPU-c\n")
+    found = from_nvidia_smi(run, env={"CUDA_VISIBLE_DEVICES": "1,2"})
+    assert found.gpu_uuids == ("GPU-b", "GPU-c")
+    unlisted = FakeRun(smi_rows(H200, H200), uuids="GPU-a\n")  # not one per card: none
+    assert from_nvidia_smi(unlisted, env={}).gpu_uuids == ()

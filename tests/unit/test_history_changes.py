@@ -4,6 +4,7 @@ and baselines from history (history/from_history.py), on series whose noise is k
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from pytest_llmperf.history.changepoints import find_changes
 from pytest_llmperf.history.from_history import baseline_estimates
 from pytest_llmperf.history.record import MetricValue
+from pytest_llmperf.history.series import what_changed
 from pytest_llmperf.history.store import Point
 from pytest_llmperf.history.trend import TrendCheck
 from pytest_llmperf.metrics.stats import Estimate
@@ -90,13 +92,24 @@ def test_the_trend_check_fails_a_worse_change_with_what_changed():
         '"s.py::test_a" --metric tpot_s.p50')
 
 
-def test_a_better_change_is_a_note_and_an_old_change_passes():
+def test_a_better_change_is_a_note_and_an_old_better_one_is_the_level():
     before = [0.010 * f for f in NOISE[:8]]
     better = check(before + [0.0080], 0.0081)
     assert better.status == Status.PASS and better.notes[0].startswith(
         "tpot_s.p50 improved at run 9 (commit c1): 10.0 ms -> 8.0 ms (-19.5%, allowed -9.1%, ")
-    old = check(before + [0.0125, 0.0126, 0.0124], 0.0125)  # 4 runs ago: the new level
+    old = check(before + [0.0080, 0.0081, 0.0079], 0.0080)  # 4 runs ago: the new level
     assert old.status == Status.PASS and old.notes == []
+
+
+def test_an_old_change_for_the_worse_stays_red_while_it_is_the_level():
+    before = [0.010 * f for f in NOISE[:8]]
+    old = check(before + [0.0125, 0.0126, 0.0124], 0.0125)  # 4 runs ago, never acknowledged
+    assert old.status == Status.REGRESSION
+    assert old.failure_text().startswith(
+        "tpot_s.p50 changed for the worse at run 9 (commit c1): 10.0 ms -> 12.5 ms (+25.0%, "
+        "allowed +10.0%, lower is better), 4 runs ago in .llmperf/history.sqlite")
+    back = check(before + [0.0125, 0.0126, 0.0124, 0.0100, 0.0101], 0.0099)  # fixed: the
+    assert back.status == Status.PASS  # level came back, so nothing is open
 
 
 def test_client_limited_runs_are_never_points():
@@ -133,3 +146,9 @@ def test_the_search_is_ruptures_binary_segmentation_breakpoint_for_breakpoint():
         expected = ruptures.Binseg(model="l1", min_size=changepoints.MIN_SIZE, jump=1).fit(
             logs.reshape(-1, 1)).predict(pen=penalty)[:-1]
         assert changepoints._candidates(logs, sigma) == expected
+
+
+def test_what_changed_names_the_host_and_the_cards():
+    before = replace(point(1, 0.01), host="gpu-3", fingerprint={"gpu_uuids": ["GPU-a"]})
+    after = replace(point(2, 0.01), host="gpu-7", fingerprint={"gpu_uuids": ["GPU-b"]})
+    assert what_changed(before, after) == ["GPUs GPU-a -> GPU-b", "host gpu-3 -> gpu-7"]

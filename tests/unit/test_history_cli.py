@@ -60,8 +60,9 @@ def test_the_table_marks_the_change_and_what_changed(store_path, capsys):
 
 def test_the_list_of_tests_and_bad_names(store_path, capsys):
     assert main(["history", "--history", str(store_path)]) == 0
-    assert capsys.readouterr().out.splitlines() == [f"    10  {TEST}",
-                                                    f"1 tests in {store_path}"]
+    assert capsys.readouterr().out.splitlines() == [
+        f"    10  {TEST}", f"1 tests in {store_path}",
+        f"open: {TEST} tpot_s.p50 +25.0% since run 7 (2026-11-07, commit bbbbbbbbbb), 3 nights"]
     assert main(["history", "nothing_like_it", "--history", str(store_path)]) == 2
     assert capsys.readouterr().err == ("llmperf: error: 'nothing_like_it' names no test in the "
                                        "store; run `llmperf history` for the list\n")

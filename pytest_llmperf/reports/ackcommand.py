@@ -1,0 +1,70 @@
+"""`llmperf ack`: acknowledge a regression the trend gate keeps failing, in the results store.
+
+    llmperf ack TEST --metric NAME --reason TEXT [--until YYYY-MM-DD] [--history PATH|URL]
+
+Bad input is one line and writes nothing: a test or metric the store has never seen, a date
+already past, no reason (history/acks.py says what an acknowledgement covers and for how long).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from datetime import datetime, timezone
+
+from pytest_llmperf.history import acks as acks_mod
+from pytest_llmperf.history import location
+from pytest_llmperf.history.store import HistoryError, HistoryStore
+from pytest_llmperf.reports.historycommand import EXIT_OK, EXIT_USAGE, open_store, pick
+
+__all__ = ["add_command", "run"]
+
+
+def add_command(commands) -> None:
+    ack = commands.add_parser(
+        "ack", help="acknowledge a regression the trend gate fails, for a while",
+        description="Record in the results store that a test's change for the worse is "
+                    "known and accepted: the trend gate passes it, saying so, until --until "
+                    f"(default {acks_mod.DEFAULT_DAYS} days), then fails it again.")
+    ack.add_argument("test", metavar="TEST", help="the test id (or a unique part of one)")
+    ack.add_argument("--metric", default=None, metavar="NAME", help="the regressed metric")
+    ack.add_argument("--reason", default=None, metavar="TEXT", help="why it is accepted")
+    ack.add_argument("--until", default=None, metavar="YYYY-MM-DD",
+                     help=f"the last day it holds (default: {acks_mod.DEFAULT_DAYS} days on)")
+    ack.add_argument("--history", default=os.environ.get("LLMPERF_HISTORY", location.DEFAULT),
+                     metavar="PATH|URL", help="the store (default: $LLMPERF_HISTORY, else "
+                                              f"{location.DEFAULT})")
+    ack.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, now: datetime | None = None) -> int:
+    try:
+        if not (args.reason or "").strip():
+            raise ValueError("--reason TEXT: say why the change is accepted (every night's "
+                             "line shows it)")
+        now = now or datetime.now(timezone.utc)
+        until = acks_mod.parse_until(args.until, now)
+        store = open_store(args.history)
+        try:
+            ack = _ack(store, args, now, until)
+            store.record_ack(ack)
+        finally:
+            store.close()
+    except (HistoryError, ValueError) as exc:
+        print(f"llmperf: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"llmperf: {ack.test_id} {ack.metric}: {ack.line()} (in {store.where.shown})")
+    return EXIT_OK
+
+
+def _ack(store: HistoryStore, args: argparse.Namespace, now: datetime,
+         until: datetime) -> acks_mod.Ack:
+    test = pick([test for test, _ in store.test_ids()], args.test)
+    metrics = store.metric_names(test)
+    if args.metric not in metrics:
+        what = "--metric NAME is required" if args.metric is None else \
+            f"{test} has no metric {args.metric!r} in the store"
+        raise ValueError(f"{what}; its metrics: {', '.join(metrics[:12])}"
+                         + (", ..." if len(metrics) > 12 else ""))
+    return acks_mod.Ack(test, args.metric, args.reason.strip(), acks_mod.who_am_i(), now, until)
