@@ -36,28 +36,21 @@ WORK = '''
         return Measurement(records)
 '''
 
-SUITE = '''
+ENGINE_AND_WORKLOAD = f"""
 import pytest
 from pytest_llmperf import Engine, Workload
 
-ENGINE = Engine(model=%r, load_format="dummy", served_model_name="first")
+ENGINE = Engine(model={str(TINY_LLAMA)!r}, load_format="dummy", served_model_name="first")
 WORKLOAD = Workload.fixed(input_tokens=8, output_tokens=3, num_requests=4, concurrency=2)
-
+"""
+ONE_TEST = """
 @pytest.mark.engine(ENGINE)
 @pytest.mark.llmperf(gate=["tpot_s.p50"])
-def test_noisy(llmperf):
+def {name}(llmperf):
     llmperf.run(WORKLOAD)
-
-@pytest.mark.engine(ENGINE)
-@pytest.mark.llmperf(gate=["tpot_s.p50"])
-def test_early(llmperf):
-    llmperf.run(WORKLOAD)
-
-@pytest.mark.engine(ENGINE)
-@pytest.mark.llmperf(gate=["tpot_s.p50"])
-def test_other_text(llmperf):
-    llmperf.run(WORKLOAD)
-''' % str(TINY_LLAMA)
+"""
+SUITE = ENGINE_AND_WORKLOAD + "".join(ONE_TEST.format(name=name) for name in (
+    "test_noisy", "test_early", "test_other_text"))
 
 
 def _conftest() -> str:

@@ -2,21 +2,22 @@
 early" (an EOS handling change, a broken min_tokens), which serves fewer tokens and so looks
 faster without serving any faster.
 
-Put this directory on PYTHONPATH and set LLMPERF_INDUCED_STOP_AFTER=N: every request's sampling
-parameters, as the OpenAI server builds them (SamplingParams.from_optional), then keep N tokens
-of the length the client forced and make the first half of the vocabulary (of
+Put this directory on PYTHONPATH and set LLMPERF_INDUCED_STOP_AFTER=N: every
+request's sampling parameters, as the OpenAI server builds them (SamplingParams.from_optional),
+then keep N tokens of the length the client forced and make the first half of the vocabulary (of
 LLMPERF_INDUCED_STOP_VOCAB tokens, the tiny model's 4096 by default) stop tokens, so most
 generations end a few tokens after N with finish_reason "stop".
 """
 
-import importlib.abc
-import importlib.util
 import os
-import sys
+import runpy
+from pathlib import Path
 
 STOP_AFTER = int(os.environ.get("LLMPERF_INDUCED_STOP_AFTER", "0") or 0)
 VOCAB = int(os.environ.get("LLMPERF_INDUCED_STOP_VOCAB", "4096"))
 TARGET = "vllm.sampling_params"
+# tests/integration/import_hook.py, run by its location: only this folder is on the path.
+HOOK = Path(__file__).resolve().parents[1] / "import_hook.py"
 
 
 def _stopping_early(params):
@@ -29,29 +30,15 @@ def _stopping_early(params):
     return params
 
 
-class _StopEarly(importlib.abc.MetaPathFinder):
-    """Wraps SamplingParams.from_optional right after its module is first imported."""
+def _patch(module):
+    params = module.SamplingParams
+    build = params.from_optional  # a staticmethod
 
-    def find_spec(self, name, path=None, target=None):
-        if name != TARGET:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        original_exec = spec.loader.exec_module
+    def from_optional(*args, **kwargs):
+        return _stopping_early(build(*args, **kwargs))
 
-        def exec_module(module):
-            original_exec(module)
-            params = module.SamplingParams
-            build = params.from_optional  # a staticmethod
-
-            def from_optional(*args, **kwargs):
-                return _stopping_early(build(*args, **kwargs))
-
-            params.from_optional = staticmethod(from_optional)
-
-        spec.loader.exec_module = exec_module
-        return spec
+    params.from_optional = staticmethod(from_optional)
 
 
 if STOP_AFTER > 0:
-    sys.meta_path.insert(0, _StopEarly())
+    runpy.run_path(str(HOOK))["after_import"](TARGET, _patch)

@@ -8,39 +8,27 @@ vLLM starts a request's TTFT and E2EL at its arrival in the engine client, after
 """
 
 import asyncio
-import importlib.abc
-import importlib.util
 import os
-import sys
+import runpy
+from pathlib import Path
 
 DELAY_S = float(os.environ.get("LLMPERF_INDUCED_FRONTEND_DELAY_S", "0") or 0)
 TARGET = "vllm.entrypoints.openai.completion.serving"  # vLLM 0.32's completions handler
+# tests/integration/import_hook.py, run by its location: only this folder is on the path.
+HOOK = Path(__file__).resolve().parents[1] / "import_hook.py"
 
 
-class _SlowFrontend(importlib.abc.MetaPathFinder):
-    """Wraps OpenAIServingCompletion.create_completion right after its module is imported."""
+def _slow_frontend(module):
+    """Wraps OpenAIServingCompletion.create_completion."""
+    serving = module.OpenAIServingCompletion
+    create = serving.create_completion
 
-    def find_spec(self, name, path=None, target=None):
-        if name != TARGET:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        original_exec = spec.loader.exec_module
+    async def slow_create_completion(self, *args, **kwargs):
+        await asyncio.sleep(DELAY_S)  # the event loop serves other requests meanwhile
+        return await create(self, *args, **kwargs)
 
-        def exec_module(module):
-            original_exec(module)
-            serving = module.OpenAIServingCompletion
-            create = serving.create_completion
-
-            async def slow_create_completion(self, *args, **kwargs):
-                await asyncio.sleep(DELAY_S)  # the event loop serves other requests meanwhile
-                return await create(self, *args, **kwargs)
-
-            serving.create_completion = slow_create_completion
-
-        spec.loader.exec_module = exec_module
-        return spec
+    serving.create_completion = slow_create_completion
 
 
 if DELAY_S > 0:
-    sys.meta_path.insert(0, _SlowFrontend())
+    runpy.run_path(str(HOOK))["after_import"](TARGET, _slow_frontend)

@@ -9,31 +9,19 @@ vllm.version.__version__, itself from vllm/_version.py). Nothing else about vLLM
 nothing is imported until vLLM itself is.
 """
 
-import importlib.abc
-import importlib.util
 import os
-import sys
+import runpy
+from pathlib import Path
 
 VERSION = os.environ.get("LLMPERF_FAKE_VLLM_VERSION", "0.31.0+test")
 TARGET = "vllm._version"  # generated at build time; vllm/version.py imports it first
+# tests/integration/import_hook.py, run by its location: only this folder is on the path.
+HOOK = Path(__file__).resolve().parents[1] / "import_hook.py"
 
 
-class _Renamed(importlib.abc.MetaPathFinder):
+def _renamed(module):
     """Rewrites vllm._version's version strings right after the module is first executed."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != TARGET:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        original_exec = spec.loader.exec_module
-
-        def exec_module(module):
-            original_exec(module)
-            module.__version__ = module.version = VERSION
-
-        spec.loader.exec_module = exec_module
-        return spec
+    module.__version__ = module.version = VERSION
 
 
-sys.meta_path.insert(0, _Renamed())
+runpy.run_path(str(HOOK))["after_import"](TARGET, _renamed)

@@ -6,41 +6,27 @@ slower kernel or scheduler would. The engine spec is untouched, so the gate sees
 and engine as in its baseline and must catch the slowdown on its own.
 """
 
-import importlib.abc
 import os
-import sys
+import runpy
 import time
+from pathlib import Path
 
 DELAY_S = float(os.environ.get("LLMPERF_INDUCED_STEP_DELAY_S", "0") or 0)
 TARGET = "vllm.v1.worker.gpu_model_runner"  # the CPU model runner inherits execute_model
+# tests/integration/import_hook.py, run by its location: only this folder is on the path.
+HOOK = Path(__file__).resolve().parents[1] / "import_hook.py"
 
 
-class _SlowDown(importlib.abc.MetaPathFinder):
-    """Wraps GPUModelRunner.execute_model right after its module is first imported."""
+def _slow_down(module):
+    runner = module.GPUModelRunner
+    execute = runner.execute_model
 
-    def find_spec(self, name, path=None, target=None):
-        if name != TARGET:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        original_exec = spec.loader.exec_module
+    def slow_execute_model(self, *args, **kwargs):
+        time.sleep(DELAY_S)
+        return execute(self, *args, **kwargs)
 
-        def exec_module(module):
-            original_exec(module)
-            runner = module.GPUModelRunner
-            execute = runner.execute_model
-
-            def slow_execute_model(self, *args, **kwargs):
-                time.sleep(DELAY_S)
-                return execute(self, *args, **kwargs)
-
-            runner.execute_model = slow_execute_model
-
-        spec.loader.exec_module = exec_module
-        return spec
+    runner.execute_model = slow_execute_model
 
 
 if DELAY_S > 0:
-    import importlib.util
-
-    sys.meta_path.insert(0, _SlowDown())
+    runpy.run_path(str(HOOK))["after_import"](TARGET, _slow_down)
