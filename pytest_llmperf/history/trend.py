@@ -10,7 +10,7 @@ minimum effect. A change of the last `window` runs is judged, and so is the seri
 while it is for the worse: a regression nobody fixed stays red every night (not green after
 `window` runs, when a runner without a committed baseline would stop failing it) until it is
 acknowledged (`llmperf ack`, acks.py: the line then says by whom, why and until when; expired,
-it is red again) or the level comes back.
+it is red again), the committed baseline is updated after it, or the level comes back.
 
 One line says it all: the metric, the levels before and after, the change against the allowed
 factor, the run where it changed and what else changed at that run:
@@ -81,6 +81,9 @@ class TrendCheck:
     window: int = DEFAULT_WINDOW
     acks: Sequence[Ack] = ()  # this test's acknowledgements (acks.py)
     clock: datetime | None = None  # now; None: the wall clock
+    # When the test's committed table was written: a change before it was accepted by that
+    # update (--llmperf-update-baselines after the change is the team acting on it).
+    baseline_at: datetime | None = None
 
     def compare(self, current: Current, gated: Sequence[str],
                 tolerance: float | None = None) -> Judgement:
@@ -113,6 +116,9 @@ class TrendCheck:
         the acknowledgement, or the phases that grew and an expired acknowledgement."""
         clock = self.clock or datetime.now(timezone.utc)
         at = series.at(change).started_at
+        if at is not None and self.baseline_at is not None and at <= self.baseline_at:
+            return True, (f"{line}; accepted: the committed baseline was updated since "
+                          f"({self.baseline_at.date().isoformat()})")
         ack = covering(self.acks, series.metric, at, clock)
         if ack is not None:
             return True, f"{line}; {ack.line()}"

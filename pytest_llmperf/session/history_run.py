@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import platform
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -62,12 +63,15 @@ class SessionHistory:
                     host=platform.node())
         return stored, now
 
-    def trend_checks(self, subject: judge.Subject, gated) -> tuple[TrendCheck, ...]:
+    def trend_checks(self, subject: judge.Subject, gated,
+                     baseline_at: datetime | None = None) -> tuple[TrendCheck, ...]:
         """The trend gate's check of this measurement (the judge asks only with --llmperf-trend,
-        and only of a measurement of its engine)."""
+        and only of a measurement of its engine), with the test's acknowledgements and when its
+        committed table was written (`baseline_at`)."""
         stored, now = self.points(subject, gated)
         acks = self.store.acks(subject.test_id) if self.store else ()
-        return (TrendCheck(stored, now, self.where.shown, subject.test_id, self.window, acks),)
+        return (TrendCheck(stored, now, self.where.shown, subject.test_id, self.window, acks,
+                           baseline_at=baseline_at),)
 
     def baseline_current(self, subject: judge.Subject, current: judge.Current, gated,
                          tolerance: float | None) -> tuple[judge.Current, str | None]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +116,8 @@ class Judge:
         reference = None if self.settings.update_baselines else self.reference_for(
             subject, ref, exact)
         judgement = judge.judge(current, reference, gated=gated, tolerance=options.tolerance,
-                                 slo=slo, known=known, also=self._trend_checks(id, subject, gated))
+                                 slo=slo, known=known,
+                                 also=self._trend_checks(id, subject, gated, ref))
         limited = self.ledger.status(id)
         limited = limited if limited in UNJUDGED else None
         if self.settings.update_baselines and limited:
@@ -137,13 +139,15 @@ class Judge:
         a one is a point of its series in the results store."""
         return self.ledger.status(id) not in judge.NOT_REFERENCES
 
-    def _trend_checks(self, id: MeasurementId, subject: judge.Subject, gated):
-        """The trend gate's check of this measurement, when --llmperf-trend is on."""
+    def _trend_checks(self, id: MeasurementId, subject: judge.Subject, gated,
+                      ref: judge.BaselineRef):
+        """The trend gate's check of this measurement, when --llmperf-trend is on; a change
+        before the committed table's date was accepted by updating it (history/trend.py)."""
         history = self.history
         if history is None or not history.trend or self.settings.update_baselines \
                 or not self._of_the_engine(id):
             return ()
-        return history.trend_checks(subject, gated)
+        return history.trend_checks(subject, gated, baseline_date(ref))
 
     def _from_history(self, id: MeasurementId, subject: judge.Subject, current: judge.Current,
                       gated, tolerance: float | None) -> judge.Current:
@@ -218,6 +222,16 @@ class Judge:
     def apply_updates(self, nodeid: str, passed: bool) -> list[str]:
         """Write a test's pending baseline updates if it passed (updates.BaselineUpdates)."""
         return self.updates.apply(nodeid, passed, self.ledger)
+
+
+def baseline_date(ref: judge.BaselineRef) -> datetime | None:
+    """When the committed table `ref` was written (its provenance's date); None without one."""
+    try:
+        table = baselines.load_baseline(ref.shown, ref.key)
+        written = datetime.fromisoformat(str(table.provenance["date"])) if table else None
+    except (baselines.BaselineError, KeyError, ValueError):
+        return None
+    return written if written is None or written.tzinfo else written.replace(tzinfo=timezone.utc)
 
 
 def known_metric(metrics: RunMetrics, engine_start_s: float | None = None):

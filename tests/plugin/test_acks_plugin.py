@@ -99,3 +99,16 @@ def test_a_night_on_another_host_names_both_hosts(suite, monkeypatch):
     slower.assert_outcomes(failed=1)
     assert_lines(slower, "tpot_s.p50 changed for the worse at run 7 *; what changed at run 7: "
                          "host gpu-3 -> gpu-7; see: llmperf history *")
+
+
+def test_updating_the_committed_baseline_accepts_the_change(suite, monkeypatch):
+    url = str(suite.path / "nights.sqlite")
+    for number in range(1, 8):
+        night(suite, monkeypatch, url, 10.0 * NOISE[number] * (1.25 if number >= 5 else 1.0))
+    night(suite, monkeypatch, url, 12.5).assert_outcomes(failed=1)
+    run(suite, monkeypatch, 0.0125, "--llmperf-history", url,
+        "--llmperf-update-baselines").assert_outcomes(passed=1)
+    accepted = night(suite, monkeypatch, url, 12.5, "-v")
+    accepted.assert_outcomes(passed=1)
+    assert_lines(accepted, "test_suite.py::test_a: tpot_s.p50 changed for the worse at run 5 *; "
+                           "accepted: the committed baseline was updated since (*)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
@@ -152,3 +153,24 @@ def test_what_changed_names_the_host_and_the_cards():
     before = replace(point(1, 0.01), host="gpu-3", fingerprint={"gpu_uuids": ["GPU-a"]})
     after = replace(point(2, 0.01), host="gpu-7", fingerprint={"gpu_uuids": ["GPU-b"]})
     assert what_changed(before, after) == ["GPUs GPU-a -> GPU-b", "host gpu-3 -> gpu-7"]
+
+
+def test_a_change_before_the_committed_baseline_was_updated_is_accepted():
+    start = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    values = [0.010 * f for f in NOISE[:8]] + [0.0125, 0.0126, 0.0124]
+    points = [replace(point(i + 1, v), started_at=start + timedelta(days=i))
+              for i, v in enumerate(values)]
+    now = point(None, None, commit="c2", vllm="0.33.0")
+
+    def judged(baseline_at):
+        trend = TrendCheck(points, now, "h.sqlite", "s.py::test_a", window=3,
+                           baseline_at=baseline_at)
+        return judge.judge(judge.Current({"tpot_s.p50": Estimate(0.0125, 0.0, 1)}), None,
+                           gated=("tpot_s.p50",), tolerance=0.1, also=(trend,))
+
+    assert judged(None).status == Status.REGRESSION  # run 9 (Nov 9) changed it
+    before = judged(datetime(2026, 11, 5, tzinfo=timezone.utc))
+    assert before.status == Status.REGRESSION  # a table written before the change
+    after = judged(datetime(2026, 11, 10, tzinfo=timezone.utc))
+    assert after.status == Status.PASS and after.notes[0].endswith(
+        "; accepted: the committed baseline was updated since (2026-11-10)")
