@@ -14,7 +14,7 @@ from pytest_llmperf.history.series import Series, series_of
 from pytest_llmperf.history.store import HistoryStore, Point
 from pytest_llmperf.machine.hardware import is_gpu_fingerprint
 from pytest_llmperf.reports.plotdata import Band, band_of
-from pytest_llmperf.verdict import gate
+from pytest_llmperf.verdict import gate, shapes
 from pytest_llmperf.verdict.baselines import BaselineError, load_baseline
 
 __all__ = ["DEFAULT_LAST", "SeriesView", "hardware_label", "views"]
@@ -78,7 +78,9 @@ def _band(baseline_dir: Path | None, point: Point, test_id: str, metric: str
     suite = test_id.split("::", 1)[0]
     if baseline_dir is None or not suite or not point.hardware_class:
         return None, ""
-    path = baseline_dir / point.hardware_class / f"{Path(suite).stem}.toml"
+    # The runner shape's folder: an engine on 8 GPUs has its tables in "<class>-8gpu".
+    folder = shapes.folder(point.hardware_class, shapes.engine_gpus(point.engine))
+    path = baseline_dir / folder / f"{Path(suite).stem}.toml"
     if not path.is_file():
         return None, ""
     try:
