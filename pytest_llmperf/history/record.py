@@ -119,11 +119,16 @@ def _started(text: Any) -> datetime | None:
 
 
 def ci_url(environ: Mapping[str, str] = os.environ) -> str | None:
-    """The CI run that made this run, where GitHub Actions says so (its default variables:
-    https://docs.github.com/en/actions/reference/variables-reference)."""
+    """The page of the CI job that made this run: GitHub Actions' run (its default variables:
+    https://docs.github.com/en/actions/reference/variables-reference), GitLab's job
+    (CI_JOB_URL: https://docs.gitlab.com/ci/variables/predefined_variables/) or Jenkins' build
+    (BUILD_URL: https://www.jenkins.io/doc/book/pipeline/jenkinsfile/#using-environment-variables);
+    None elsewhere."""
     parts = [environ.get(name) for name in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY",
                                              "GITHUB_RUN_ID")]
-    return f"{parts[0]}/{parts[1]}/actions/runs/{parts[2]}" if all(parts) else None
+    if all(parts):
+        return f"{parts[0]}/{parts[1]}/actions/runs/{parts[2]}"
+    return environ.get("CI_JOB_URL") or environ.get("BUILD_URL") or None
 
 
 def from_document(document: Mapping[str, Any], *, clocks: Mapping[str, Any] | None = None,

@@ -63,6 +63,7 @@ class Point:
     key: str = ""
     values: dict[str, MetricValue] = field(default_factory=dict)
     host: str = ""  # the machine's name (platform.node), which "what changed" names
+    ci_url: str = ""  # the CI job that made the run (record.ci_url), for the dashboard's links
 
 
 def _problem(exc: BaseException) -> str:
@@ -241,7 +242,7 @@ class HistoryStore:
         runs, results = schema.runs, schema.results
         query = (select(results, runs.c.run_uid, runs.c.started_at, runs.c.commit,
                         runs.c.family, runs.c.fingerprint, runs.c.clocks, runs.c.hardware_class,
-                        runs.c.host)
+                        runs.c.host, runs.c.ci_url)
                  .join(runs, runs.c.id == results.c.run_id)
                  .where(results.c.test_id == test_id))
         if series is not None:
@@ -293,4 +294,4 @@ def _point(row, values: dict[str, MetricValue]) -> Point:
                  fingerprint=row["fingerprint"] or {}, engine=row["engine"] or {},
                  gate=row["gate"] or {}, clocks=row["clocks"] or {}, extra=row["extra"] or {},
                  hardware_class=row["hardware_class"] or "", key=row["key"], values=values,
-                 host=row["host"] or "")
+                 host=row["host"] or "", ci_url=row["ci_url"] or "")

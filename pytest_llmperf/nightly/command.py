@@ -34,6 +34,7 @@ from pytest_llmperf.nightly import webhook
 from pytest_llmperf.reports import history_page
 from pytest_llmperf.reports.files import check_writable, write_text
 from pytest_llmperf.reports.history_view import views
+from pytest_llmperf.reports.regressions import regressions
 
 __all__ = ["FILES", "add_command", "ci_job_url", "gpu_extra_missing", "pytest_argv", "run",
            "run_pytest"]
@@ -240,12 +241,13 @@ def _publish(night: Night, store: str, folder: Path) -> None:
     where = location.resolve(store, Path.cwd())
     try:
         if where.is_sqlite and not where.path.is_file():
-            found = []  # no run recorded yet: the page says the store holds none
+            found, flagged = [], []  # no run recorded yet: the page says the store holds none
         else:
             opened = HistoryStore.open(where, check_write=False)
             try:
                 tests = [test for test, _ in opened.test_ids()]
                 found = views(opened, tests, baseline_dir=Path("baselines"))
+                flagged = regressions(opened)
             finally:
                 opened.close()
     except HistoryError as exc:
@@ -253,14 +255,14 @@ def _publish(night: Night, store: str, folder: Path) -> None:
         night.say(f"the history page was not published: {exc}")
         return
     line = write_text("history page", "--publish", folder / PAGE,
-                      history_page.page(found, where.shown))
+                      history_page.page(found, where.shown, flagged))
     print(PREFIX + line, flush=True)
 
 
 def ci_job_url(environ: Mapping[str, str] = os.environ) -> str | None:
     """The page of the CI job running this night: GitHub Actions' run (as the store records
     it), GitLab's job (CI_JOB_URL), Jenkins' build (BUILD_URL); None elsewhere."""
-    return record.ci_url(environ) or environ.get("CI_JOB_URL") or environ.get("BUILD_URL")
+    return record.ci_url(environ)
 
 
 def _finish(night: Night, found: oc.Outcomes, status: int) -> int:

@@ -1,8 +1,13 @@
-"""`llmperf history --html PATH`: the results store as one self-contained page, a chart per test,
-series and metric: every run as a dot, the levels between change points, each change point as a
-dashed line with its size, and the committed baseline's band. Two selects filter the charts by
-hardware and by engine (a few lines of inline script); the charts are inline SVG, so the page
-loads nothing from anywhere and needs no plotting library.
+"""`llmperf history --html PATH` (and `llmperf nightly --publish DIR`'s index.html): the results
+store as one self-contained page a team shares. On top, the open and acknowledged regressions
+(reports/regressions.py, the lines `llmperf history` prints); then a chart per test, series and
+metric over the runs' dates (history_chart.py), with each change point's caption under it: when,
+how much, what changed (the trend gate's words) and the CI jobs of the runs on either side.
+
+Three selects filter the charts by hardware, host and engine (a few lines of inline script; a
+host also fades the other hosts' runs), and the choice is kept in the address (#host=gpu-7), so
+a filtered view is a link to send. The charts are inline SVG: the page loads nothing from
+anywhere and needs no plotting library.
 """
 
 from __future__ import annotations
@@ -11,165 +16,106 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from html import escape
 
-from pytest_llmperf.history.series import is_point
-from pytest_llmperf.metrics.registry import direction, formatter
-from pytest_llmperf.reports.history_view import SeriesView
-from pytest_llmperf.verdict.status import Status
+from pytest_llmperf.metrics.registry import formatter
+from pytest_llmperf.reports.history_chart import chart, when
+from pytest_llmperf.reports.history_view import ChangeFact, SeriesView, change_facts
+from pytest_llmperf.reports.regressions import Regression
 
-__all__ = ["page"]
+__all__ = ["page", "regression_of"]
 
-WIDTH, HEIGHT = 760, 230
-LEFT, RIGHT, TOP, BOTTOM = 70, 20, 16, 30
-FAILING = {status.summary for status in Status if status.failing}
+FILTERS = (("hardware", "hardware"), ("host", "host"), ("engine", "engine"))
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 24px; color: #1f2328; }
 h1 { font-size: 22px; } h2 { font-size: 15px; margin: 0 0 2px; }
 .filters { margin: 12px 0 20px; } .filters label { margin-right: 16px; }
 section { border: 1px solid #d0d7de; border-radius: 6px; padding: 10px 14px; margin: 14px 0; }
 .meta, .note { color: #57606a; font-size: 12.5px; margin: 0 0 6px; }
-.worse { color: #b42318; font-weight: 600; } .better { color: #1a7f37; font-weight: 600; }
-svg text { font: 11px system-ui, sans-serif; fill: #57606a; }
+.worse, .open { color: #b42318; font-weight: 600; } .better { color: #1a7f37; font-weight: 600; }
+.acknowledged { color: #9a6700; font-weight: 600; }
+ol.changes, ul.regressions { font-size: 12.5px; margin: 4px 0 0; padding-left: 22px; }
+a { color: #0969da; } svg text { font: 11px system-ui, sans-serif; fill: #57606a; }
 """
 SCRIPT = """
+const FILTERS = ['hardware', 'host', 'engine'];
 function applyFilters() {
-  const hw = document.getElementById('hardware').value;
-  const engine = document.getElementById('engine').value;
+  const chosen = {};
+  for (const name of FILTERS) chosen[name] = document.getElementById(name).value;
   let shown = 0;
   for (const chart of document.querySelectorAll('section.chart')) {
-    const keep = (!hw || chart.dataset.hardware === hw)
-      && (!engine || chart.dataset.engine === engine);
+    const keep = (!chosen.hardware || chart.dataset.hardware === chosen.hardware)
+      && (!chosen.engine || chart.dataset.engine === chosen.engine)
+      && (!chosen.host || chart.dataset.hosts.split(' ').includes(chosen.host));
     chart.style.display = keep ? '' : 'none';
     shown += keep ? 1 : 0;
+    for (const dot of chart.querySelectorAll('circle.run'))
+      dot.style.opacity = !chosen.host || dot.dataset.host === chosen.host ? '' : '0.2';
   }
   document.getElementById('shown').textContent = shown;
+  const kept = FILTERS.filter(n => chosen[n]).map(n => n + '=' + encodeURIComponent(chosen[n]));
+  history.replaceState(null, '', kept.length ? '#' + kept.join('&') : location.pathname);
 }
+window.addEventListener('DOMContentLoaded', () => {
+  for (const part of location.hash.slice(1).split('&')) {
+    const [name, value] = part.split('=');
+    const select = FILTERS.includes(name) && document.getElementById(name);
+    if (select) select.value = decodeURIComponent(value || '');
+  }
+  applyFilters();
+});
 """
 
 
-def _scale(low: float, high: float, pixels_low: float, pixels_high: float):
-    span = (high - low) or abs(high) or 1.0
-    return lambda value: pixels_low + (value - low) / span * (pixels_high - pixels_low)
+def regression_of(view: SeriesView, found: Sequence[Regression]) -> Regression | None:
+    """The regression (open or acknowledged) of this view's test, series and metric."""
+    return next((r for r in found if (r.test_id, r.series, r.metric)
+                 == (view.test_id, view.last.series, view.metric)), None)
 
 
-def _extent(view: SeriesView) -> tuple[float, float]:
-    """The y range: the series' points and the band (a wild run that is not a point of the
-    series would squash it; it is drawn at the edge instead)."""
-    values = list(view.series.values) or [
-        v for p in view.points if (v := _value(p, view.metric)) is not None]
-    if view.band:
-        values += [view.band.low, view.band.high]
-    low, high = min(values), max(values)
-    pad = (high - low) * 0.08 or abs(high) * 0.05 or 1.0
-    return low - pad, high + pad
+def _ci(point, text: str = "CI job") -> str:
+    return f'<a href="{escape(point.ci_url)}">{text}</a>' if point.ci_url else "no CI job recorded"
 
 
-def _value(point, metric: str) -> float | None:
-    entry = point.values.get(metric)
-    return None if entry is None else entry.value
+def _caption(fact: ChangeFact, fmt) -> str:
+    """One change point under its chart: when, how much, what changed, both runs' CI jobs."""
+    size = escape(f"{fmt(fact.change.before)} -> {fmt(fact.change.after)} "
+                  f"({(fact.change.ratio - 1) * 100:+.1f}%, {'worse' if fact.worse else 'better'})")
+    what = ", ".join(fact.what) or "nothing recorded changed"
+    return (f'<li value="{fact.number}"><b>{escape(when(fact.at))}, run {fact.at.run_id}</b>: '
+            f'<span class="{"worse" if fact.worse else "better"}">{size}</span>; what changed: '
+            f"{escape(what)} ({_ci(fact.before, f'run {fact.before.run_id}')}, "
+            f"{_ci(fact.at, f'run {fact.at.run_id}')})</li>")
 
 
-def _dot(point, x: float, y: float, fmt, metric: str) -> str:
-    if not is_point(point):
-        style = 'fill="white" stroke="#8c959f"'
-    elif point.verdict in FAILING:
-        style = 'fill="#cf222e"'
-    else:
-        style = 'fill="#0969da"'
-    when = point.started_at.strftime("%Y-%m-%d %H:%M") if point.started_at else ""
-    tip = (f"run {point.run_id} {when} commit {(point.commit or '-')[:10]}: "
-           f"{fmt(_value(point, metric))} ({point.verdict or 'no verdict'})")
-    return (f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" {style}>'
-            f"<title>{escape(tip)}</title></circle>")
+def _meta(view: SeriesView) -> str:
+    last = view.last
+    hosts = ", ".join(view.hosts) or "no host recorded"
+    return (f'<p class="meta">{escape(view.hardware)} | {escape(view.engine)} | '
+            f"{escape(last.workload_label)} | {len(view.points)} runs on {escape(hosts)} | "
+            f"latest: run {last.run_id}, {escape(when(last))}, {escape(last.host or '-')}, "
+            f"{_ci(last)} | a change counts beyond x{1 + view.tolerance:g}</p>")
 
 
-def _band(view: SeriesView, y, fmt) -> list[str]:
-    if view.band is None:
-        return []
-    top, bottom = y(view.band.high), y(view.band.low)
-    base = y(view.band.baseline)
-    return [f'<rect x="{LEFT}" y="{top:.1f}" width="{WIDTH - LEFT - RIGHT}" '
-            f'height="{bottom - top:.1f}" fill="#2da44e" fill-opacity="0.10"/>',
-            f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{base:.1f}" y2="{base:.1f}" '
-            'stroke="#2da44e" stroke-dasharray="2 3"/>',
-            f'<text x="{WIDTH - RIGHT - 4}" y="{top - 3:.1f}" text-anchor="end">baseline '
-            f"{escape(fmt(view.band.baseline))} and its band</text>"]
-
-
-def _levels(view: SeriesView, x, y) -> list[str]:
-    """A line at each level's median, from its first point to its last."""
-    series, out = view.series, []
-    index = {id(p): i for i, p in enumerate(view.points)}
-    edges = [0, *(c.index for c in series.changes), len(series.points)]
-    for start, end in zip(edges, edges[1:]):
-        if end <= start:
-            continue
-        ordered = sorted(series.values[start:end])
-        level = ordered[len(ordered) // 2]
-        x1, x2 = x(index[id(series.points[start])]), x(index[id(series.points[end - 1])])
-        out.append(f'<line x1="{x1 - 4:.1f}" x2="{x2 + 4:.1f}" y1="{y(level):.1f}" '
-                   f'y2="{y(level):.1f}" stroke="#57606a" stroke-width="1.5"/>')
-    return out
-
-
-def _changes(view: SeriesView, x) -> list[str]:
-    index = {id(p): i for i, p in enumerate(view.points)}
-    lower, out = direction(view.metric) == "lower", []
-    for change in view.series.changes:
-        at = index[id(view.series.at(change))]
-        worse = (change.ratio > 1) == lower
-        color = "#cf222e" if worse else "#1a7f37"
-        cx = x(at - 0.5)
-        label = f"{(change.ratio - 1) * 100:+.1f}% at run {view.series.at(change).run_id}"
-        out += [f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{TOP}" y2="{HEIGHT - BOTTOM}" '
-                f'stroke="{color}" stroke-dasharray="5 4" stroke-width="1.5"/>',
-                f'<text x="{cx + 4:.1f}" y="{TOP + 10}" style="fill:{color}">'
-                f"{escape(label)}</text>"]
-    return out
-
-
-def _axes(view: SeriesView, x, y, low: float, high: float, fmt) -> list[str]:
-    out = [f'<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{HEIGHT - BOTTOM}" stroke="#d0d7de"/>',
-           f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{HEIGHT - BOTTOM}" '
-           f'y2="{HEIGHT - BOTTOM}" stroke="#d0d7de"/>']
-    for step in range(5):
-        value = low + (high - low) * step / 4
-        out.append(f'<text x="{LEFT - 6}" y="{y(value) + 4:.1f}" text-anchor="end">'
-                   f"{escape(fmt(value))}</text>")
-    last = len(view.points) - 1
-    for i in sorted({0, last // 2, last}):
-        out.append(f'<text x="{x(i):.1f}" y="{HEIGHT - 10}" text-anchor="middle">run '
-                   f"{view.points[i].run_id}</text>")
-    return out
-
-
-def chart(view: SeriesView) -> str:
-    """One view as an inline SVG."""
-    low, high = _extent(view)
-    fmt = formatter(view.metric, low, high)
-    x = _scale(0, max(len(view.points) - 1, 1), LEFT + 10, WIDTH - RIGHT - 10)
-    y = _scale(low, high, HEIGHT - BOTTOM, TOP)
-    dots = [_dot(p, x(i), y(min(max(v, low), high)), fmt, view.metric)
-            for i, p in enumerate(view.points) if (v := _value(p, view.metric)) is not None]
-    parts = [*_band(view, y, fmt), *_axes(view, x, y, low, high, fmt), *_levels(view, x, y),
-             *_changes(view, x), *dots]
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-            f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(view.metric)}">'
-            + "".join(parts) + "</svg>")
-
-
-def _section(view: SeriesView) -> list[str]:
+def _section(view: SeriesView, found: Sequence[Regression]) -> list[str]:
     fmt = formatter(view.metric, *view.series.values) if view.series.values else str
-    lower = direction(view.metric) == "lower"
-    changes = [f'<span class="{"worse" if (c.ratio > 1) == lower else "better"}">'
-               f"{escape(fmt(c.before))} -> {escape(fmt(c.after))} at run "
-               f"{view.series.at(c).run_id}</span>" for c in view.series.changes]
+    facts = change_facts(view)
+    regression = regression_of(view, found)
+    badge = (f' <span class="{regression.state}">{regression.state} regression</span>'
+             if regression else "")
+    captions = [_caption(fact, fmt) for fact in facts]
     return [f'<section class="chart" data-hardware="{escape(view.hardware)}" '
-            f'data-engine="{escape(view.engine)}">',
-            f"<h2>{escape(view.test_id)} &mdash; {escape(view.metric)}</h2>",
-            f'<p class="meta">{escape(view.hardware)} | {escape(view.engine)} | '
-            f"{escape(view.last.workload_label)} | {len(view.points)} runs, changes beyond "
-            f"x{1 + view.tolerance:g}: {', '.join(changes) or 'none'}</p>",
-            chart(view), "</section>"]
+            f'data-engine="{escape(view.engine)}" data-hosts="{escape(" ".join(view.hosts))}">',
+            f"<h2>{escape(view.test_id)} &mdash; {escape(view.metric)}{badge}</h2>",
+            _meta(view), chart(view, facts),
+            f'<ol class="changes">{"".join(captions)}</ol>' if captions
+            else '<p class="note">no change point</p>', "</section>"]
+
+
+def _regressions(found: Sequence[Regression]) -> list[str]:
+    if not found:
+        return ['<p class="note">no open or acknowledged regression</p>']
+    items = [f'<li><span class="{r.state}">{r.state}</span>: {escape(r.line.split(": ", 1)[1])}'
+             f" ({_ci(r.at)})</li>" for r in found]
+    return ["<h2>Regressions</h2>", f'<ul class="regressions">{"".join(items)}</ul>']
 
 
 def _select(name: str, title: str, options: Sequence[str]) -> str:
@@ -178,23 +124,27 @@ def _select(name: str, title: str, options: Sequence[str]) -> str:
             f'<option value="">all</option>{items}</select></label>')
 
 
-def page(found: Sequence[SeriesView], where: str) -> str:
-    """The dashboard of `found` (history_view.views) from the store shown as `where`."""
-    hardware = sorted({v.hardware for v in found})
-    engines = sorted({v.engine for v in found})
+def page(found: Sequence[SeriesView], where: str, regressions: Sequence[Regression] = ()
+         ) -> str:
+    """The dashboard of `found` (history_view.views) from the store shown as `where`, with its
+    `regressions` (reports/regressions.py)."""
+    options = {"hardware": sorted({v.hardware for v in found}),
+               "host": sorted({h for v in found for h in v.hosts}),
+               "engine": sorted({v.engine for v in found})}
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
              "<title>pytest-llmperf history</title>", f"<style>{STYLE}</style>",
              f"<script>{SCRIPT}</script>", "</head>", "<body>",
              "<h1>pytest-llmperf history</h1>",
-             f'<p class="note">{escape(where)}, {now}; dots are runs (hollow: not a point of '
-             "the series, e.g. CLIENT LIMITED; red: a failed verdict), grey lines the levels, "
-             "dashed lines the change points, the green band the committed baseline's.</p>",
-             '<div class="filters">', _select("hardware", "hardware", hardware),
-             _select("engine", "engine", engines),
+             f'<p class="note">{escape(where)}, {now}; dots are runs by their start (hollow: not '
+             "a point of the series, e.g. CLIENT LIMITED; red: a failed verdict; a click opens "
+             "the run's CI job), grey lines the levels, dashed lines the change points "
+             "(numbered as the list under the chart), the green band the committed "
+             "baseline's.</p>", *_regressions(regressions), '<div class="filters">',
+             *(_select(name, title, options[name]) for name, title in FILTERS),
              f'<span class="note"><span id="shown">{len(found)}</span> charts</span></div>']
     for view in found:
-        lines += _section(view)
+        lines += _section(view, regressions)
     if not found:
         lines.append('<p class="note">the store holds no runs yet</p>')
     lines += ["</body>", "</html>"]

@@ -10,14 +10,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_llmperf.history.series import Series, series_of
+from pytest_llmperf.history.changepoints import Change
+from pytest_llmperf.history.series import Series, changed_text, series_of, what_changed
 from pytest_llmperf.history.store import HistoryStore, Point
+from pytest_llmperf.history.trend import is_worse
 from pytest_llmperf.machine.hardware import is_gpu_fingerprint
 from pytest_llmperf.reports.plotdata import Band, band_of
 from pytest_llmperf.verdict import gate, shapes
 from pytest_llmperf.verdict.baselines import BaselineError, load_baseline
 
-__all__ = ["DEFAULT_LAST", "SeriesView", "hardware_label", "views"]
+__all__ = ["DEFAULT_LAST", "ChangeFact", "SeriesView", "change_facts", "hardware_label",
+           "views"]
 
 # The runs `llmperf history` reads per test unless told otherwise: a table of them fits a screen
 # or two, and the change points of the last 100 runs take milliseconds (docs/history.md).
@@ -48,6 +51,34 @@ class SeriesView:
     @property
     def engine(self) -> str:
         return self.last.engine_label or "(engine)"
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted({point.host for point in self.points if point.host})
+
+
+@dataclass(frozen=True)
+class ChangeFact:
+    """A change point as the dashboard and `--json` show it: its first run (`at`), the series'
+    run before it, and what else changed between the two (history/series.py's what_changed;
+    `clause` is the trend gate's words for it)."""
+
+    number: int  # 1, 2, ... in the view, the label of its marker on the chart
+    change: Change
+    at: Point
+    before: Point
+    worse: bool
+    what: tuple[str, ...]
+    clause: str
+
+
+def change_facts(view: SeriesView) -> list[ChangeFact]:
+    series = view.series
+    return [ChangeFact(number, change, series.at(change), series.points[change.index - 1],
+                       is_worse(view.metric, change),
+                       tuple(what_changed(series.points[change.index - 1], series.at(change))),
+                       changed_text(series, change))
+            for number, change in enumerate(series.changes, 1)]
 
 
 def hardware_label(point: Point) -> str:

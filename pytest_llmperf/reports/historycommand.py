@@ -5,6 +5,7 @@ self-contained HTML dashboard (`--html PATH`).
                                                      and acknowledged regressions
     llmperf history TEST [--metric NAME] [--last N]  a test's series, a table per metric
     llmperf history [TEST ...] --html PATH           the dashboard, every test by default
+    llmperf history [TEST ...] --json                the same as one JSON document on stdout
 
 The store is `--history PATH|URL` (default: $LLMPERF_HISTORY, else .llmperf/history.sqlite, as
 the plugin's); a TEST is a test id as the store has it, or a part of one that names exactly one.
@@ -13,17 +14,19 @@ the plugin's); a TEST is a test id as the store has it, or a part of one that na
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 from pytest_llmperf.history import location
 from pytest_llmperf.history.store import HistoryError, HistoryStore
-from pytest_llmperf.reports import history_page
+from pytest_llmperf.reports import history_json, history_page
 from pytest_llmperf.reports.files import write_text
 from pytest_llmperf.reports.history_table import table_lines
 from pytest_llmperf.reports.history_view import DEFAULT_LAST, views
-from pytest_llmperf.reports.regressions import regression_lines
+from pytest_llmperf.reports.regressions import regression_lines, regressions
 
 EXIT_OK, EXIT_USAGE = 0, 2
 
@@ -48,8 +51,12 @@ def add_command(commands) -> None:
                          help="the smallest change that counts (default: the test's tolerance)")
     history.add_argument("--baselines", type=Path, default=Path("baselines"), metavar="DIR",
                          help="baseline directory for the bands (default: baselines)")
-    history.add_argument("--html", type=Path, default=None, metavar="PATH",
-                         help="write the dashboard here instead of printing tables")
+    shown = history.add_mutually_exclusive_group()
+    shown.add_argument("--html", type=Path, default=None, metavar="PATH",
+                       help="write the dashboard here instead of printing tables")
+    shown.add_argument("--json", action="store_true",
+                       help="print the dashboard's series, change points and regressions as "
+                            "one JSON document (docs/history.md)")
     history.set_defaults(run=run)
 
 
@@ -89,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _show(store: HistoryStore, args: argparse.Namespace) -> int:
     known = store.test_ids()
-    if not args.tests and not args.html:
+    if not args.tests and not (args.html or args.json):
         for test, count in known:
             print(f"{count:>6}  {test}")
         print(f"{len(known)} tests in {store.where.shown}")
@@ -100,11 +107,22 @@ def _show(store: HistoryStore, args: argparse.Namespace) -> int:
         [t for t, _ in known]
     found = views(store, tests, metrics=args.metric, last=args.last, tolerance=args.tolerance,
                   baseline_dir=args.baselines)
-    if args.html:
-        print(write_text("history dashboard", "--html", args.html,
-                         history_page.page(found, store.where.shown)))
-        return EXIT_OK
+    if args.html or args.json:
+        return _dashboard(store, args, found, tests)
     for view in found:
         print("\n".join(table_lines(view)))
         print()
+    return EXIT_OK
+
+
+def _dashboard(store: HistoryStore, args: argparse.Namespace, found, tests: list[str]) -> int:
+    """--html's page or --json's document, with the tests' regressions (as listed above)."""
+    flagged = regressions(store, tests=set(tests))
+    if args.json:
+        document = history_json.document(found, store.where.shown, flagged,
+                                         datetime.now(timezone.utc))
+        print(json.dumps(document, indent=1))
+    else:
+        print(write_text("history dashboard", "--html", args.html,
+                         history_page.page(found, store.where.shown, flagged)))
     return EXIT_OK

@@ -1,12 +1,9 @@
 """`llmperf history`: the table of a test's series with its change points marked, the list of
-tests, one-line errors, and the HTML dashboard as a browser shows it (Debian's chromium, which
-scripts/install-cpu installs: a real screenshot, looked at by its pixels)."""
+tests and one-line errors (the dashboard and --json: test_history_dashboard.py)."""
 
 from __future__ import annotations
 
 import copy
-import shutil
-import subprocess
 
 import pytest
 
@@ -71,27 +68,3 @@ def test_the_list_of_tests_and_bad_names(store_path, capsys):
         f"llmperf: error: --history {store_path.parent / 'none.sqlite'}: no store here yet; a "
         "pytest run with pytest-llmperf makes it, or give another with --history PATH|URL\n")
 
-
-def test_the_dashboard_in_a_browser(store_path, tmp_path, capsys):
-    page = tmp_path / "history.html"
-    assert main(["history", "--history", str(store_path), "--html", str(page)]) == 0
-    assert capsys.readouterr().out == f"history dashboard written to {page}\n"
-    html = page.read_text()
-    assert html.count("<svg") == 1 and "+25.0% at run 7" in html
-    assert '<select id="hardware"' in html and '<select id="engine"' in html
-    assert "src=" not in html and "href=" not in html  # nothing loaded from anywhere
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
-        pytest.skip("chromium is not installed (scripts/install-cpu installs Debian's); the "
-                    "page was checked as text only")
-    shot = tmp_path / "history.png"
-    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    "--window-size=900,500", f"--screenshot={shot}", page.as_uri()],
-                   capture_output=True, timeout=120, check=True)
-    from PIL import Image
-
-    image = Image.open(shot).convert("RGB")
-    assert image.size == (900, 500)
-    colors = {image.getpixel((x, y)) for x in range(900) for y in range(500)}
-    assert (207, 34, 46) in colors  # the change point's dashed line, drawn (#cf222e)
-    assert (9, 105, 218) in colors  # the runs' dots (#0969da)

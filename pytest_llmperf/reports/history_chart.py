@@ -1,0 +1,189 @@
+"""One chart of the history page (history_page.py): a metric of one series as inline SVG, over
+the runs' start times. Every run is a dot (a link to its CI job where the store has one), the
+levels between change points are grey lines, each change point a dashed line with a numbered
+marker whose tooltip says what changed (the caption list under the chart says it in full), and
+the committed baseline's band is green.
+
+The x axis is time, not run order, because a team reads a night by its date ("since Tuesday")
+and a gap in the nights is a gap on the axis. A chart with a run of unknown start (a run file
+without a date) falls back to run order, labelled by run number.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from html import escape
+
+from pytest_llmperf.history.series import is_point
+from pytest_llmperf.metrics.registry import formatter
+from pytest_llmperf.reports.history_view import ChangeFact, SeriesView
+from pytest_llmperf.verdict.status import Status
+
+__all__ = ["HEIGHT", "WIDTH", "chart", "when"]
+
+WIDTH, HEIGHT = 760, 230
+# The top 34 pixels hold the change points' two lines (size, then what changed) above the dots.
+LEFT, RIGHT, TOP, BOTTOM = 70, 20, 34, 30
+FAILING = {status.summary for status in Status if status.failing}
+WORSE, BETTER = "#cf222e", "#1a7f37"
+# About six date labels fit under a 670-pixel axis without touching.
+TICKS = 6
+# What changed, on the chart: as many characters as fit beside a change point in half the
+# chart's width (the tooltip and the caption under the chart say it whole).
+WHAT_SHOWN = 60
+
+
+def when(point) -> str:
+    return point.started_at.strftime("%Y-%m-%d %H:%M UTC") if point.started_at else "no date"
+
+
+def _scale(low: float, high: float, pixels_low: float, pixels_high: float):
+    span = (high - low) or abs(high) or 1.0
+    return lambda value: pixels_low + (value - low) / span * (pixels_high - pixels_low)
+
+
+def _value(point, metric: str) -> float | None:
+    entry = point.values.get(metric)
+    return None if entry is None else entry.value
+
+
+def _extent(view: SeriesView) -> tuple[float, float]:
+    """The y range: the series' points and the band (a wild run that is not a point of the
+    series would squash it; it is drawn at the edge instead)."""
+    values = list(view.series.values) or [
+        v for p in view.points if (v := _value(p, view.metric)) is not None]
+    if view.band:
+        values += [view.band.low, view.band.high]
+    low, high = min(values), max(values)
+    pad = (high - low) * 0.08 or abs(high) * 0.05 or 1.0
+    return low - pad, high + pad
+
+
+def _positions(view: SeriesView) -> tuple[dict[int, float], list[tuple[float, str]]]:
+    """Each point's x (by its identity) and the axis' labels: by start time, else run order."""
+    dated = all(p.started_at for p in view.points)
+    keys = [p.started_at.timestamp() if dated else float(i) for i, p in enumerate(view.points)]
+    x = _scale(min(keys), max(keys), LEFT + 10, WIDTH - RIGHT - 10)
+    where = {id(p): x(k) for p, k in zip(view.points, keys)}
+    if not dated:
+        last = len(view.points) - 1
+        return where, [(x(i), f"run {view.points[i].run_id}") for i in sorted({0, last // 2,
+                                                                               last})]
+    return where, [(x(t), label) for t, label in _date_ticks(min(keys), max(keys))]
+
+
+def _date_ticks(first: float, last: float) -> list[tuple[float, str]]:
+    """Midnights (UTC) every few days between two timestamps; the hour too within a day."""
+    start = datetime.fromtimestamp(first, timezone.utc)
+    if last - first < 86400:
+        return [(first, start.strftime("%Y-%m-%d %H:%M"))] + (
+            [(last, datetime.fromtimestamp(last, timezone.utc).strftime("%H:%M"))]
+            if last > first else [])
+    step = max(1, -(-int((last - first) // 86400) // TICKS))
+    day = start.replace(hour=0, minute=0, second=0, microsecond=0)
+    if day.timestamp() < first:
+        day += timedelta(days=1)
+    out = []
+    while day.timestamp() <= last:
+        out.append((day.timestamp(), day.strftime("%Y-%m-%d")))
+        day += timedelta(days=step)
+    return out
+
+
+def _dot(point, x: float, y: float, fmt, metric: str) -> str:
+    if not is_point(point):
+        style = 'fill="white" stroke="#8c959f"'
+    elif point.verdict in FAILING:
+        style = f'fill="{WORSE}"'
+    else:
+        style = 'fill="#0969da"'
+    tip = (f"run {point.run_id}, {when(point)}, host {point.host or '-'}, commit "
+           f"{(point.commit or '-')[:10]}: {fmt(_value(point, metric))} "
+           f"({point.verdict or 'no verdict'})" + (f"; CI job {point.ci_url}" if point.ci_url
+                                                    else ""))
+    dot = (f'<circle class="run" data-host="{escape(point.host)}" cx="{x:.1f}" cy="{y:.1f}" '
+           f'r="3.5" {style}><title>{escape(tip)}</title></circle>')
+    return f'<a href="{escape(point.ci_url)}">{dot}</a>' if point.ci_url else dot
+
+
+def _band(view: SeriesView, y, fmt) -> list[str]:
+    if view.band is None:
+        return []
+    top, bottom = y(view.band.high), y(view.band.low)
+    base = y(view.band.baseline)
+    return [f'<rect x="{LEFT}" y="{top:.1f}" width="{WIDTH - LEFT - RIGHT}" '
+            f'height="{bottom - top:.1f}" fill="#2da44e" fill-opacity="0.10"/>',
+            f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{base:.1f}" y2="{base:.1f}" '
+            'stroke="#2da44e" stroke-dasharray="2 3"/>',
+            f'<text x="{WIDTH - RIGHT - 4}" y="{top - 3:.1f}" text-anchor="end">baseline '
+            f"{escape(fmt(view.band.baseline))} and its band</text>"]
+
+
+def _levels(view: SeriesView, x: dict[int, float], y) -> list[str]:
+    """A line at each level's median, from its first point to its last."""
+    series, out = view.series, []
+    edges = [0, *(c.index for c in series.changes), len(series.points)]
+    for start, end in zip(edges, edges[1:]):
+        if end <= start:
+            continue
+        ordered = sorted(series.values[start:end])
+        level = y(ordered[len(ordered) // 2])
+        x1, x2 = x[id(series.points[start])], x[id(series.points[end - 1])]
+        out.append(f'<line x1="{x1 - 4:.1f}" x2="{x2 + 4:.1f}" y1="{level:.1f}" '
+                   f'y2="{level:.1f}" stroke="#57606a" stroke-width="1.5"/>')
+    return out
+
+
+def _changes(facts: list[ChangeFact], x: dict[int, float]) -> list[str]:
+    """A dashed line between a change's first run and the run before it, and its marker: the
+    number of its caption under the chart, its size, and what changed as the tooltip."""
+    out = []
+    for fact in facts:
+        color = WORSE if fact.worse else BETTER
+        cx = (x[id(fact.before)] + x[id(fact.at)]) / 2
+        label = (f"{fact.number}: {(fact.change.ratio - 1) * 100:+.1f}% at run "
+                 f"{fact.at.run_id}")
+        what = ", ".join(fact.what) or "nothing recorded changed"
+        if len(what) > WHAT_SHOWN:
+            what = what[:WHAT_SHOWN - 3] + "..."
+        tip = f"{label} ({when(fact.at)}); {fact.clause}"
+        anchor, dx = ("start", 4) if cx < WIDTH / 2 else ("end", -4)
+        out += [f'<g class="change"><title>{escape(tip)}</title>',
+                f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="4" y2="{HEIGHT - BOTTOM}" '
+                f'stroke="{color}" stroke-dasharray="5 4" stroke-width="1.5"/>',
+                f'<text x="{cx + dx:.1f}" y="13" text-anchor="{anchor}" '
+                f'style="fill:{color};font-weight:600">{escape(label)}</text>',
+                f'<text x="{cx + dx:.1f}" y="26" text-anchor="{anchor}">{escape(what)}</text>'
+                "</g>"]
+    return out
+
+
+def _axes(x_labels: list[tuple[float, str]], y, low: float, high: float, fmt) -> list[str]:
+    out = [f'<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{HEIGHT - BOTTOM}" stroke="#d0d7de"/>',
+           f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{HEIGHT - BOTTOM}" '
+           f'y2="{HEIGHT - BOTTOM}" stroke="#d0d7de"/>']
+    for step in range(5):
+        value = low + (high - low) * step / 4
+        out.append(f'<text x="{LEFT - 6}" y="{y(value) + 4:.1f}" text-anchor="end">'
+                   f"{escape(fmt(value))}</text>")
+    for px, label in x_labels:
+        out += [f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{HEIGHT - BOTTOM}" '
+                f'y2="{HEIGHT - BOTTOM + 4}" stroke="#8c959f"/>',
+                f'<text x="{px:.1f}" y="{HEIGHT - 10}" text-anchor="middle">'
+                f"{escape(label)}</text>"]
+    return out
+
+
+def chart(view: SeriesView, facts: list[ChangeFact]) -> str:
+    """One view as an inline SVG; `facts` are its change points (history_view.change_facts)."""
+    low, high = _extent(view)
+    fmt = formatter(view.metric, low, high)
+    x, x_labels = _positions(view)
+    y = _scale(low, high, HEIGHT - BOTTOM, TOP)
+    dots = [_dot(p, x[id(p)], y(min(max(v, low), high)), fmt, view.metric)
+            for p in view.points if (v := _value(p, view.metric)) is not None]
+    parts = [*_band(view, y, fmt), *_axes(x_labels, y, low, high, fmt), *_levels(view, x, y),
+             *_changes(facts, x), *dots]
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+            f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(view.metric)}">'
+            + "".join(parts) + "</svg>")

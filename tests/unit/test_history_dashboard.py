@@ -1,0 +1,255 @@
+"""The history page a team shares, `llmperf history --json` and the Grafana panel's SQL, over one
+store of two GPU shapes' nights: a chat test on 8x H200 whose TPOT rose 25% on the night it
+moved from host gpu-3 to gpu-7 with vLLM 0.31.0 -> 0.32.0 (open), and an offline test on 8x H100
+whose TPOT rose 30% (acknowledged). Each run links the CI job that made it (GitHub Actions,
+GitLab, Jenkins). The page is opened in Debian's headless Chromium: a screenshot, and the DOM
+after a host filter given in the address."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import re
+import shutil
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from pytest_llmperf.cli import main
+from pytest_llmperf.history import location, record
+from pytest_llmperf.history.acks import Ack
+from pytest_llmperf.history.store import HistoryStore
+from tests.unit.test_history_store import DOCUMENT
+
+CHAT = "suites/test_gpu_llama8b.py::test_chat"
+OFFLINE = "suites/test_gpu_llama8b.py::test_offline"
+CHAT_TPOT_MS = [10.0, 10.2, 9.9, 10.1, 9.8, 10.0, 12.5, 12.6, 12.4, 12.5]
+OFFLINE_TPOT_MS = [20.0, 20.2, 19.9, 26.0, 26.1, 25.9]
+H200 = {"hardware_class": "h200", "device_name": "NVIDIA H200", "device_count": 8}
+H100 = {"hardware_class": "h100", "device_name": "NVIDIA H100 80GB HBM3", "device_count": 8}
+ACK_REASON = "vLLM 0.32's new scheduler; fix tracked upstream"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "history.md"
+
+
+def ci_environ(night: int) -> dict[str, str]:
+    """The CI variables of a night: GitHub Actions, then GitLab, then Jenkins."""
+    if night <= 4:
+        return {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "team/llm",
+                "GITHUB_RUN_ID": str(100 + night)}
+    if night <= 8:
+        return {"CI_JOB_URL": f"https://gitlab.example.com/team/llm/-/jobs/{500 + night}"}
+    return {"BUILD_URL": f"https://jenkins.example.com/job/nightly/{night}/"}
+
+
+def run_of(test: str, night: int, tpot_ms: float, *, fingerprint: dict, host: str,
+           vllm: str, hour: int = 3, verdict: str = "pass") -> record.RunRecord:
+    doc = copy.deepcopy(DOCUMENT)
+    doc["datetime"] = f"2026-11-{night:02d}T{hour:02d}:00:00+00:00"
+    doc["llmperf"]["fingerprint"] = {**fingerprint, "vllm": vllm, "torch": "2.11.0"}
+    result = doc["llmperf"]["results"][0]
+    result.update(test_id=test, key=test.split("::")[1], verdict=verdict,
+                  engine_label="llama-8b", gate={"tolerance": 0.1, "metrics": ["tpot_s.p50"]})
+    result["metrics"] = {"tpot_s.p50": {"value": tpot_ms / 1000, "spread": 0.0001, "n": 3,
+                                        "direction": "lower"}}
+    return dataclasses.replace(record.from_document(doc, environ=ci_environ(night)), host=host)
+
+
+def fill(store: HistoryStore) -> None:
+    """Runs 1-11: the chat test's nights 1-10 (from night 7 on gpu-7 with vLLM 0.32.0) and a
+    CLIENT LIMITED night 11; runs 12-17: the offline test's nights 5-10 and its ack."""
+    for night, tpot in enumerate(CHAT_TPOT_MS, 1):
+        late = night >= 7
+        store.record(run_of(CHAT, night, tpot, fingerprint=H200,
+                            host="gpu-7" if late else "gpu-3",
+                            vllm="0.32.0" if late else "0.31.0"))
+    store.record(run_of(CHAT, 11, 50.0, fingerprint=H200, host="gpu-7", vllm="0.32.0",
+                        verdict="CLIENT LIMITED"))
+    for night, tpot in enumerate(OFFLINE_TPOT_MS, 5):
+        store.record(run_of(OFFLINE, night, tpot, fingerprint=H100, host="gpu-9",
+                            vllm="0.32.0", hour=4))
+    store.record_ack(Ack(OFFLINE, "tpot_s.p50", ACK_REASON, "ana",
+                         datetime(2026, 11, 10, 9, tzinfo=timezone.utc),
+                         datetime(2099, 1, 2, tzinfo=timezone.utc)))
+
+
+@pytest.fixture
+def store_path(tmp_path):
+    path = tmp_path / "history.sqlite"
+    store = HistoryStore.open(location.resolve(str(path), tmp_path))
+    fill(store)
+    store.close()
+    return path
+
+
+def test_the_ci_job_of_each_system_is_recorded():
+    assert record.ci_url(ci_environ(1)) == "https://github.com/team/llm/actions/runs/101"
+    assert record.ci_url(ci_environ(5)) == "https://gitlab.example.com/team/llm/-/jobs/505"
+    assert record.ci_url(ci_environ(9)) == "https://jenkins.example.com/job/nightly/9/"
+    assert record.ci_url({**ci_environ(1), **ci_environ(5)}).endswith("/actions/runs/101")
+    assert record.ci_url({"GITHUB_RUN_ID": "7"}) is None  # a partial GitHub set is no URL
+    assert record.ci_url({}) is None
+
+
+def _json(store_arg: str, capsys) -> dict:
+    assert main(["history", "--history", store_arg, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_json_document(store_path, capsys):
+    found = _json(str(store_path), capsys)
+    assert (found["format"], found["version"], found["store"]) == (
+        "pytest-llmperf history", 1, str(store_path))
+    chat, offline = found["series"]
+    assert (chat["test_id"], chat["metric"], chat["hosts"], chat["tolerance"]) == (
+        CHAT, "tpot_s.p50", ["gpu-3", "gpu-7"], 0.1)
+    assert chat["hardware"].startswith("h200: 8x NVIDIA H200 (h200-")
+    assert [p["run"] for p in chat["points"]] == list(range(1, 12))
+    assert chat["points"][6] == {
+        "run": 7, "date": "2026-11-07T03:00:00+00:00", "value": 12.5 / 1000, "spread": 0.0001,
+        "verdict": "pass", "point": True, "commit": "1a2b3c4d5e6f7a8b9c0d", "host": "gpu-7",
+        "vllm": "0.32.0", "ci_url": "https://gitlab.example.com/team/llm/-/jobs/507"}
+    assert chat["points"][10]["verdict"] == "CLIENT LIMITED" and not chat["points"][10]["point"]
+    assert chat["changes"] == [{
+        "number": 1, "run": 7, "date": "2026-11-07T03:00:00+00:00", "run_before": 6,
+        "before": pytest.approx(0.01), "after": pytest.approx(0.0125), "percent": 25.0,
+        "worse": True,
+        "what_changed": ["host gpu-3 -> gpu-7", "vllm 0.31.0 -> 0.32.0"],
+        "text": "what changed at run 7: host gpu-3 -> gpu-7, vllm 0.31.0 -> 0.32.0",
+        "ci_url": "https://gitlab.example.com/team/llm/-/jobs/507",
+        "ci_url_before": "https://gitlab.example.com/team/llm/-/jobs/506"}]
+    opened = {"state": "open", "test_id": CHAT, "metric": "tpot_s.p50",
+              "series": chat["series"], "run": 7, "date": "2026-11-07T03:00:00+00:00",
+              "percent": 25.0, "nights": 4,
+              "line": f"open: {CHAT} tpot_s.p50 +25.0% since run 7 (2026-11-07, commit "
+                      "1a2b3c4d5e), 4 nights",
+              "ci_url": "https://gitlab.example.com/team/llm/-/jobs/507", "ack": None}
+    assert chat["regression"] == opened
+    assert offline["regression"]["state"] == "acknowledged"
+    assert offline["regression"]["ack"] == {
+        "who": "ana", "reason": ACK_REASON, "recorded_at": "2026-11-10T09:00:00+00:00",
+        "until": "2099-01-02T00:00:00+00:00"}
+    assert found["regressions"] == [opened, offline["regression"]]
+    # The same regressions, in the same words, as `llmperf history` lists them.
+    assert main(["history", "--history", str(store_path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-2:] == [
+        r["line"] for r in found["regressions"]]
+    assert main(["history", "--history", str(store_path), "--json", "--html", "x.html"]) == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_the_page_says_when_what_changed_and_links_the_ci_jobs(store_path, tmp_path, capsys):
+    page = tmp_path / "index.html"
+    assert main(["history", "--history", str(store_path), "--html", str(page)]) == 0
+    assert capsys.readouterr().out == f"history dashboard written to {page}\n"
+    html = page.read_text()
+    assert "src=" not in html and "<link" not in html  # nothing loaded from anywhere
+    ticks = re.findall(r'text-anchor="middle">([^<]+)</text>', html)
+    assert ticks == ["2026-11-02", "2026-11-04", "2026-11-06", "2026-11-08", "2026-11-10",
+                     "2026-11-06", "2026-11-07", "2026-11-08", "2026-11-09", "2026-11-10"]
+    # The change point's line is halfway between nights 6 and 7: the axis runs from x 80 (night
+    # 1, 03:00) to 730 (night 11), 65 pixels a day; its words end 4 pixels left of it.
+    assert ('<line x1="437.5" x2="437.5" y1="4" y2="200" stroke="#cf222e" stroke-dasharray="5 '
+            '4" stroke-width="1.5"/><text x="433.5" y="13" text-anchor="end" style="fill:'
+            '#cf222e;font-weight:600">1: +25.0% at run 7</text><text x="433.5" y="26" '
+            'text-anchor="end">host gpu-3 -&gt; gpu-7, vllm 0.31.0 -&gt; 0.32.0</text>') in html
+    assert ('<li value="1"><b>2026-11-07 03:00 UTC, run 7</b>: <span class="worse">10.0 ms '
+            "-&gt; 12.5 ms (+25.0%, worse)</span>; what changed: host gpu-3 -&gt; gpu-7, vllm "
+            '0.31.0 -&gt; 0.32.0 (<a href="https://gitlab.example.com/team/llm/-/jobs/506">run '
+            '6</a>, <a href="https://gitlab.example.com/team/llm/-/jobs/507">run 7</a>)</li>'
+            ) in html
+    assert html.count('<a href="https://github.com/team/llm/actions/runs/10') == 4  # the dots
+    assert '<a href="https://jenkins.example.com/job/nightly/10/"><circle' in html
+    assert ('<span class="acknowledged">acknowledged</span>: suites/test_gpu_llama8b.py::'
+            "test_offline tpot_s.p50 +30.0% since run 15 (2026-11-08, commit 1a2b3c4d5e), 3 "
+            "nights; acknowledged by ana on 2026-11-10 until 2099-01-01: vLLM 0.32&#x27;s new "
+            "scheduler; fix tracked upstream") in html
+    assert ('<select id="host" onchange="applyFilters()"><option value="">all</option><option '
+            'value="gpu-3">gpu-3</option><option value="gpu-7">gpu-7</option><option '
+            'value="gpu-9">gpu-9</option></select>') in html
+    assert '<select id="hardware"' in html and '<select id="engine"' in html
+
+
+def _chromium(*args: str) -> str:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("chromium is not installed (scripts/install-cpu installs Debian's)")
+    done = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
+                           "--hide-scrollbars", *args], capture_output=True, text=True,
+                          timeout=120, check=True)
+    return done.stdout
+
+
+def test_the_page_in_a_browser(store_path, tmp_path):
+    """A screenshot (kept as the test's dashboard.png) and the filters as the browser runs
+    them, chosen by the address as a shared link would."""
+    page = tmp_path / "index.html"
+    assert main(["history", "--history", str(store_path), "--html", str(page)]) == 0
+    shot = tmp_path / "dashboard.png"
+    _chromium("--window-size=1000,1000", f"--screenshot={shot}", page.as_uri())
+    from PIL import Image
+
+    image = Image.open(shot).convert("RGB")
+    assert image.size == (1000, 1000)
+    colors = {image.getpixel((x, y)) for x in range(0, 1000) for y in range(0, 1000)}
+    assert (207, 34, 46) in colors  # the change points' dashed lines (#cf222e)
+    assert (9, 105, 218) in colors  # the runs' dots (#0969da)
+    dom = _chromium("--dump-dom", page.as_uri() + "#host=gpu-3")
+    sections = re.findall(r'<section class="chart"[^>]*data-hosts="([^"]*)"([^>]*)>', dom)
+    assert sections == [("gpu-3 gpu-7", ""), ("gpu-9", ' style="display: none;"')]
+    assert '<span id="shown">1</span>' in dom
+    faded = re.findall(r'data-host="(gpu-\d)"[^>]*style="opacity: 0.2;"', dom)
+    assert faded == ["gpu-7"] * 5 + ["gpu-9"] * 6  # every run not on gpu-3
+    h100 = re.search(r'data-hardware="(h100: [^"]+)"', dom).group(1)
+    dom = _chromium("--dump-dom", f"{page.as_uri()}#hardware={quote(h100)}&engine=llama-8b")
+    sections = re.findall(r'<section class="chart"[^>]*data-hosts="([^"]*)"([^>]*)>', dom)
+    assert sections == [("gpu-3 gpu-7", ' style="display: none;"'), ("gpu-9", "")]
+    assert 'style="opacity' not in dom  # no host chosen: every run as it is
+
+
+def grafana_sql() -> str:
+    """The SQL block under "A Grafana panel over the PostgreSQL store" in docs/history.md."""
+    text = DOCS.read_text().split("### A Grafana panel over the PostgreSQL store", 1)[1]
+    return re.search(r"```sql\n(.*?)```", text, re.S).group(1)
+
+
+def test_the_grafana_panel_sql_on_a_postgresql_store(postgres_db, tmp_path, capsys):
+    import psycopg
+
+    store = HistoryStore.open(location.resolve(postgres_db, tmp_path))
+    fill(store)
+    store.close()
+    # Grafana's expansion of the macro (docs/history.md cites it), for nights 2 to 11: night 1
+    # is before the range, night 11 was CLIENT LIMITED, the offline test is another test.
+    sql = grafana_sql().replace(
+        "$__timeFilter(runs.started_at)",
+        "runs.started_at BETWEEN '2026-11-02T00:00:00Z' AND '2026-11-11T23:59:59Z'")
+    with psycopg.connect(postgres_db) as connection:
+        rows = connection.execute(sql).fetchall()
+    expected = [(datetime(2026, 11, night, 3, tzinfo=timezone.utc),
+                 "gpu-7" if night >= 7 else "gpu-3", CHAT_TPOT_MS[night - 1] / 1000)
+                for night in range(2, 11)]
+    assert rows == expected
+    # The same values as `llmperf history --json` on the same store, CI links included.
+    chat = _json(postgres_db, capsys)["series"][0]
+    assert [(datetime.fromisoformat(p["date"]), p["host"], p["value"])
+            for p in chat["points"][1:10]] == expected
+    assert [p["ci_url"] for p in chat["points"][8:10]] == [
+        "https://jenkins.example.com/job/nightly/9/", "https://jenkins.example.com/job/nightly/10/"]
+
+
+def test_a_run_without_a_date_puts_the_chart_in_run_order(tmp_path, capsys):
+    path = tmp_path / "history.sqlite"
+    store = HistoryStore.open(location.resolve(str(path), tmp_path))
+    for night, tpot in enumerate(CHAT_TPOT_MS[:3], 1):
+        run = run_of(CHAT, night, tpot, fingerprint=H200, host="gpu-3", vllm="0.31.0")
+        store.record(dataclasses.replace(run, started_at=None) if night == 2 else run)
+    store.close()
+    page = tmp_path / "index.html"
+    assert main(["history", "--history", str(path), "--html", str(page)]) == 0
+    html = page.read_text()
+    assert re.findall(r'text-anchor="middle">([^<]+)</text>', html) == ["run 1", "run 2", "run 3"]
+    assert "run 2, no date, host gpu-3" in html  # the dot's tooltip
