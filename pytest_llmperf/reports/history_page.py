@@ -51,6 +51,13 @@ function applyFilters() {
       dot.style.opacity = !chosen.host || dot.dataset.host === chosen.host ? '' : '0.2';
   }
   document.getElementById('shown').textContent = shown;
+  // A regression goes with its chart; one whose series is not charted stays.
+  for (const item of document.querySelectorAll('ul.regressions li')) {
+    const charts = [...document.querySelectorAll('section.chart')]
+      .filter(c => c.dataset.key === item.dataset.key);
+    item.style.display = !charts.length || charts.some(c => c.style.display !== 'none')
+      ? '' : 'none';
+  }
   const kept = FILTERS.filter(n => chosen[n]).map(n => n + '=' + encodeURIComponent(chosen[n]));
   history.replaceState(null, '', kept.length ? '#' + kept.join('&') : location.pathname);
 }
@@ -69,6 +76,11 @@ def regression_of(view: SeriesView, found: Sequence[Regression]) -> Regression |
     """The regression (open or acknowledged) of this view's test, series and metric."""
     return next((r for r in found if (r.test_id, r.series, r.metric)
                  == (view.test_id, view.last.series, view.metric)), None)
+
+
+def _key(test_id: str, series: str, metric: str) -> str:
+    """What ties a regression to its chart on the page."""
+    return escape(f"{series} {metric} {test_id}")
 
 
 def _ci(point, text: str = "CI job") -> str:
@@ -103,7 +115,8 @@ def _section(view: SeriesView, found: Sequence[Regression]) -> list[str]:
              if regression else "")
     captions = [_caption(fact, fmt) for fact in facts]
     return [f'<section class="chart" data-hardware="{escape(view.hardware)}" '
-            f'data-engine="{escape(view.engine)}" data-hosts="{escape(" ".join(view.hosts))}">',
+            f'data-engine="{escape(view.engine)}" data-hosts="{escape(" ".join(view.hosts))}" '
+            f'data-key="{_key(view.test_id, view.last.series, view.metric)}">',
             f"<h2>{escape(view.test_id)} &mdash; {escape(view.metric)}{badge}</h2>",
             _meta(view), chart(view, facts),
             f'<ol class="changes">{"".join(captions)}</ol>' if captions
@@ -113,8 +126,9 @@ def _section(view: SeriesView, found: Sequence[Regression]) -> list[str]:
 def _regressions(found: Sequence[Regression]) -> list[str]:
     if not found:
         return ['<p class="note">no open or acknowledged regression</p>']
-    items = [f'<li><span class="{r.state}">{r.state}</span>: {escape(r.line.split(": ", 1)[1])}'
-             f" ({_ci(r.at)})</li>" for r in found]
+    items = [f'<li data-key="{_key(r.test_id, r.series, r.metric)}"><span class="{r.state}">'
+             f'{r.state}</span>: {escape(r.line.split(": ", 1)[1])} ({_ci(r.at)})</li>'
+             for r in found]
     return ["<h2>Regressions</h2>", f'<ul class="regressions">{"".join(items)}</ul>']
 
 

@@ -198,14 +198,17 @@ def test_the_page_in_a_browser(store_path, tmp_path):
     assert (207, 34, 46) in colors  # the change points' dashed lines (#cf222e)
     assert (9, 105, 218) in colors  # the runs' dots (#0969da)
     dom = _chromium("--dump-dom", page.as_uri() + "#host=gpu-3")
-    sections = re.findall(r'<section class="chart"[^>]*data-hosts="([^"]*)"([^>]*)>', dom)
+    sections = re.findall(r'<section class="chart"[^>]*data-hosts="([^"]*)"[^>]*?( style="display: none;")?>', dom)
     assert sections == [("gpu-3 gpu-7", ""), ("gpu-9", ' style="display: none;"')]
     assert '<span id="shown">1</span>' in dom
+    listed = re.findall(r'<li data-key="[^"]*"( style="display: none;")?><span class="(\w+)"',
+                        dom)
+    assert listed == [("", "open"), (' style="display: none;"', "acknowledged")]
     faded = re.findall(r'data-host="(gpu-\d)"[^>]*style="opacity: 0.2;"', dom)
     assert faded == ["gpu-7"] * 5 + ["gpu-9"] * 6  # every run not on gpu-3
     h100 = re.search(r'data-hardware="(h100: [^"]+)"', dom).group(1)
     dom = _chromium("--dump-dom", f"{page.as_uri()}#hardware={quote(h100)}&engine=llama-8b")
-    sections = re.findall(r'<section class="chart"[^>]*data-hosts="([^"]*)"([^>]*)>', dom)
+    sections = re.findall(r'<section class="chart"[^>]*data-hosts="([^"]*)"[^>]*?( style="display: none;")?>', dom)
     assert sections == [("gpu-3 gpu-7", ' style="display: none;"'), ("gpu-9", "")]
     assert 'style="opacity' not in dom  # no host chosen: every run as it is
 
