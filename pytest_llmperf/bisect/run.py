@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -21,6 +22,9 @@ from pytest_llmperf.history.store import HistoryStore
 
 __all__ = ["Bisect", "BisectOutcome", "step_key"]
 
+# A step that failed because the machine, not the candidate, set its numbers (the plugin's lines:
+# machine/disturbance.py, metrics/client_check.py): measured once more before B is skipped.
+MACHINE_FAILED = re.compile(r"\b(disturbed|client-limited) measurement:")
 # What a failed step's line says when side A, the last good candidate, is what failed: then
 # nothing after it can be judged, so the search stops instead of skipping every candidate.
 SIDE_A_FAILED = "A/B side A"
@@ -117,6 +121,12 @@ class Bisect:
         name = key[:12]
         result = run_step(self.plan, env_a, env_b, self.work_dir / f"step-{name}.json",
                           self.work_dir / f"step-{name}.log")
+        if result.outcome == Outcome.FAILED and MACHINE_FAILED.search(result.message):
+            # The machine's other load, not B: skipping B would search around a good candidate.
+            self.say("bisect: the step's measurement was the machine's (disturbed or client "
+                     "limited); measuring it once more")
+            result = run_step(self.plan, env_a, env_b, self.work_dir / f"step-{name}-again.json",
+                              self.work_dir / f"step-{name}-again.log")
         result = self._settle(result, env_a, env_b, name, deadline)
         if result.outcome == Outcome.FAILED and SIDE_A_FAILED in result.message:
             raise InputError(f"bisect: side A, the good candidate {self.candidates[a].text}, "

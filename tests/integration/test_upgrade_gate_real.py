@@ -71,7 +71,9 @@ def test_a_side_b_that_stops_early_is_not_comparable_and_another_host_is_refused
     assert side_a["work"]["finish_reasons"] == {"length": 16}
     assert (side_a["work"]["output_tokens"], side_a["work"]["short"]) == (256, 0)
     assert side_b["work"]["finish_reasons"]["stop"] == side_b["work"]["short"] >= 4
-    assert side_b["status"] == "not comparable"
+    # On a shared machine (CI's first step) a disturbed run keeps DISTURBED as its row's status;
+    # the test fails as NOT COMPARABLE either way.
+    assert side_b["status"] in ("not comparable", "disturbed")
     # The same file as a "before" saved on another node: refused before any engine starts.
     document = json.loads((suite.path / "run.json").read_text())
     document["llmperf"]["fingerprint"]["host"] = "gpu-3"
@@ -93,7 +95,7 @@ def test_b_equal_to_a_on_a_tiny_workload_is_inconclusive_and_fails_only_under_fa
     warned = _ab(suite, same, "--llmperf-ab-pairs", "2", requests=2)
     warned.assert_outcomes(passed=1)
     flat = _flat(warned)
-    assert "test_concurrent: outputs identical on 2 of 2 requests" in flat
+    assert "test_concurrent (B): outputs identical on 2 of 2 requests" in flat
     assert "InconclusiveWarning" in flat
     failed = _ab(suite, same, "--llmperf-ab-pairs", "2", "--llmperf-inconclusive", "fail",
                  requests=2)

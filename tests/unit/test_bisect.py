@@ -431,3 +431,27 @@ def test_a_step_that_stays_unsettled_stops_at_its_most_pairs(tmp_path, monkeypat
     step = bisect.run().steps[0]
     assert asked == [8, 4]
     assert (step.result.outcome, step.result.pairs) == (Outcome.UNSETTLED, 12)
+
+
+def test_a_step_the_machine_disturbed_is_measured_once_more_before_b_is_skipped(tmp_path,
+                                                                             monkeypatch):
+    calls = []
+
+    def disturbed_once(plan, a, b, run_file, log_file):
+        calls.append(run_file.name)
+        if len(calls) == 1:
+            return StepResult(Outcome.FAILED, message="Failed: disturbed measurement: not the "
+                              "engine's numbers (another process used 40% of a core)")
+        return StepResult(Outcome.BAD, "tpot_s.p50", 1.4, 1.3, 1.5, 8, "tpot_s.p50 regressed",
+                          seconds=30.0)
+
+    monkeypatch.setattr(run_module, "run_step", disturbed_once)
+    said = []
+    bisect = Bisect([Candidate(f"/env-{i}", python=Path(f"/env-{i}")) for i in range(2)],
+                    StepPlan(TEST, ("tpot_s.p50",)), Interpreters(tmp_path / "envs"),
+                    tmp_path / "work", None, repeat_verdict=False, say=said.append)
+    step = bisect.run().steps[0]
+    assert step.result.outcome == Outcome.BAD
+    assert len(calls) == 2 and calls[1].endswith("-again.json")
+    assert ("bisect: the step's measurement was the machine's (disturbed or client limited); "
+            "measuring it once more") in said
