@@ -28,10 +28,11 @@ CONNECTION = "connection"  # no connection (refused, unreachable, connect timeou
 TIMEOUT = "timeout"  # the request ran past the client's per-request limit
 STALLED = "stalled"  # stopped by the stall watchdog (see watchdog.py)
 CLIENT = "client"  # the client could not build or send the request
+INVALID_OUTPUT = "invalid_output"  # a complete output its request's check refused (a schema)
 
 # In the order a summary lists them: what the server said first, then what broke on the way.
 KINDS = (OVERLOADED, BAD_REQUEST, SERVER_ERROR, STREAM_ERROR, MALFORMED, CUT_OFF, NO_DONE,
-         NO_USAGE, NO_TOKENS, CONNECTION, TIMEOUT, STALLED, CLIENT)
+         NO_USAGE, NO_TOKENS, CONNECTION, TIMEOUT, STALLED, CLIENT, INVALID_OUTPUT)
 
 # HTTP 503 is what a server or gateway with a full queue answers, 429 a rate limiter's answer
 # (RFC 9110 15.6.4, RFC 6585 4): both say "too much load", not "bad request".

@@ -7,6 +7,7 @@ seconds, taken on the client; only differences between them are ever reported.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,16 @@ class Request:
     # Chat messages, (role, content), that go before `prompt` on /v1/chat/completions: a chat
     # conversation's earlier turns (client/sessions.py). A completions prompt has none.
     history: tuple[tuple[str, str], ...] = ()
+    # Body fields of this request beyond the prompt and length (structured outputs, tools:
+    # workloads/structured.py); they replace the client's own.
+    body: tuple[tuple[str, Any], ...] = ()
+    # False: `output_tokens` is a cap (max_tokens) and the output ends where the model or its
+    # grammar stops; no min_tokens/ignore_eos, which would force tokens past a grammar's end.
+    forced_length: bool = True
+    # What a complete output must be: an object whose `problem(text)` says what is wrong with
+    # it, or None (workloads/structured.py). A problem fails the request as `invalid_output`;
+    # it needs `keep_output`.
+    check: Any = None
 
 
 @dataclass(slots=True)
@@ -66,6 +77,9 @@ class RequestRecord:
     finish_reason: str | None = None
     cached_prompt_tokens: int | None = None
     output_digest: int = 0
+    # The spec a structured output was checked against ("json spec 2": Request.check's name);
+    # None for a request without a check.
+    output_check: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -103,6 +103,9 @@ class OpenAIStreamClient:
         if self.options.vllm_extensions and self.options.server.extensions:
             # ignore_eos alone does not stop every EOS id; min_tokens does (vLLM issue reports).
             body.update(min_tokens=request.output_tokens, ignore_eos=True, return_token_ids=True)
+            if not request.forced_length:  # a grammar's end is the output's end
+                del body["min_tokens"], body["ignore_eos"]
+        body.update(request.body)
         body.update(dict(self.options.extra_body))
         return body
 
@@ -112,6 +115,7 @@ class OpenAIStreamClient:
             expected_output_tokens=request.output_tokens, scheduled_s=scheduled_s,
             output_token_ids=[] if request.keep_output else None,
             output_text=[] if request.keep_output else None,
+            output_check=request.check.name if request.check is not None else None,
         )
         decoder = StreamDecoder(record, self.options.server.chunk_per_token)
         self.in_flight[id(record)] = record
@@ -136,6 +140,8 @@ class OpenAIStreamClient:
             del self.in_flight[id(record)]
         if record.error is None:
             _check_complete(record, decoder.finished, self.options.server.usage_required)
+        if record.error is None and request.check is not None:
+            _check_output(record, request.check)
         self.finished += 1
         self.finished_tokens += record.output_tokens
         self.last_end_s = record.done_s
@@ -173,6 +179,14 @@ def _check_complete(record: RequestRecord, saw_done: bool, usage_required: bool 
     elif record.usage_output_tokens is None and usage_required:
         _fail(record, failures.NO_USAGE, "stream ended without a usage chunk (the server's "
               "token counts, asked for with stream_options.include_usage)")
+
+
+def _check_output(record: RequestRecord, check: Any) -> None:
+    """A complete output its request's check refuses (not the JSON its schema asks for) is a
+    failed request: the engine was asked for that shape and did not deliver it."""
+    problem = check.problem("".join(record.output_text or ()))
+    if problem:
+        _fail(record, failures.INVALID_OUTPUT, problem)
 
 
 _encode = msgspec.json.Encoder().encode

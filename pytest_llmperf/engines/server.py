@@ -137,7 +137,7 @@ class EngineServer:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.log_dir / f"{self.kind.log_name}-{self.port}.log"
         added = self._rpc_dir.enter_context(
-            own_rpc_dir({**self.engine.environment(), **self.extra_env},
+            own_rpc_dir({**self.kind.server_env, **self.engine.environment(), **self.extra_env},
                         self.kind.private_dir_env))
         self._control_cores = control_cores(added) if self.separate_control else None
         try:

@@ -9,7 +9,7 @@ from typing import Any
 from pytest_llmperf.failures import count_kinds, describe_counts
 from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.machine.gpu_telemetry import GpuTelemetry
-from pytest_llmperf.metrics import phases
+from pytest_llmperf.metrics import phases, structured
 from pytest_llmperf.metrics.client_check import ClientCheck
 from pytest_llmperf.metrics.compute import RunMetrics, Summary
 from pytest_llmperf.metrics.stats import combine_repeats
@@ -59,6 +59,12 @@ class Result:
     def by_turn(self) -> dict[str, dict[str, float]]:
         """A conversation's latencies by turn index (metrics/turns.py); {} for other runs."""
         return by_turn(self.records)
+
+    @property
+    def structured_outputs(self) -> dict[str, Any] | None:
+        """Structured outputs' TTFT with the grammar compiled cold and warm, and the outputs
+        that failed their check (metrics/structured.py); None for other runs."""
+        return structured.summary(self.records)
 
     @property
     def ttft_split(self) -> phases.Split | None:

@@ -38,6 +38,10 @@ Our own complete data sits under the top-level "llmperf" key, which those tools 
             "message": "..."}}} (side B of a paired A/B run only),
      "capacity": {"slo": {"max": {...}, "min": {...}}, "passed": true, "reason": "..."}
      (a capacity search's probe only),
+     "prefix_cache": "warm" or "cold" (the cache's state as the measurement began,
+     Workload.prefix_cache),
+     "structured_outputs": {"kind": "json", "specs": 4, "invalid": 0, "cold": {"requests": 4,
+     "ttft_s.p50": ...}, "warm": {...}} (structured outputs only, metrics/structured.py),
      "by_turn": {"1": {"requests": 8, "ttft_s.p50": ..., ...}, ...} (a conversation only,
      metrics/turns.py; its gate names, "turn1:ttft_s.p50", are under "metrics" too),
      "rate_over_time": {"bin_s": 1.0, "scheduled": [4, 7, ...], "completed": [2, 6, ...]}
@@ -179,6 +183,8 @@ def _result_entry(result: Result, found: Derived) -> dict[str, Any]:
         "engine_label": result.engine_label,
         "workload": dict(result.workload),
         "workload_label": result.workload_label,
+        # The prefix cache's state when the measurement began (Workload.prefix_cache).
+        "prefix_cache": result.workload.get("prefix_cache", "warm"),
         "metrics": {
             name: {
                 "value": _finite(estimate.value),

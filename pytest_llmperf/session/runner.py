@@ -17,8 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.client import server_info
+from pytest_llmperf.client.cache_reset import reset_prefix_cache
 from pytest_llmperf.client.measure import Endpoint, Measurement, measure
+from pytest_llmperf.client.measurement import WARMUP_CONCURRENCY
 from pytest_llmperf.client.openai import ClientOptions
+from pytest_llmperf.client.patterns import Concurrency
 from pytest_llmperf.client.selfcheck import check_client
 from pytest_llmperf.client.server_kind import KINDS, VLLM, ServerKind
 from pytest_llmperf.client.server_kind import limits as server_limits
@@ -32,7 +35,7 @@ from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.machine.hardware import is_gpu_class
 from pytest_llmperf.machine.watch import watched
-from pytest_llmperf.metrics import energy, goodput
+from pytest_llmperf.metrics import energy, goodput, structured
 from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.session.deployment import Deployment
@@ -167,6 +170,9 @@ class Runner:
             if run[1].client_error or died:
                 break  # a client worker or the engine died: what was measured is kept
         record = self.record(id, engine, workload, runs, start_s)
+        if found := record.result.structured_outputs:
+            record.structured_outputs = found  # cold and warm grammars' TTFT, for the run file
+            self.ledger.note(record.test_id, structured.note(found))
         # What the server could not do, one line each, never measured wrong in silence.
         for line in server_limits(kind, record.result.records, text_prompts):
             self.ledger.note(record.test_id, line)
@@ -174,6 +180,12 @@ class Runner:
             self.mark_died([record], died)
             raise died
         return record
+
+    def warm_up_alone(self, endpoint: Endpoint, warmup) -> None:
+        """A cold-cache run's warm-up, sent before the cache is emptied; nothing of it is kept."""
+        if warmup:
+            measure(endpoint, list(warmup), Concurrency(max_concurrency=WARMUP_CONCURRENCY),
+                    seed=0, stall_timeout_s=self.settings.stall_timeout)
 
     def mark_died(self, records: Sequence[MeasurementRecord], died: EngineDied) -> None:
         """The verdict of measurements their engine died (or stalled) in."""
@@ -186,8 +198,13 @@ class Runner:
                      ) -> tuple[tuple[RunMetrics, Measurement], EngineDied | None]:
         def call() -> Measurement:
             with self.one_at_a_time():
+                first = warmup
+                if workload.prefix_cache == "cold":  # emptied after the warm-up, which fills it
+                    self.warm_up_alone(endpoint, warmup)
+                    reset_prefix_cache(endpoint.base_url, endpoint.access)
+                    first = ()
                 return measure(endpoint, requests, workload.pattern, seed=workload.seed,
-                               warmup=warmup, duration_s=workload.duration_s,
+                               warmup=first, duration_s=workload.duration_s,
                                workers=self.client_workers(),
                                stall_timeout_s=self.settings.stall_timeout)
 

@@ -27,7 +27,7 @@ from pytest_llmperf.verdict.status import Status
 __all__ = ["Extras", "GateSettings", "MeasurementRecord", "status_from_plain"]
 
 # The annotations a run file keeps with a result beyond its metrics, in the order written.
-ANNOTATIONS = ("ab", "capacity", "by_turn")
+ANNOTATIONS = ("ab", "capacity", "by_turn", "structured_outputs")
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,9 @@ class MeasurementRecord:
     ab: dict[str, Any] | None = None  # side B's paired judgement (verdict/ab.ab_entry)
     capacity: dict[str, Any] | None = None  # a capacity probe's SLO and outcome
     by_turn: dict[str, Any] | None = None  # a conversation's latencies by turn
+    # structured outputs' TTFT of each spec's first request and of the later ones, and the
+    # outputs that failed their check (metrics/structured.summary)
+    structured_outputs: dict[str, Any] | None = None
     extras: Extras | None = None
 
     @classmethod

@@ -18,7 +18,14 @@ import numpy as np
 from pytest_llmperf.client.patterns import Concurrency, LoadPattern, Ramp, Rate, Trace
 from pytest_llmperf.client.sessions import Sessions
 from pytest_llmperf.records import Request
-from pytest_llmperf.workloads import conversation_files, datasets, profiles, prompts, traces
+from pytest_llmperf.workloads import (
+    conversation_files,
+    datasets,
+    profiles,
+    prompts,
+    structured,
+    traces,
+)
 from pytest_llmperf.workloads.conversations import ConversationSource, as_distribution
 
 PromptFormat = Literal["token_ids", "text"]
@@ -108,11 +115,17 @@ class Workload:
     warmup_requests: int = 0
     duration_s: float | None = None
     api: Literal["completions", "chat"] = "completions"
+    # "cold": the engine's prefix cache is emptied after the warm-up, before each measured run
+    # (client/cache_reset.py); "warm", the default: whatever earlier requests left in it.
+    prefix_cache: Literal["warm", "cold"] = "warm"
 
     def __post_init__(self) -> None:
         if self.num_requests < 1:
             raise ValueError(f"Workload {self.name!r}: num_requests must be >= 1, "
                              f"got {self.num_requests}")
+        if self.prefix_cache not in ("warm", "cold"):
+            raise ValueError(f"Workload {self.name!r}: prefix_cache must be 'warm' (the "
+                             f"default) or 'cold', got {self.prefix_cache!r}")
         text = getattr(self.source, "prompt_format", "token_ids") == "text" or isinstance(
             self.source, DatasetSource)
         if self.api == "chat" and not text:
@@ -242,6 +255,20 @@ class Workload:
                    **options)
 
     @classmethod
+    def structured(cls, kind: structured.Kind, specs: Any, *, num_requests: int,
+                   input_tokens: int = 32, max_tokens: int = 64,
+                   prompt_format: PromptFormat = "text", **options: Any) -> "Workload":
+        """Structured outputs (workloads/structured.py): request i asks for `specs[i % N]`, a
+        JSON schema, a regex or a list of choices (`kind` "json", "regex", "choice"), and its
+        output is checked against it. Each spec is checked here: one that cannot compile fails
+        where the workload is written. Prompts are text by default (the module says why)."""
+        source = structured.StructuredSource.of(kind, specs, input_tokens=input_tokens,
+                                                max_tokens=max_tokens,
+                                                prompt_format=prompt_format)
+        name = options.pop("name", f"structured-{kind}-{len(source.specs)}")
+        return cls._make(name, num_requests, source, **options)
+
+    @classmethod
     def _make(cls, name: str, num_requests: int, source: Any, *, concurrency: int | None = None,
               rate: float | None = None, burstiness: float = 1.0,
               ramp: tuple[float, float, str] | None = None, **options: Any) -> "Workload":
@@ -268,10 +295,13 @@ class Workload:
                "seed": self.seed, "warmup_requests": self.warmup_requests, "api": self.api}
         if self.duration_s is not None:
             out["duration_s"] = self.duration_s
+        if self.prefix_cache != "warm":  # absent is warm: tables recorded before it still match
+            out["prefix_cache"] = self.prefix_cache
         return out
 
     def label(self) -> str:
-        return f"{self.name} x{self.num_requests} @ {self.pattern.label()}"
+        cold = ", cold prefix cache" if self.prefix_cache == "cold" else ""
+        return f"{self.name} x{self.num_requests} @ {self.pattern.label()}{cold}"
 
 
 def _session_start(sessions: int, concurrency: int | None, rate: float | None,

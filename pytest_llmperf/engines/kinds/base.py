@@ -51,6 +51,9 @@ class EngineKind(Protocol):
     metric_prefixes: tuple[str, ...]  # the Prometheus prefixes of its GET /metrics, if any
     log_prefix: re.Pattern[str] | None  # its log line prefix, with a `level` group
     private_dir_env: str | None  # a variable naming a directory of its own, removed at stop
+    # Environment it is started with unless the Engine's env says otherwise (vLLM's dev mode,
+    # which serves the prefix-cache reset a cold-cache workload needs).
+    server_env: Mapping[str, str]
     model_hint: str  # what Engine(model=...) should name, for a missing path
     offline: bool  # has an in-process mode (`llmperf.offline`)
     # The command whose own parser --llmperf-check-args runs (`arg_parser`, called in

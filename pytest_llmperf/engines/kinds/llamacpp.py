@@ -55,6 +55,7 @@ class LlamaCppKind:
     metric_prefixes = ()  # llama-cpp-python has no /metrics (llama.cpp's own llama-server has)
     log_prefix = None
     private_dir_env = None
+    server_env: dict[str, str] = {}
     model_hint = "a GGUF file (scripts/tiny_gguf.py makes a tiny one)"
     offline = False
     arg_checked_by = "llama_cpp.server"

@@ -69,6 +69,7 @@ class SglangKind:
     metric_prefixes = ("sglang:",)
     log_prefix = LOG_PREFIX
     private_dir_env = None
+    server_env: dict[str, str] = {}
     model_hint = "a local model directory or a Hugging Face model id"
     offline = False
     arg_checked_by = "sglang.launch_server"

@@ -58,6 +58,7 @@ class TrtLlmKind:
     metric_prefixes = ()
     log_prefix = None
     private_dir_env = None
+    server_env: dict[str, str] = {}
     model_hint = "a local checkpoint or engine directory or a Hugging Face model id"
     offline = False
     arg_checked_by = "trtllm-serve"

@@ -84,6 +84,10 @@ class VllmKind:
     # (default: the temp dir) and leaves behind (vllm/utils/network_utils.py,
     # get_open_zmq_ipc_path). Seen: 1,539 of them in /tmp after a day of this project's tests.
     private_dir_env = "VLLM_RPC_BASE_PATH"
+    # Dev mode adds POST /reset_prefix_cache, which a workload with prefix_cache="cold" calls
+    # before it measures (vllm/entrypoints/launchers/api_server/routers.py registers the dev
+    # routes only under VLLM_SERVER_DEV_MODE=1; docs/workloads.md, "The prefix cache's state").
+    server_env = {"VLLM_SERVER_DEV_MODE": "1"}
     model_hint = "a local model directory or a Hugging Face model id"
     offline = True
     arg_checked_by = "vllm serve"

@@ -1,0 +1,174 @@
+"""Structured outputs (workloads/structured.py, metrics/structured.py): what a request asks for,
+how its output is checked, each bad spec's one line, and cold against warm TTFT. A real HTTP
+round trip (tests/unit/test_client.py's canned server) shows a refused output as a failed
+request."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from pytest_llmperf import Workload
+from pytest_llmperf.errors import InputError
+from pytest_llmperf.metrics import structured as numbers
+from pytest_llmperf.records import RequestRecord
+from pytest_llmperf.workloads.structured import OutputCheck, distinct_schemas
+from tests.unit.test_client import client, send, server  # noqa: F401  (a fixture)
+from tests.unit.vllm_chunks import DONE, USAGE
+
+SCHEMA = {"type": "object", "properties": {"a": {"enum": ["x", "y"]}}, "required": ["a"],
+          "additionalProperties": False}
+
+
+def built(kind, specs, n=4, **options):
+    workload = Workload.structured(kind, specs, num_requests=n, input_tokens=5, max_tokens=16,
+                                   concurrency=2, prompt_format="token_ids", **options)
+    return workload.build(1000)[0]  # a vocabulary size stands in for a tokenizer
+
+
+# ------------------------------------------------------------------ what a request asks for
+
+def test_each_request_asks_for_its_spec_in_turn_and_keeps_its_output():
+    requests = built("regex", [r"[a-z]{3}", r"[0-9]+"], n=4)
+    assert [dict(r.body)["structured_outputs"] for r in requests] == [
+        {"regex": "[a-z]{3}"}, {"regex": "[0-9]+"}, {"regex": "[a-z]{3}"}, {"regex": "[0-9]+"}]
+    assert [r.check.name for r in requests] == ["regex spec 0", "regex spec 1"] * 2
+    assert all(r.keep_output and not r.forced_length and len(r.prompt) == 5 for r in requests)
+
+
+def test_a_json_body_has_no_forced_length_and_a_fresh_comment_per_build():
+    workload = Workload.structured("json", [SCHEMA], num_requests=2, input_tokens=5, rate=1.0,
+                                   max_tokens=16, prompt_format="token_ids")
+    first, again = workload.build(1000)[0][0], workload.build(1000)[0][0]
+    body = client().body(first)
+    asked = body["structured_outputs"]
+    assert list(asked) == ["json"]
+    assert {k: v for k, v in asked["json"].items() if k != "$comment"} == SCHEMA
+    # A grammar is cached by its text: another build's schema must be compiled again.
+    assert asked["json"]["$comment"] != dict(again.body)["structured_outputs"]["json"][
+        "$comment"]
+    assert body["max_tokens"] == 16
+    assert "min_tokens" not in body and "ignore_eos" not in body
+    assert body["return_token_ids"] is True
+
+
+def test_the_workload_records_its_specs_and_prompts_are_text_by_default():
+    workload = Workload.structured("choice", [["a", "b"]], num_requests=2, concurrency=1)
+    assert workload.name == "structured-choice-1"
+    assert list(workload.to_dict()["source"]["specs"]) == ['["a", "b"]']
+    # text: a random token-id prompt can end inside a UTF-8 character (workloads/structured.py)
+    assert workload.source.prompt_format == "text"
+    assert Workload.structured("choice", [["a"]], num_requests=2, concurrency=1, api="chat")
+    with pytest.raises(ValueError, match="api='chat' needs text prompts"):
+        Workload.structured("choice", [["a"]], num_requests=2, concurrency=1, api="chat",
+                            prompt_format="token_ids")
+
+
+# ------------------------------------------------------------------ checking an output
+
+@pytest.mark.parametrize("kind, spec, text, problem", [
+    ("json", json.dumps(SCHEMA), '{"a":"x"}', None),
+    ("json", json.dumps(SCHEMA), '{"a":"z"}',
+     "output '{\"a\":\"z\"}' does not match s: 'z' is not one of ['x', 'y']"),
+    ("json", json.dumps(SCHEMA), '{"a":', "output '{\"a\":' is not JSON (Expecting value), as "
+     "s asks"),
+    ("regex", "[a-z]{3}", "abc", None),
+    ("regex", "[a-z]{3}", "abcd", "output 'abcd' does not match s's regex"),
+    ("choice", '["yes", "no"]', "no", None),
+    ("choice", '["yes", "no"]', "maybe", "output 'maybe' is none of s's choices"),
+])
+def test_an_output_is_checked_against_its_spec(kind, spec, text, problem):
+    assert OutputCheck(kind, spec, "s").problem(text) == problem
+
+
+def test_a_long_refused_output_is_cut_in_its_line():
+    assert OutputCheck("regex", "x", "s").problem("y" * 100) == (
+        f"output '{'y' * 80}...' does not match s's regex")
+
+
+def test_distinct_schemas_are_distinct_and_valid():
+    schemas = distinct_schemas(3)
+    assert len({json.dumps(s, sort_keys=True) for s in schemas}) == 3
+    check = OutputCheck("json", json.dumps(schemas[1]), "s")
+    assert check.problem('"amber-1"') is None
+    assert check.problem('"amber-0"') == ("output '\"amber-0\"' does not match s: 'amber-0' "
+                                          "is not one of ['red-1', 'green-1', 'blue-1', "
+                                          "'amber-1']")
+
+
+# ------------------------------------------------------------------ bad specs: one line each
+
+@pytest.mark.parametrize("kind, specs, line", [
+    ("json", [SCHEMA, {"type": "objekt"}],
+     "Workload.structured: json spec 1 does not compile: 'objekt' is not valid under any of the "
+     "given schemas (at type); fix the schema "
+     "(https://json-schema.org/understanding-json-schema)"),
+    ("json", ["{}"], "Workload.structured: json spec 0 must be a JSON schema (a dict), got str"),
+    ("regex", ["[a-z"], "Workload.structured: regex spec 0 does not compile (unterminated "
+     "character set at position 0); fix the regex"),
+    ("choice", [[]], "Workload.structured: choice spec 0 must be a non-empty list of non-empty "
+     "strings, got []"),
+    ("grammar", ["x"], "Workload.structured: kind 'grammar' is not one of json, regex, choice"),
+    ("json", SCHEMA, "Workload.structured: specs must be a non-empty list (one schema, regex or "
+     "choice list per item), got dict"),
+])
+def test_a_bad_spec_fails_where_the_workload_is_written(kind, specs, line):
+    with pytest.raises(InputError) as raised:
+        Workload.structured(kind, specs, num_requests=4, concurrency=1)
+    assert str(raised.value) == line
+
+
+# ------------------------------------------------------------------ cold and warm
+
+def record(index, sent, ttft, check="json spec 0", error_kind=None):
+    return RequestRecord(index=index, expected_prompt_tokens=1, expected_output_tokens=1,
+                         scheduled_s=sent, sent_s=sent, chunk_times_s=[sent + ttft],
+                         chunk_tokens=[1], done_s=sent + 1, output_check=check,
+                         error="bad" if error_kind else None, error_kind=error_kind)
+
+
+def test_each_specs_first_sent_request_is_cold_the_rest_warm():
+    records = [record(0, 0.2, 0.5), record(1, 0.1, 0.4, "json spec 1"),
+               record(2, 0.0, 0.3, "json spec 0"),  # sent first: spec 0's cold one
+               record(3, 1.0, 0.01), record(4, 1.1, 0.03, "json spec 1"),
+               record(5, 1.2, 0.02, error_kind="invalid_output")]
+    found = numbers.summary(records)
+    assert found == {"kind": "json", "specs": 2, "requests": 6, "invalid": 1,
+                     "cold": {"requests": 2, "ttft_s.p50": pytest.approx(0.35),
+                              "ttft_s.mean": pytest.approx(0.35)},
+                     "warm": {"requests": 3, "ttft_s.p50": pytest.approx(0.03),
+                              "ttft_s.mean": pytest.approx(0.18)}}
+    assert numbers.note(found) == (
+        "structured outputs (json, 2 specs): TTFT p50 cold 350.0 ms (2 ok) first request of "
+        "each spec, warm 30.0 ms (3 ok) later; 1 of 6 outputs failed their check")
+
+
+def test_a_run_without_checked_outputs_has_no_summary():
+    assert numbers.summary([record(0, 0.0, 0.1, check=None)]) is None
+
+
+def test_a_group_without_an_ok_request_shows_a_dash():
+    found = numbers.summary([record(0, 0.0, 0.1)])
+    assert found["warm"] == {"requests": 0, "ttft_s.p50": None, "ttft_s.mean": None}
+    assert "warm - (0 ok) later" in numbers.note(found)
+
+
+# ------------------------------------------------------------------ through the client
+
+def test_an_output_its_check_refuses_is_a_failed_request(server):  # noqa: F811
+    server.sse('data: {"choices":[{"index":0,"text":"{\\"a\\":","token_ids":[5]}]}', USAGE,
+               DONE)
+    request = built("json", [SCHEMA], n=1)[0]
+    failed = send(server.url, request)
+    assert (failed.error_kind, failed.output_check) == ("invalid_output", "json spec 0")
+    assert failed.error == "output '{\"a\":' is not JSON (Expecting value), as json spec 0 asks"
+    server.sse('data: {"choices":[{"index":0,"text":"{\\"a\\":\\"y\\"}","token_ids":[5]}]}',
+               USAGE, DONE)
+    assert send(server.url, request).ok
+
+
+def test_the_same_seed_builds_the_same_prompts():
+    a, b = (built("choice", [["a"]], n=2) for _ in range(2))
+    assert np.array_equal(a[0].prompt, b[0].prompt)
