@@ -8,11 +8,13 @@ The request carries vLLM's `structured_outputs` field ({"json": SCHEMA}, {"regex
 vllm/sampling_params.py; https://docs.vllm.ai/en/latest/features/structured_outputs.html). The
 output's length is not forced: the grammar ends it, `max_tokens` only caps it.
 
-Prompts are text of exactly `input_tokens` tokens, not random token ids: a random id prompt may
-end inside a UTF-8 character (a Llama tokenizer's byte tokens), and vLLM's incremental
-detokenizer then streams text of the prompt's tail with the first output piece (seen on the
-tiny model: 3 output tokens that the regex `[a-z]{3,8}` allowed arrived as 150 characters of
-prompt text), so the output text fails its check for a reason that is not the engine's grammar.
+Each prompt's last token is a plain one (ASCII letters): a random prompt may end inside a UTF-8
+character (a byte-level tokenizer's byte tokens), and vLLM's incremental detokenizer, still
+waiting for that character's other bytes, then streams text of the prompt's tail with the first
+output piece (seen on the tiny model: the 3 tokens "ataulddi", which the regex `[a-z]{3,8}`
+allowed, arrived as 150 characters of prompt text), so the output would fail its check for a
+reason that is not the engine's grammar. Text prompts (`prompt_format="text"`) can end so too
+(in a U+FFFD that decoding random ids made) and get no such fix.
 
 Whitespace: vLLM 0.32's xgrammar backend lets a JSON object's output put any whitespace between
 its tokens unless the server runs with `--structured-outputs-config '{"disable_any_whitespace":
@@ -42,6 +44,7 @@ import numpy as np
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.records import Request
 from pytest_llmperf.workloads import prompts
+from pytest_llmperf.workloads.vocab import VocabOnly
 
 __all__ = ["Kind", "OutputCheck", "StructuredSource", "distinct_schemas"]
 
@@ -90,7 +93,7 @@ class StructuredSource:
     specs: tuple[str, ...]  # JSON text of each schema or choice list; each regex as written
     input_tokens: int
     max_tokens: int
-    prompt_format: Literal["token_ids", "text"] = "text"
+    prompt_format: Literal["token_ids", "text"] = "token_ids"
 
     @classmethod
     def of(cls, kind: str, specs: Any, *, input_tokens: int, max_tokens: int,
@@ -111,7 +114,8 @@ class StructuredSource:
     def requests(self, n: int, tokenizer: Any, rng: np.random.Generator) -> list[Request]:
         lengths = [self.input_tokens] * n
         texts = (prompts.text_prompts(lengths, tokenizer, rng) if self.prompt_format == "text"
-                 else prompts.token_id_prompts(lengths, tokenizer, rng))
+                 else _plain_endings(prompts.token_id_prompts(lengths, tokenizer, rng),
+                                     tokenizer))
         nonce = os.urandom(6).hex()  # fresh per build: a schema's first request compiles it
         fields = [self._field(spec, nonce) for spec in self.specs]
         checks = [OutputCheck(self.kind, spec, f"{self.kind} spec {i}")
@@ -126,6 +130,18 @@ class StructuredSource:
         if self.kind == "choice":
             return {"choice": json.loads(spec)}
         return {"json": {"$comment": f"pytest-llmperf {nonce}", **json.loads(spec)}}
+
+
+def _plain_endings(ids: list[tuple[int, ...]], tokenizer: Any) -> list[tuple[int, ...]]:
+    """Each prompt with its last id replaced by the first id whose text is ASCII letters alone
+    (the module says why); as they are for a bare vocabulary, which has no text."""
+    if isinstance(tokenizer, (int, np.integer, VocabOnly)):
+        return ids
+    plain = next((i for i in range(tokenizer.vocab_size) if i not in tokenizer.special_ids
+                  and (text := tokenizer.decode([i])).isascii() and text.isalpha()), None)
+    if plain is None:
+        return ids
+    return [(*prompt[:-1], plain) for prompt in ids]
 
 
 def _checked(kind: str, spec: Any, index: int) -> str:

@@ -257,11 +257,12 @@ class Workload:
     @classmethod
     def structured(cls, kind: structured.Kind, specs: Any, *, num_requests: int,
                    input_tokens: int = 32, max_tokens: int = 64,
-                   prompt_format: PromptFormat = "text", **options: Any) -> "Workload":
+                   prompt_format: PromptFormat = "token_ids", **options: Any) -> "Workload":
         """Structured outputs (workloads/structured.py): request i asks for `specs[i % N]`, a
         JSON schema, a regex or a list of choices (`kind` "json", "regex", "choice"), and its
         output is checked against it. Each spec is checked here: one that cannot compile fails
-        where the workload is written. Prompts are text by default (the module says why)."""
+        where the workload is written. Each token-id prompt ends in a plain token (the module
+        says why)."""
         source = structured.StructuredSource.of(kind, specs, input_tokens=input_tokens,
                                                 max_tokens=max_tokens,
                                                 prompt_format=prompt_format)

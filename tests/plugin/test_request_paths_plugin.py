@@ -30,8 +30,7 @@ def test_cold(llmperf):
     llmperf.run(replace(WARM, prefix_cache="cold", name="cold"))
 
 def test_structured(llmperf):
-    llmperf.run(Workload.structured("regex", [r"[0-9]+"], num_requests=6, concurrency=2,
-                                    prompt_format="token_ids"))  # the model has no tokenizer
+    llmperf.run(Workload.structured("regex", [r"[0-9]+"], num_requests=6, concurrency=2))
 """
 CALM = ("--llmperf-client-check", "warn", "--llmperf-client-workers", "1")
 
