@@ -29,6 +29,8 @@ __all__ = ["ExecutedWork", "differences", "outputs_line", "outputs_differ"]
 # How far B's tokens per request may stray from A's before the work differs: a forced length is
 # met exactly, so any request short of it counts; natural lengths (no forcing) may move by 2%.
 TOKENS_TOLERANCE = 0.02
+# A request whose server sent no finish_reason (finish_reasons' key for it).
+UNREPORTED = "none"
 # Shares (a finish reason's, the cached prompt tokens') may differ by 5 percentage points: one
 # request in twenty.
 SHARE_TOLERANCE = 0.05
@@ -63,7 +65,7 @@ class ExecutedWork:
             output_tokens_max=max(lengths, default=0),
             short=sum(r.output_tokens < r.expected_output_tokens for r in done),
             long=sum(r.output_tokens > r.expected_output_tokens for r in done),
-            finish_reasons=dict(Counter(r.finish_reason or "none" for r in done)),
+            finish_reasons=dict(Counter(r.finish_reason or UNREPORTED for r in done)),
             cached_prompt_tokens=sum(cached) if cached else None,
             digests={r.index: r.output_digest for r in done
                      if r.output_digest and not r.tokens_estimated},
@@ -151,7 +153,7 @@ def _tokens(a: ExecutedWork, b: ExecutedWork) -> list[str]:
         return []
     line = f"B produced {ratio:.2f}x the output tokens"
     if b.short > a.short:
-        stopped = ", ".join(f"finish_reason {reason}" for reason in sorted(b.finish_reasons)
+        stopped = ", ".join(_reason(reason) for reason in sorted(b.finish_reasons)
                             if reason != "length")
         line += (f": {b.short} of {b.requests} requests stopped early"
                  + (f", {stopped}" if stopped else ""))
@@ -169,9 +171,13 @@ def _reasons(a: ExecutedWork, b: ExecutedWork) -> list[str]:
     for reason in sorted(set(a.finish_reasons) | set(b.finish_reasons)):
         share_a, share_b = a.share(reason), b.share(reason)
         if abs(share_b - share_a) > SHARE_TOLERANCE:
-            out.append(f"finish_reason {reason} on {share_b:.0%} of B's requests against "
+            out.append(f"{_reason(reason)} on {share_b:.0%} of B's requests against "
                        f"{share_a:.0%} of A's")
     return out
+
+
+def _reason(reason: str) -> str:
+    return "no finish_reason" if reason == UNREPORTED else f"finish_reason {reason}"
 
 
 def _cached(a: ExecutedWork, b: ExecutedWork) -> list[str]:
