@@ -23,9 +23,9 @@ from pytest_llmperf.cli import main
 from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
 from tests.unit.test_nightly import Receiver
 
-# It proves what is reported, not how fast: 50 ms a step against a 40 ms target holds beside
-# other work (tests/integration/conftest.py).
-pytestmark = [requires_vllm, pytest.mark.shares_machine]
+# It proves what is reported, not how fast, but alone (CI's second step): beside other tests the
+# night's row was DISTURBED (CI, 2026-11-28), which draws no failed run's dot.
+pytestmark = requires_vllm
 
 SLOWDOWN = REPO / "tests" / "integration" / "slowdown"
 SUITE = """
@@ -88,10 +88,10 @@ def _looks_right_in_chromium(page, shot) -> None:
         pytest.skip("chromium is not installed (scripts/install-cpu installs Debian's); the "
                     "page was checked as text only")
     subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    "--window-size=900,700", f"--screenshot={shot}", page.as_uri()],
+                    "--window-size=900,1400", f"--screenshot={shot}", page.as_uri()],
                    capture_output=True, timeout=120, check=True)
     from PIL import Image
 
     image = Image.open(shot).convert("RGB")
-    colors = {image.getpixel((x, y)) for x in range(900) for y in range(700)}
+    colors = {image.getpixel((x, y)) for x in range(900) for y in range(1400)}
     assert (207, 34, 46) in colors  # the failed run's dot (#cf222e)
