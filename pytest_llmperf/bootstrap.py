@@ -99,8 +99,14 @@ def _keys(path: Path) -> set[str]:
 
 def pytest_command(marker: str, repeats: int, scratch: Path, suites: Sequence[str],
                    extra: Sequence[str]) -> list[str]:
+    # `--llmperf-baseline-dir=DIR` in one word: pytest finds its rootdir before it loads plugins,
+    # so a plugin option's value given as a word of its own is taken for a test path, and the
+    # rootdir becomes the common folder of the suite and the scratch folder (/tmp for a checkout
+    # under /tmp). Baselines record model paths relative to the rootdir: the tables then named
+    # the model "ci-clone/suites/models/..." and the next night, rooted in its checkout, saw
+    # another engine configuration (CI, 2026-11-28).
     return [sys.executable, "-m", "pytest", "-m", marker, *suites, "--llmperf-update-baselines",
-            "--llmperf-repeat", str(repeats), "--llmperf-baseline-dir", str(scratch), *extra]
+            "--llmperf-repeat", str(repeats), f"--llmperf-baseline-dir={scratch}", *extra]
 
 
 def run(args: argparse.Namespace) -> int:

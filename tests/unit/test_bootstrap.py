@@ -4,6 +4,7 @@ as it is)."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -22,7 +23,21 @@ def test_pytests_own_arguments_come_after_the_dashes():
     assert bootstrap.split_pytest_args(["plot", "--", "a.json"]) == (["plot", "--", "a.json"], [])
     assert bootstrap.pytest_command("h200", 3, Path("/tmp/s"), ["suites/"], ["-x"]) == [
         sys.executable, "-m", "pytest", "-m", "h200", "suites/", "--llmperf-update-baselines",
-        "--llmperf-repeat", "3", "--llmperf-baseline-dir", "/tmp/s", "-x"]
+        "--llmperf-repeat", "3", "--llmperf-baseline-dir=/tmp/s", "-x"]
+
+
+def test_the_bootstraps_pytest_is_rooted_in_the_checkout_not_beside_its_scratch(tmp_path):
+    """A scratch folder outside the checkout does not move pytest's rootdir to their common
+    folder (the tables would name the model relative to that folder, and the next night, rooted
+    in the checkout, would read another engine configuration)."""
+    checkout, scratch = tmp_path / "checkout", tmp_path / "scratch"
+    checkout.mkdir()
+    scratch.mkdir()
+    (checkout / "test_s.py").write_text("def test_a():\n    pass\n")
+    command = bootstrap.pytest_command("cpu", 2, scratch, ["test_s.py"],
+                                       ["--collect-only", "-p", "no:cacheprovider"])
+    done = subprocess.run(command, cwd=checkout, capture_output=True, text=True, timeout=120)
+    assert f"rootdir: {checkout}\n" in done.stdout, done.stdout
 
 
 def test_only_missing_tables_are_added_and_committed_ones_kept(tmp_path):
