@@ -94,16 +94,18 @@ class StepResult:
 
 
 def step_command(plan: StepPlan, a: Environment, b: Environment, run_file: Path) -> list[str]:
-    """The pytest command of one step (the verdict prints the last one to reproduce it)."""
+    """The pytest command of one step (the verdict prints the last one to reproduce it). Each
+    option and its value are one word, so pytest never takes a value for a test path
+    (bootstrap.pytest_command says why)."""
     command = [sys.executable, "-m", "pytest", plan.test_id, "-q", "-rfE", "-p", "no:cacheprovider",
-               "--llmperf-ab-a", json.dumps({"python": str(a.python)}),
-               "--llmperf-ab", json.dumps({"python": str(b.python)}),
-               "--llmperf-ab-pairs", str(plan.pairs),
-               "--llmperf-ab-confirm-pairs", str(plan.confirm_pairs),
-               "--llmperf-ab-tolerance", f"{plan.tolerance:g}",
-               "--llmperf-json", str(run_file)]
+               "--llmperf-ab-a=" + json.dumps({"python": str(a.python)}),
+               "--llmperf-ab=" + json.dumps({"python": str(b.python)}),
+               f"--llmperf-ab-pairs={plan.pairs}",
+               f"--llmperf-ab-confirm-pairs={plan.confirm_pairs}",
+               f"--llmperf-ab-tolerance={plan.tolerance:g}",
+               f"--llmperf-json={run_file}"]
     if plan.history:
-        command += ["--llmperf-history", plan.history]
+        command.append(f"--llmperf-history={plan.history}")
     return command + list(plan.pytest_args)
 
 

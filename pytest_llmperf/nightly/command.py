@@ -189,18 +189,20 @@ def gpu_extra_missing(marker: str,
 def pytest_argv(marker: str, suites: Sequence[str], store: str, out: Path,
                 deadline: float | None, extra: Sequence[str], *, trend: bool) -> list[str]:
     """The night's pytest command line; `out` absolute (the plugin reads relative report paths
-    against pytest's rootdir, which need not be here)."""
+    against pytest's rootdir, which need not be here). Each option and its value are one word:
+    pytest finds its rootdir before it loads plugins, and takes a plugin option's value given as
+    a word of its own for a test path (bootstrap.pytest_command says what that cost)."""
     argv = [sys.executable, "-m", "pytest", "-m", marker, *suites, "--llmperf-nightly",
-            "--llmperf-history", store,
-            "--llmperf-json", str(out / FILES["run"]),
-            "--llmperf-markdown", str(out / FILES["markdown"]),
-            "--llmperf-html", str(out / FILES["html"]),
-            "--junitxml", str(out / FILES["junit"]),
-            "--llmperf-log-dir", str(out / FILES["logs"])]
+            f"--llmperf-history={store}",
+            f"--llmperf-json={out / FILES['run']}",
+            f"--llmperf-markdown={out / FILES['markdown']}",
+            f"--llmperf-html={out / FILES['html']}",
+            f"--junitxml={out / FILES['junit']}",
+            f"--llmperf-log-dir={out / FILES['logs']}"]
     if trend:
         argv.append("--llmperf-trend")
     if deadline is not None:
-        argv += ["--llmperf-deadline", f"{deadline:.0f}"]
+        argv.append(f"--llmperf-deadline={deadline:.0f}")
     return argv + list(extra)
 
 

@@ -96,6 +96,6 @@ def test_bisect_finds_the_planted_environment_and_resumes(pytester, monkeypatch,
     assert verdict[3].startswith("  measured again: tpot_s.p50 regressed in A/B: B/A median ")
     assert verdict[4].startswith("  the two environments resolve to the same packages")
     reproduce = verdict.index("reproduce the last A/B:")
-    assert (f"--llmperf-ab-a '{{\"python\": \"{names[first_bad - 1]}\"}}'"
+    assert (f"'--llmperf-ab-a={{\"python\": \"{names[first_bad - 1]}\"}}'"
             in verdict[reproduce + 1])
     print(first.stdout, second.stdout, sep="\n")

@@ -199,11 +199,11 @@ def test_the_step_command_sets_both_sides_interpreters(tmp_path):
                            a, b, tmp_path / "run.json")
     assert command[3:] == [
         TEST, "-q", "-rfE", "-p", "no:cacheprovider",
-        "--llmperf-ab-a", '{"python": "/envs/a/bin/python"}',
-        "--llmperf-ab", '{"python": "/envs/b/bin/python"}',
-        "--llmperf-ab-pairs", "4", "--llmperf-ab-confirm-pairs", "4",
-        "--llmperf-ab-tolerance", "0.1", "--llmperf-json", str(tmp_path / "run.json"),
-        "--llmperf-history", "/h.sqlite", "-m", "cpu"]
+        '--llmperf-ab-a={"python": "/envs/a/bin/python"}',
+        '--llmperf-ab={"python": "/envs/b/bin/python"}',
+        "--llmperf-ab-pairs=4", "--llmperf-ab-confirm-pairs=4",
+        "--llmperf-ab-tolerance=0.1", f"--llmperf-json={tmp_path / 'run.json'}",
+        "--llmperf-history=/h.sqlite", "-m", "cpu"]
 
 
 def test_a_step_goes_to_plain_data_and_back():
