@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -9,9 +10,11 @@ from typing import Any
 from pytest_llmperf.failures import count_kinds, describe_counts
 from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.machine.gpu_telemetry import GpuTelemetry
+from pytest_llmperf.machine.hardware import Fingerprint
 from pytest_llmperf.metrics import phases, structured
 from pytest_llmperf.metrics.client_check import ClientCheck
 from pytest_llmperf.metrics.compute import RunMetrics, Summary
+from pytest_llmperf.metrics.facts import EngineFacts, WorkloadFacts
 from pytest_llmperf.metrics.stats import combine_repeats
 from pytest_llmperf.metrics.turns import by_turn
 from pytest_llmperf.metrics.work import ExecutedWork
@@ -25,18 +28,22 @@ class Result:
 
     With repeats, `metrics` is the run whose output throughput is the median, `runs` holds all of
     them, and `value(name)` gives the median of a metric over the runs (what the gate uses).
+
+    `engine` and `workload` may be given as the plain dicts a run file holds: they are read into
+    their facts (metrics/facts.py), as a dict `fingerprint` is into a Fingerprint.
     """
 
     test_id: str  # the measurement id (ids.py): the suite file and `key`
     key: str  # the test's table in its baseline file
-    engine: dict[str, Any]
+    engine: EngineFacts
     engine_label: str
-    workload: dict[str, Any]
+    workload: WorkloadFacts
     workload_label: str
     metrics: RunMetrics
     runs: tuple[RunMetrics, ...]
     records: tuple[RequestRecord, ...] = field(repr=False)
-    fingerprint: dict[str, Any] = field(default_factory=dict)
+    # The machine it ran on (machine/hardware.py); None: not known (a Result built by hand).
+    fingerprint: Fingerprint | None = None
     engine_start_s: float | None = None
     server_metrics: dict[str, float] = field(default_factory=dict)
     client: ClientCheck | None = None  # the load generator's self-check for `metrics`' run
@@ -48,6 +55,15 @@ class Result:
     disturbance: Disturbance | None = None
     # The engine's cards over the representative run (machine/gpu_telemetry.py); () on a CPU.
     gpu_telemetry: tuple[GpuTelemetry, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.engine, EngineFacts):
+            object.__setattr__(self, "engine", EngineFacts.from_dict(self.engine))
+        if not isinstance(self.workload, WorkloadFacts):
+            object.__setattr__(self, "workload", WorkloadFacts.from_dict(self.workload))
+        if isinstance(self.fingerprint, Mapping):
+            object.__setattr__(self, "fingerprint", Fingerprint.from_dict(self.fingerprint)
+                               if self.fingerprint else None)
 
     @cached_property
     def work(self) -> ExecutedWork:

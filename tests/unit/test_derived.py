@@ -43,7 +43,7 @@ def result(fingerprint, **engine) -> Result:
     return Result(test_id="suites/test_x.py::test_one", key="test_one",
                   engine={"model": "llama", **engine}, engine_label="llama", workload={},
                   workload_label="w", metrics=metrics, runs=(metrics,), records=(streamed(),),
-                  fingerprint=fingerprint)
+                  fingerprint=fingerprint_of(fingerprint))
 
 
 def test_on_a_cpu_no_gpus_no_roofline_and_the_whole_machine_priced():

@@ -22,7 +22,7 @@ from pytest_llmperf.reports.model import gpu_lines, shown_columns, summary_rows
 from pytest_llmperf.reports.runfile import run_document
 from pytest_llmperf.verdict import judge
 from pytest_llmperf.verdict.measurement import MeasurementRecord
-from tests.unit.fingerprints import fingerprint_of
+from tests.unit.fingerprints import CPU, fingerprint_of
 
 SETTINGS = CardSettings(max_sm_mhz=2000.0, power_limit_w=700.0, default_power_limit_w=700.0)
 
@@ -124,8 +124,9 @@ def gpu_result(joules_per_run: list[float]) -> Result:
     return Result(test_id="suites/test_gpu.py::test_chat", key="test_chat",
                   engine={"model": "llama"}, engine_label="llama", workload={},
                   workload_label="chat", metrics=runs[0], runs=runs, records=tuple(RECORDS[:2]),
-                  fingerprint={"hardware_class": "h200", "device_name": "NVIDIA H200",
-                               "device_count": 1}, gpu_telemetry=(telemetry,))
+                  fingerprint=fingerprint_of({"hardware_class": "h200",
+                                              "device_name": "NVIDIA H200", "device_count": 1}),
+                  gpu_telemetry=(telemetry,))
 
 
 def test_energy_reaches_the_gates_estimates_like_any_metric():
@@ -144,7 +145,7 @@ def test_a_cpu_run_has_no_energy_metric_and_says_why():
 
 CPU_ROW_RESULT = dataclasses.replace(gpu_result([20.0]), runs=(compute_metrics(RECORDS[:2]),),
                                      metrics=compute_metrics(RECORDS[:2]), gpu_telemetry=(),
-                                     fingerprint={"hardware_class": "cpu"})
+                                     fingerprint=CPU)
 GPU_LINE = ("suites/test_gpu.py::test_chat: GPU 0: SM 1,755 MHz (min 1,515), memory 2,619 MHz, "
             "612 W (max 699), up to 53 C, 20 J; clock events: sw power cap 91% of samples; "
             "held below application clocks 88% of the time")
@@ -175,7 +176,7 @@ def test_markdown_and_html_list_the_gpu_lines():
 
 def document(result: Result) -> dict:
     return run_document([MeasurementRecord.of(result)],
-                        fingerprint=fingerprint_of(result.fingerprint),
+                        fingerprint=result.fingerprint,
                         commit=None,
                         started=datetime(2026, 11, 26, tzinfo=timezone.utc))
 

@@ -33,6 +33,7 @@ from pytest_llmperf.reports.model import (
 from pytest_llmperf.verdict import judge
 from pytest_llmperf.verdict.measurement import Extras, MeasurementRecord
 from pytest_llmperf.verdict.status import Status
+from tests.unit.fingerprints import fingerprint_of
 
 OK_ID = "suites/test_cpu.py::test_ok"
 FAIL_ID = "suites/test_cpu.py::test_fail"
@@ -75,7 +76,8 @@ H100_X8 = {"hardware_class": "h100", "device_name": "NVIDIA H100 80GB HBM3", "de
 def on_h100s(res: Result, **engine) -> Result:
     """The result as measured on 8 H100s by an engine with these fields (a fake: only GPU
     machines measure such results for real)."""
-    return dataclasses.replace(res, engine={"model": "tiny", **engine}, fingerprint=H100_X8,
+    return dataclasses.replace(res, engine={"model": "tiny", **engine},
+                               fingerprint=fingerprint_of(H100_X8),
                                engine_label=" ".join(["tiny", *map(str, engine.values())]))
 
 

@@ -445,7 +445,7 @@ def test_prompt_throughput_is_a_metric_of_every_result():
 
 def test_on_gpus_each_result_has_its_output_per_gpu_and_its_share_of_the_price():
     # A fake: only a GPU machine records such a result for real. TP 2 x PP 2: 4 of the 8 GPUs.
-    gpu = dataclasses.replace(make_result(), fingerprint=H100_X8, engine={
+    gpu = dataclasses.replace(make_result(), fingerprint=fingerprint_of(H100_X8), engine={
         "model": "tiny", "tensor_parallel_size": 2, "pipeline_parallel_size": 2})
     doc = run_document(records(gpu), fingerprint=fingerprint_of(H100_X8), commit=None,
                        started=STARTED,

@@ -49,7 +49,7 @@ def result(test: str, records: list[RequestRecord], workload: dict) -> Result:
     metrics = compute_metrics(records)
     return Result(test_id=SUITE + test, key=test, engine={"model": "tiny"}, engine_label="tiny",
                   workload=workload, workload_label="w", metrics=metrics, runs=(metrics,),
-                  records=tuple(records), fingerprint={"hardware_class": "cpu"})
+                  records=tuple(records), fingerprint=CPU)
 
 
 def conversation() -> Result:
