@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pytest_llmperf.machine.hardware import is_gpu_fingerprint
 from pytest_llmperf.metrics import cost, gpus, roofline
@@ -20,8 +20,15 @@ from pytest_llmperf.metrics.metric import HIGHER, LOWER, Column, Metric
 from pytest_llmperf.metrics.stats import combine_runs
 from pytest_llmperf.numbers import finite_or_none
 
-if TYPE_CHECKING:  # result.py imports the registry, which imports this module's METRICS
-    from pytest_llmperf.metrics.result import Result
+
+class Result(Protocol):
+    """What a derivation reads of a Result (result.py), which it cannot import: the registry,
+    which Result's metrics ask, gathers this module's METRICS."""
+
+    runs: Sequence[Any]  # RunMetrics
+    metrics: Any  # RunMetrics
+    engine: Mapping[str, Any]
+    fingerprint: Mapping[str, Any]
 
 __all__ = ["METRICS", "Derived", "derive", "derive_all"]
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pytest_llmperf.machine.disturbance import Disturbance
+from pytest_llmperf.metrics.metric import HIGHER, LOWER, Column, Metric, RunInputs
 from pytest_llmperf.records import RequestRecord
 
-__all__ = ["NAMES", "PER_OUTPUT_TOKEN", "PER_TOKEN", "TOKENS_PER_JOULE", "energy_metrics",
-           "measured_window"]
+__all__ = ["METRICS", "NAMES", "PER_OUTPUT_TOKEN", "PER_TOKEN", "TOKENS_PER_JOULE",
+           "energy_metrics", "measured_window"]
 
 PER_OUTPUT_TOKEN = "energy_per_output_token_j"
 PER_TOKEN = "energy_per_token_j"  # per prompt + output token
@@ -50,3 +51,25 @@ def energy_metrics(disturbance: Disturbance | None, prompt_tokens: int,
     return ((PER_OUTPUT_TOKEN, joules / output_tokens),
             (PER_TOKEN, joules / (prompt_tokens + output_tokens)),
             (TOKENS_PER_JOULE, output_tokens / joules))
+
+
+def _of_run(name: str):
+    def compute(run: RunInputs) -> float | None:
+        found = energy_metrics(run.disturbance, run.value("prompt_tokens"),
+                               run.value("output_tokens"))
+        return dict(found).get(name)
+    return compute
+
+
+_NEEDS = ("prompt_tokens", "output_tokens")
+_ABSENT = ("energy metric {name}: this run has no GPU energy reading (NVML's energy counter, on "
+           "the engine's GPUs; a CPU run has none)")
+METRICS = (
+    Metric(PER_OUTPUT_TOKEN, "J/tok", LOWER, "J/tok", meaning=(
+        "J/tok = joules per output token, over all the engine's GPUs (NVML's energy counter)"),
+        columns=(Column("{:.3g}", 210, 11, optional=True),), needs=_NEEDS,
+        compute=_of_run(PER_OUTPUT_TOKEN), absent=_ABSENT),
+    Metric(PER_TOKEN, "J/tok", LOWER, needs=_NEEDS, compute=_of_run(PER_TOKEN), absent=_ABSENT),
+    Metric(TOKENS_PER_JOULE, "tok/J", HIGHER, needs=_NEEDS, compute=_of_run(TOKENS_PER_JOULE),
+           absent=_ABSENT),
+)

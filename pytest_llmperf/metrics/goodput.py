@@ -20,6 +20,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from pytest_llmperf.metrics.metric import HIGHER, Column, Metric, RunInputs
+from pytest_llmperf.metrics.request_metrics import request_tpot
+from pytest_llmperf.records import RequestRecord
+
 # Per-request latencies a limit can apply to: vLLM's --goodput keys ttft, tpot, e2el.
 LIMITED = ("ttft_s", "tpot_s", "e2el_s")
 NAMES = ("goodput_req_s", "goodput_share")
@@ -53,3 +57,32 @@ def goodput(latencies: Sequence[Mapping[str, float] | None], duration_s: float,
     good = sum(is_good(request, limits) for request in latencies)
     return {"goodput_req_s": good / duration_s if duration_s > 0 else 0.0,
             "goodput_share": good / len(latencies) if latencies else math.nan}
+
+
+def request_latencies(record: RequestRecord) -> dict[str, float] | None:
+    """A request's own TTFT, TPOT and E2EL, for goodput; None if it failed. TPOT is 0 for a
+    one-token output, as vllm's goodput counts it."""
+    if not record.ok:
+        return None
+    first, last = record.chunk_times_s[0], record.chunk_times_s[-1]
+    return {"ttft_s": first - record.sent_s, "e2el_s": last - record.sent_s,
+            "tpot_s": request_tpot(record) if record.output_tokens > 1 else 0.0}
+
+
+def _of_run(name: str):
+    def compute(run: RunInputs) -> float:
+        latencies = [request_latencies(record) for record in run.records]
+        return goodput(latencies, run.value("duration_s"), run.goodput_limits)[name]
+    return compute
+
+
+_LEGEND = ("good/s, good% = goodput: requests/s meeting every per-request SLO limit, and their "
+           "share")
+METRICS = (
+    Metric("goodput_req_s", "req/s", HIGHER, "good/s", meaning=_LEGEND,
+           columns=(Column("{:.2f}", 60, 14, optional=True),), needs=("duration_s",),
+           compute=_of_run("goodput_req_s")),
+    Metric("goodput_share", "fraction", HIGHER, "good%", 100,
+           columns=(Column("{:.0f}", 70, 6, optional=True),), needs=("duration_s",),
+           compute=_of_run("goodput_share")),
+)

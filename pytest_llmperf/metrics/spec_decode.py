@@ -20,10 +20,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-__all__ = ["POSITION_PREFIX", "acceptance"]
+from pytest_llmperf.metrics.metric import HIGHER, Column, Family, Metric, RunInputs
+from pytest_llmperf.metrics.server import ABSENT, PREFIX, server_metric
+
+__all__ = ["FAMILY", "METRICS", "POSITION_PREFIX", "acceptance"]
 
 # The key of position i's acceptance: spec_decode_acceptance_pos_0, _1, ... (0-based, as
-# vLLM labels and prints them). metrics/registry.py knows the same prefix.
+# vLLM labels and prints them).
 POSITION_PREFIX = "spec_decode_acceptance_pos_"
 
 
@@ -44,3 +47,34 @@ def acceptance(drafts: float, draft_tokens: float, accepted_tokens: float,
         out[POSITION_PREFIX + position] = accepted / drafts if drafts > 0 else math.nan
     return out
 
+
+
+# Where the engine drafts: the counts are context, the rate and the length are what to gate.
+METRICS: tuple[Metric, ...] = (
+    server_metric("spec_decode_drafts", "drafts", HIGHER),
+    server_metric("spec_decode_draft_tokens", "tokens", HIGHER),
+    server_metric("spec_decode_accepted_tokens", "tokens", HIGHER),
+    server_metric("spec_decode_acceptance_rate", "fraction", HIGHER, "acc%", 100,
+                  "acc% = draft tokens accepted (speculative decoding)",
+                  columns=(Column("{:.0f}", 160, 16, optional=True),)),
+    server_metric("spec_decode_mean_accepted_length", "tokens", HIGHER, "acc len",
+                  meaning="acc len = tokens per drafting step (1 + accepted per draft)",
+                  columns=(Column("{:.2f}", 170, 17, optional=True),)),
+)
+
+
+def _position(name: str) -> Metric | None:
+    """The acceptance at one draft position ("server:spec_decode_acceptance_pos_0"): as many as
+    the engine drafts, so matched by form rather than listed."""
+    position = name.removeprefix(PREFIX + POSITION_PREFIX)
+    if position == name or not (position.isascii() and position.isdigit()):
+        return None
+    return Metric(name, "fraction", HIGHER, absent=ABSENT)
+
+
+def _positions(run: RunInputs) -> dict[str, float]:
+    return {PREFIX + key: float(value) for key, value in sorted(run.server.items())
+            if _position(PREFIX + key)}
+
+
+FAMILY = Family(_position, _positions, absent=ABSENT)

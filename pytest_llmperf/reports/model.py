@@ -17,7 +17,7 @@ from typing import Any
 
 from pytest_llmperf.client import server_info
 from pytest_llmperf.ids import side_of
-from pytest_llmperf.metrics import cost, energy, gpus, phases, registry, roofline
+from pytest_llmperf.metrics import cost, phases, registry
 from pytest_llmperf.metrics.derived import Derived, derive_all
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.numbers import finite_or_none
@@ -39,6 +39,7 @@ class Column:
     key: str  # a metric name (registry.py)
     fmt: str
     optional: bool = False  # shown only where some row has a value (cost, goodput)
+    priority: int | None = None  # its rank in the short table (1 first); None: only with -v
 
     @property
     def metric(self) -> registry.Metric:
@@ -62,33 +63,10 @@ class Column:
         return "-" if value is None else self.fmt.format(value * self.scale)
 
 
-# Every column, in the order a table shows them.
-COLUMNS: tuple[Column, ...] = (
-    Column("completed", "{:.0f}"),
-    Column("failed", "{:.0f}"),
-    Column("output_throughput_tok_s", "{:.1f}"),
-    Column(gpus.PER_GPU, "{:.1f}", optional=True),  # GPU runs only
-    Column("request_throughput_req_s", "{:.2f}"),
-    Column("goodput_req_s", "{:.2f}", optional=True),
-    Column("goodput_share", "{:.0f}", optional=True),
-    Column("ttft_s.p50", "{:.1f}"),
-    Column("ttft_s.p99", "{:.1f}"),
-    Column("tpot_s.p50", "{:.2f}"),
-    Column("itl_s.p50", "{:.2f}"),
-    Column("e2el_s.p50", "{:.0f}"),
-    Column("queue_s.p99", "{:.2f}"),
-    # Server-side, from vLLM's /metrics during the run (blank for servers without them).
-    Column("server:kv_cache_usage_max", "{:.0f}"),
-    Column("server:prefix_cache_hit_rate", "{:.0f}"),
-    # Only where an engine drafts (speculative decoding).
-    Column("server:spec_decode_acceptance_rate", "{:.0f}", optional=True),
-    Column("server:spec_decode_mean_accepted_length", "{:.2f}", optional=True),
-    Column(cost.PER_OUTPUT, "{:.4g}", optional=True),
-    Column(cost.PER_TOTAL, "{:.4g}", optional=True),
-    Column(roofline.FRACTION, "{:.0f}", optional=True),
-    # Where the engine's GPUs have an energy counter (metrics/energy.py).
-    Column(energy.PER_OUTPUT_TOKEN, "{:.3g}", optional=True),
-)
+# Every column, in the order a table shows them: each metric's definition says how a table
+# shows it (metrics/metric.py's Column).
+COLUMNS: tuple[Column, ...] = tuple(Column(name, column.fmt, column.optional, column.priority)
+                                    for name, _, column in registry.columns())
 # Measured values a row keeps although no column shows them: the cost is worked out from the
 # total throughput, and the -v line of where the time went from the phases (metrics/phases.py).
 EXTRA_VALUES = ("total_throughput_tok_s", *phases.REPORT_VALUES)
@@ -114,12 +92,13 @@ def rank(status: Status | None) -> int:
 
 
 def _value(result: Result, key: str) -> float | None:
-    if key.startswith("server:"):
+    if key.startswith(registry.SERVER_PREFIX):
         return finite_or_none(result.server_metrics.get(key.partition(":")[2]))
-    if key in cost.NAMES or key in (roofline.FRACTION, gpus.PER_GPU):
+    metric = registry.known(key)
+    if metric.derive is not None:
         return None  # derived once per result (metrics/derived.py)
-    if key in energy.NAMES and any(key not in run.flat() for run in result.runs):
-        return None  # no energy counter in some run (a CPU has none)
+    if metric.absent and any(key not in run.flat() for run in result.runs):
+        return None  # not in some run (a CPU has no energy counter)
     return finite_or_none(result.value(key))
 
 

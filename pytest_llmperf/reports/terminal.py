@@ -35,10 +35,13 @@ GAP = "  "
 INDENT = "  "  # a test under its file's name
 ELIDED = "..."
 # The short table's columns, most telling first: each is added if it still fits. The first
-# MUST_SHOW are shown even if the test ids then have to be shortened.
-BY_PRIORITY = ("out tok/s", "TTFT p50", "TPOT p50", "ok", "fail", "good%", "E2EL p50", "engine",
-               "$/1M out", "roof%", "J/tok", "TTFT p99", "req/s", "good/s", "workload", "acc%",
-               "acc len", "$/1M tot", "hit%", "KV max%", "ITL p50", "queue p99")
+# MUST_SHOW are shown even if the test ids then have to be shortened. A metric's column says its
+# own rank (metrics/metric.py's Column.priority); the two text columns rank among them here.
+TEXT_PRIORITY = {"engine": 8, "workload": 15}
+BY_PRIORITY = tuple(name for name, _ in sorted(
+    [*TEXT_PRIORITY.items(),
+     *((column.header, column.priority) for column in COLUMNS if column.priority is not None)],
+    key=lambda item: item[1]))
 MUST_SHOW = 5
 # Test ids are never elided below this: under ~70 columns the table then runs over the width.
 MIN_TEST_WIDTH = 16
