@@ -3,7 +3,7 @@
 The public API. It imports nothing heavy (no vLLM, no torch): engines run in a subprocess.
 """
 
-from pytest_llmperf.client.loadgen import Concurrency, Ramp, Rate
+from pytest_llmperf.client.patterns import Concurrency, Ramp, Rate
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.verdict.gate import SLO

@@ -1,8 +1,8 @@
 """Load generator: when each request goes out, over a `send` coroutine it is given.
 
-It knows nothing of HTTP or vLLM. The load pattern (patterns.py, re-exported here) says when each
-request is due; this sends it then. Where we differ from `vllm bench serve`, on purpose (the
-schedules' own differences are in patterns.py):
+It knows nothing of HTTP or vLLM. The load pattern (patterns.py: any `Schedule`) says when each
+request is due and how many may be in flight; this sends it then. Where we differ from `vllm
+bench serve`, on purpose (the schedules' own differences are in patterns.py):
 - with a concurrency cap, a request waiting for a slot keeps its arrival time as `scheduled_s`, so
   the wait shows up as `queue_s` instead of being hidden inside the latency
   (https://github.com/vllm-project/vllm/issues/54101).
@@ -16,39 +16,36 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
+from typing import Protocol
 
 import numpy as np
 
 from pytest_llmperf.client.arrival_timer import ArrivalTimer
-from pytest_llmperf.client.patterns import (
-    Concurrency,
-    LoadPattern,
-    Ramp,
-    Rate,
-    Trace,
-    arrival_offsets,
-    counts_slot_waits,
-)
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.failures import CLIENT
 from pytest_llmperf.numbers import is_real
 from pytest_llmperf.records import Request, RequestRecord
 
-__all__ = [
-    "Concurrency",
-    "LoadPattern",
-    "Ramp",
-    "Rate",
-    "Send",
-    "Trace",
-    "arrival_offsets",
-    "counts_slot_waits",
-    "run_load",
-]
+__all__ = ["Schedule", "Send", "run_load"]
 
 # send(index, request, scheduled_s) -> record. `scheduled_s` is the perf_counter time the request
 # was meant to go; the callable stamps its own `sent_s`.
 Send = Callable[[int, Request, float], Awaitable[RequestRecord]]
+
+
+class Schedule(Protocol):
+    """What the load generator asks of a load pattern (patterns.LoadPattern answers it)."""
+
+    @property
+    def open_loop(self) -> bool:
+        """Requests go at their arrival offsets; else each goes when a slot frees."""
+
+    @property
+    def max_concurrency(self) -> int | None:
+        """At most this many in flight; None for no cap."""
+
+    def arrival_offsets(self, n: int, seed: int) -> np.ndarray:
+        """n non-decreasing send offsets in seconds from the start; the first is 0."""
 
 # asyncio.sleep wakes up to ~1 ms late (epoll timeouts are whole milliseconds). Where the open loop
 # has no arrival timer (arrival_timer.py: Linux, the perf_counter clock), and for the one start of
@@ -173,7 +170,7 @@ def _cancel_pending(tasks: Sequence[asyncio.Future[None]]) -> None:
 async def run_load(
     requests: Sequence[Request],
     send: Send,
-    pattern: LoadPattern,
+    pattern: Schedule,
     *,
     seed: int = 0,
     duration_s: float | None = None,
@@ -198,10 +195,7 @@ async def run_load(
         raise InputError(
             f"duration_s must be a number >= 0, or None for no limit, got {duration_s!r}"
         )
-    if not isinstance(pattern, LoadPattern):
-        raise TypeError("pattern must be Concurrency, Rate, Ramp or Trace, got "
-                        f"{type(pattern).__name__}")
-    offsets = arrival_offsets(pattern, len(requests), seed)
+    offsets = pattern.arrival_offsets(len(requests), seed)
     start_s = clock() if start_s is None else start_s
     deadline_s = math.inf if duration_s is None else start_s + duration_s
     if not pattern.open_loop:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pytest_llmperf.client import progress
-from pytest_llmperf.client.loadgen import LoadPattern
 from pytest_llmperf.client.measurement import (
     WARMUP_CONCURRENCY,
     Endpoint,
@@ -16,6 +15,7 @@ from pytest_llmperf.client.measurement import (
     warm_up,
 )
 from pytest_llmperf.client.openai import OpenAIStreamClient
+from pytest_llmperf.client.patterns import LoadPattern
 from pytest_llmperf.client.server_metrics import ServerMetricsSampler
 from pytest_llmperf.client.watchdog import Watchdog, abort_reason
 from pytest_llmperf.records import Request

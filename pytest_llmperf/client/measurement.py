@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 
 from pytest_llmperf.client import progressline
 from pytest_llmperf.client.access import Access
-from pytest_llmperf.client.loadgen import Concurrency, LoadPattern, run_load
 from pytest_llmperf.client.openai import ClientOptions, OpenAIStreamClient
+from pytest_llmperf.client.patterns import Concurrency, LoadPattern
 from pytest_llmperf.client.server_metrics import ServerMetricsSampler
-from pytest_llmperf.client.sessions import Sessions, run_sessions
 from pytest_llmperf.client.watchdog import Watchdog
 from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.metrics import phases
@@ -118,8 +117,7 @@ def progress_line(watchdog: Watchdog, total: int) -> Iterator[None]:
 async def warm_up(client: OpenAIStreamClient, warmup: Sequence[Request], concurrency: int,
                   stopped: Callable[[], bool] = lambda: False) -> None:
     if warmup:
-        await run_load(warmup, client.send, Concurrency(max_concurrency=concurrency),
-                       stopped=stopped)
+        await Concurrency(max_concurrency=concurrency).run(warmup, client.send, stopped=stopped)
 
 
 async def run_measured(client: OpenAIStreamClient, requests: Sequence[Request],
@@ -135,15 +133,9 @@ async def run_measured(client: OpenAIStreamClient, requests: Sequence[Request],
     probe = asyncio.ensure_future(_probe_loop_lag(lags))
     cpu0, coalesced0 = time.process_time(), client.coalesced_chunks
     try:
-        if isinstance(pattern, Sessions):  # conversations: `only`/`take_next` count sessions
-            records = await run_sessions(requests, client.send, pattern,
-                                         chat=client.options.api == "chat", seed=seed,
-                                         duration_s=duration_s, start_s=start_s, only=only,
-                                         take_next=take_next, stopped=stopped)
-        else:
-            records = await run_load(requests, client.send, pattern, seed=seed,
-                                     duration_s=duration_s, start_s=start_s, only=only,
-                                     take_next=take_next, stopped=stopped)
+        records = await pattern.run(requests, client.send, chat=client.options.api == "chat",
+                                    seed=seed, duration_s=duration_s, start_s=start_s,
+                                    only=only, take_next=take_next, stopped=stopped)
     finally:
         probe.cancel()
     wall_s = max(time.perf_counter() - start_s, 1e-9)

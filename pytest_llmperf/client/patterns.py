@@ -1,8 +1,11 @@
 """Load patterns: when each request of a run is due, as frozen, seeded data.
 
-Each pattern owns its timing (its arrival offsets, or none for a closed loop), says whether it is
-an open loop, and how it is labelled and recorded; the load generator (loadgen.py) and the
-workloads ask it rather than test its class. Arrival processes follow `vllm bench serve` (gamma
+Each pattern owns its timing (its arrival offsets, or none for a closed loop), its limit (a
+concurrency cap), how it is split between client workers, how it is run, and how it is labelled
+and recorded; the load generator (loadgen.py), the client workers, the measurement and the
+workloads ask it rather than test its class. A new pattern is one class here (or a module of its
+own that subclasses LoadPattern) and its tests: subclassing registers its type tag, which run
+files record (`pattern_type`). Arrival processes follow `vllm bench serve` (gamma
 inter-arrival times with shape = burstiness, rate ramps by request index) so that numbers can be
 compared. Where we differ, on purpose:
 - the first request goes at offset 0 (vLLM sleeps one random gap first, which only adds idle time);
@@ -13,14 +16,18 @@ compared. Where we differ, on purpose:
 from __future__ import annotations
 
 import math
+import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from pytest_llmperf.client.loadgen import Send, run_load
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.numbers import is_real, is_whole
+from pytest_llmperf.records import Request, RequestRecord
 
 __all__ = [
     "Concurrency",
@@ -28,9 +35,29 @@ __all__ = [
     "Ramp",
     "Rate",
     "Trace",
+    "Share",
     "arrival_offsets",
     "counts_slot_waits",
+    "pattern_type",
+    "share",
 ]
+
+# One client worker's part of a pattern: the pattern it runs (its share of the cap), and for an
+# open loop the arrivals it sends (None: a closed loop's shared counter hands them out).
+Share = tuple["LoadPattern", tuple[int, ...] | None]
+
+_TYPES: dict[str, type[LoadPattern]] = {}
+
+
+def pattern_type(name: str) -> type[LoadPattern] | None:
+    """The pattern class a run file's `"type"` names ("Rate"), None for one this process does
+    not know."""
+    return _TYPES.get(name)
+
+
+def share(total: int, index: int, parts: int) -> int:
+    """Part `index` of `total` split as evenly as it goes into `parts`."""
+    return total // parts + (1 if index < total % parts else 0)
 
 
 def _check_rps(owner: str, name: str, value: object, allow_inf: bool) -> None:
@@ -62,7 +89,13 @@ class LoadPattern(ABC):
 
     open_loop: ClassVar[bool] = True
     replay: ClassVar[bool] = False
+    # It can say when conversations start (client/sessions.py): one drawn arrival per session.
+    starts_sessions: ClassVar[bool] = True
     max_concurrency: int | None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _TYPES[cls.__name__] = cls
 
     def arrival_offsets(self, n: int, seed: int) -> np.ndarray:
         """n non-decreasing send offsets in seconds from the start; the first is 0."""
@@ -78,17 +111,45 @@ class LoadPattern(ABC):
     def label(self) -> str:
         """A few words for tables and test names ("4 req/s burst 0.5 cap 8")."""
 
+    def split(self, n_requests: int, parts: int) -> list[Share]:
+        """This pattern's load split between at most `parts` client workers (fewer when it has
+        fewer slots than that: a worker with no slot would only cost a process): the cap is
+        shared out, an open loop's arrivals dealt round-robin (client/workers.py)."""
+        cap = self.max_concurrency
+        active = max(1, min(parts, cap or parts, n_requests))
+        return [(self if cap is None else replace(self, max_concurrency=share(cap, k, active)),
+                 tuple(range(k, n_requests, active)) if self.open_loop else None)
+                for k in range(active)]
+
+    async def run(self, requests: Sequence[Request], send: Send, *, chat: bool = False,
+                  seed: int = 0, duration_s: float | None = None,
+                  clock: Callable[[], float] = time.perf_counter, start_s: float | None = None,
+                  only: Sequence[int] | None = None, take_next: Callable[[], int] | None = None,
+                  stopped: Callable[[], bool] = lambda: False) -> list[RequestRecord]:
+        """Send `requests` as this pattern says (loadgen.run_load's arguments; `chat` is for a
+        pattern whose requests carry earlier answers: client/sessions.py)."""
+        return await run_load(requests, send, self, seed=seed, duration_s=duration_s,
+                              clock=clock, start_s=start_s, only=only, take_next=take_next,
+                              stopped=stopped)
+
     def settings(self) -> dict[str, object]:
         """The fields that are set (not None), as given."""
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if getattr(self, f.name) is not None}
 
-    def describe(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, object]:
         """What run files, baselines and identities record: the type and the fields set, an
         infinite number as "inf" (TOML and JSON readers differ on infinities)."""
         return {"type": type(self).__name__,
                 **{name: "inf" if isinstance(value, float) and math.isinf(value) else value
                    for name, value in self.settings().items()}}
+
+    @classmethod
+    def from_dict(cls, recorded: Mapping[str, object]) -> LoadPattern:
+        """The pattern `to_dict` recorded ("inf" read back as math.inf)."""
+        values = {name: math.inf if value == "inf" else value
+                  for name, value in recorded.items() if name != "type"}
+        return cls(**values)
 
     def with_rate(self, requests_per_s: float) -> Rate:
         """This pattern at `requests_per_s` (a rate sweep's point): plain Poisson, unless the
@@ -206,6 +267,7 @@ class Trace(LoadPattern):
     speedup before it gets here."""
 
     replay: ClassVar[bool] = True
+    starts_sessions: ClassVar[bool] = False  # one recorded arrival per request, not per session
     offsets_s: tuple[float, ...]
     max_concurrency: int | None = None
 
@@ -225,10 +287,15 @@ class Trace(LoadPattern):
         return (f"trace {len(self.offsets_s)} req over {self.offsets_s[-1]:g} s"
                 f"{self._cap_label()}")
 
-    def describe(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, object]:
         """What a run file records: the schedule's shape, not every offset."""
         return {"type": "Trace", "requests": len(self.offsets_s),
                 "span_s": round(self.offsets_s[-1], 6), "max_concurrency": self.max_concurrency}
+
+    @classmethod
+    def from_dict(cls, recorded: Mapping[str, object]) -> LoadPattern:
+        raise InputError("a run file records a Trace's shape, not its arrivals: replay the "
+                         "trace file again (Workload.trace)")
 
 
 def counts_slot_waits(pattern: LoadPattern) -> bool:

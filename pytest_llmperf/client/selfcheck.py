@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pytest_llmperf.client.loadgen import LoadPattern, counts_slot_waits
+from pytest_llmperf.client.patterns import LoadPattern, counts_slot_waits
 from pytest_llmperf.metrics.client_check import (
     LOOP_LAG_FLOOR_S,
     LOOP_LAG_SHARE_OF_TTFT,

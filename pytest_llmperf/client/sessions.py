@@ -16,7 +16,9 @@ at run time, in one of three forms:
 
 Sessions start on their own load pattern (`Sessions.start`): `Concurrency(N)` keeps N sessions
 going (a new one starts when one ends), `Rate`/`Ramp` start them at seeded arrival times, exactly
-as the load generator sends single requests (loadgen.run_load drives the session starts). Inside
+as the load generator sends single requests (the start pattern's own `run` drives the session
+starts). Sessions is itself a load pattern (patterns.LoadPattern): its callers run it, split it
+between client workers and record it without testing its class. Inside
 a session, turn t+1 is due `think_time_s` after turn t ended; that due time is its
 `scheduled_s`, so its queue time is the client's own lag, as in an open loop.
 
@@ -32,18 +34,15 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate
 from typing import ClassVar
 
-from pytest_llmperf.client.loadgen import (
-    LoadPattern,
-    Send,
-    _safe_send,
-    _sleep_until,
-    run_load,
-)
+import numpy as np
+
+from pytest_llmperf.client.loadgen import Send, _safe_send, _sleep_until
+from pytest_llmperf.client.patterns import LoadPattern, Share, pattern_type
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.failures import CLIENT
 from pytest_llmperf.numbers import is_real, is_whole
@@ -58,19 +57,17 @@ NO_TEXT = ("the server streamed no answer text, so the next turn cannot carry th
 
 
 @dataclass(frozen=True, kw_only=True)
-class Sessions:
+class Sessions(LoadPattern):
     """Conversations of `turns` turns each (or `session_turns[s]` for session s: at most
     `turns`), started as `start` says, `think_time_s` between a turn's end and the next turn's
-    send.
-
-    It answers what a workload asks of its pattern (patterns.LoadPattern: `open_loop`, `replay`,
-    `max_concurrency`, `label`, `describe`), but run_sessions drives it, not run_load.
+    send. `run` drives them (run_sessions); `split` deals whole sessions to client workers.
     """
 
     # Each turn is due at a time of its own (its session's start, or think time after the last
     # turn ended), so its queue time is the client's lag, as in an open loop.
     open_loop: ClassVar[bool] = True
     replay: ClassVar[bool] = False
+    starts_sessions: ClassVar[bool] = False
     turns: int
     think_time_s: float = 0.0
     start: LoadPattern
@@ -83,7 +80,7 @@ class Sessions:
             raise InputError(
                 f"Sessions.think_time_s must be a number >= 0, got {self.think_time_s!r}")
         # A replayed trace holds one arrival per recorded request, not one per session.
-        if not isinstance(self.start, LoadPattern) or self.start.replay:
+        if not getattr(self.start, "starts_sessions", False):
             raise InputError("Sessions.start must be Concurrency, Rate or Ramp, got "
                              f"{type(self.start).__name__}")
         bad = next((n for n in self.session_turns
@@ -117,7 +114,35 @@ class Sessions:
     def with_start(self, start: LoadPattern) -> "Sessions":
         return replace(self, start=start)
 
-    def describe(self) -> dict[str, object]:
+    def _offsets(self, n: int, seed: int) -> np.ndarray:
+        raise InputError("a conversation's turns have no schedule (each goes when the one "
+                         "before it ended); its sessions start as Sessions.start says")
+
+    def split(self, n_requests: int, parts: int) -> list[Share]:
+        """Whole sessions to each worker: the session starts split as `start` splits them (a
+        session's turns carry its own answers, so it never spans two workers)."""
+        starts = self.start.split(len(self.firsts(n_requests)), parts)
+        return [(self.with_start(start), only) for start, only in starts]
+
+    async def run(self, requests: Sequence[Request], send: Send, *, chat: bool = False,
+                  **options) -> list[RequestRecord]:
+        return await run_sessions(requests, send, self, chat=chat, **options)
+
+    @classmethod
+    def from_dict(cls, recorded: Mapping[str, object]) -> "Sessions":
+        """The conversations `to_dict` recorded; not a file's (only their count is recorded)."""
+        if "sessions" in recorded:
+            raise InputError("a run file records a conversation file's session count, not "
+                             "each conversation's turns: read the file again "
+                             "(Workload.conversation_file)")
+        start = recorded["start"]
+        start_type = pattern_type(start["type"])
+        if start_type is None:
+            raise InputError(f"Sessions.start: no load pattern is called {start['type']!r}")
+        return cls(turns=recorded["turns"], think_time_s=recorded["think_time_s"],
+                   start=start_type.from_dict(start))
+
+    def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"type": "Sessions", "turns": self.turns,
                                   "think_time_s": self.think_time_s}
         if self.session_turns:  # their count and sum: a file's every length would swamp it
@@ -263,7 +288,7 @@ async def run_sessions(requests: Sequence[Request], send: Send, pattern: Session
                              scheduled_s=scheduled_s)
 
     # One placeholder per session: run_load schedules the session starts.
-    await run_load([requests[i] for i in firsts], start_session, pattern.start, seed=seed,
-                   duration_s=duration_s, clock=clock, start_s=start_s, only=only,
-                   take_next=take_next, stopped=stopped)
+    await pattern.start.run([requests[i] for i in firsts], start_session, seed=seed,
+                            duration_s=duration_s, clock=clock, start_s=start_s, only=only,
+                            take_next=take_next, stopped=stopped)
     return [r for r in records if r is not None]

@@ -28,12 +28,11 @@ import multiprocessing
 import signal
 import time
 import traceback
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from pytest_llmperf.client import progress
-from pytest_llmperf.client.loadgen import LoadPattern
 from pytest_llmperf.client.measurement import (
     WARMUP_CONCURRENCY,
     Endpoint,
@@ -45,8 +44,8 @@ from pytest_llmperf.client.measurement import (
     warm_up,
 )
 from pytest_llmperf.client.openai import OpenAIStreamClient
+from pytest_llmperf.client.patterns import LoadPattern, share
 from pytest_llmperf.client.server_metrics import ServerMetricsSampler
-from pytest_llmperf.client.sessions import Sessions
 from pytest_llmperf.client.watchdog import DEFAULT_STALL_TIMEOUT_S, Watchdog, abort_reason
 from pytest_llmperf.records import ClientStats, Request
 
@@ -66,34 +65,20 @@ PUBLISH_S = 0.25  # a worker's progress on the board is at most this old when th
 class WorkerPlan:
     """One worker's part: its share of the load, and of the warm-up."""
 
-    pattern: LoadPattern | Sessions
+    pattern: LoadPattern
     # open loop: the arrivals it sends (for conversations, the sessions it starts);
     # closed loop: None (the shared counter)
     only: tuple[int, ...] | None
     warmup: tuple[int, ...]  # indices into the warm-up requests
 
 
-def share(total: int, index: int, parts: int) -> int:
-    """Part `index` of `total` split as evenly as it goes into `parts`."""
-    return total // parts + (1 if index < total % parts else 0)
-
-
-def plan_workers(pattern: LoadPattern | Sessions, n_requests: int, n_warmup: int,
+def plan_workers(pattern: LoadPattern, n_requests: int, n_warmup: int,
                  workers: int) -> list[WorkerPlan]:
-    """Split one measurement between at most `workers` processes (fewer when the load has fewer
-    slots than that: a worker with no slot would only cost a process). Conversations are split
-    by their session starts (`pattern.start`), never inside a session."""
-    if isinstance(pattern, Sessions):
-        starts = plan_workers(pattern.start, len(pattern.firsts(n_requests)), n_warmup, workers)
-        return [replace(plan, pattern=pattern.with_start(plan.pattern)) for plan in starts]
-    cap = pattern.max_concurrency
-    active = max(1, min(workers, cap or workers, n_requests))
-    plans = []
-    for k in range(active):
-        part = pattern if cap is None else replace(pattern, max_concurrency=share(cap, k, active))
-        only = tuple(range(k, n_requests, active)) if pattern.open_loop else None
-        plans.append(WorkerPlan(part, only, tuple(range(k, n_warmup, active))))
-    return plans
+    """Split one measurement between at most `workers` processes, as the pattern splits its
+    load (LoadPattern.split), and the warm-up requests round-robin between them."""
+    parts = pattern.split(n_requests, workers)
+    return [WorkerPlan(part, only, tuple(range(k, n_warmup, len(parts))))
+            for k, (part, only) in enumerate(parts)]
 
 
 @dataclass(frozen=True)
@@ -201,7 +186,7 @@ def _collect(pending: dict[int, tuple[Any, Connection]], timeout_s: float | None
 
 
 def measure_in_workers(endpoint: Endpoint, requests: list[Request],
-                       pattern: LoadPattern | Sessions, *, seed: int, warmup: list[Request],
+                       pattern: LoadPattern, *, seed: int, warmup: list[Request],
                        duration_s: float | None, workers: int, on_started=None,
                        stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S) -> Measurement:
     """`measure.measure` over `workers` processes; `on_started(pids)` lets a benchmark watch

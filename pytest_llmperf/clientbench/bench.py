@@ -28,8 +28,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_llmperf.client.loadgen import Concurrency, LoadPattern, Rate
 from pytest_llmperf.client.measure import Endpoint
+from pytest_llmperf.client.patterns import Concurrency, LoadPattern, Rate
 from pytest_llmperf.client.readers import reader_kind
 from pytest_llmperf.client.selfcheck import check_client
 from pytest_llmperf.client.workers import measure_in_workers

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -55,6 +55,7 @@ from pytest_llmperf.workloads.datasets import (
     _kind,
     _read_json,
 )
+from pytest_llmperf.workloads.source import NameFile, Source
 
 __all__ = ["FORMATS", "ConversationFileSource", "FileConversation", "read_conversations"]
 
@@ -199,12 +200,13 @@ def read_conversations(path: str | Path, fmt: str, *, sessions: int | None = Non
 
 
 @dataclass(frozen=True, kw_only=True)
-class ConversationFileSource:
+class ConversationFileSource(Source):
     """A file's conversations as session-major turns (the layout client/sessions.py reads):
     each user message as token ids or as text (`prompt_format`), each output length its
     recorded answer's token count. Warm-up requests (asked for beyond the turns) come first:
     random prompts of the first turns' lengths, so they share no prefix with a measured one."""
 
+    file_fields: ClassVar[tuple[str, ...]] = ("path",)
     path: str
     format: str
     conversations: tuple[FileConversation, ...] = field(repr=False)
@@ -212,9 +214,10 @@ class ConversationFileSource:
     max_turns: int | None = None
     skipped_records: int = 0
 
-    def describe(self) -> dict[str, Any]:
+    def to_dict(self, name_file: NameFile = str) -> dict[str, Any]:
         """What a run file records: the file and the selection, not every message."""
-        out = {"type": "ConversationFileSource", "path": self.path, "format": self.format,
+        out = {"type": "ConversationFileSource", "path": name_file(self.path),
+               "format": self.format,
                "sessions": len(self.conversations),
                "turns": sum(len(c.turns) for c in self.conversations),
                "prompt_format": self.prompt_format}

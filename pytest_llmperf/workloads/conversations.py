@@ -17,10 +17,11 @@ import numpy as np
 
 from pytest_llmperf.records import Request
 from pytest_llmperf.workloads import prompts
+from pytest_llmperf.workloads.source import Source
 
 
 @dataclass(frozen=True, kw_only=True)
-class ConversationSource:
+class ConversationSource(Source):
     """`sessions` conversations of `turns` turns; each turn's new message `input_tokens` long
     and its answer `output_tokens` (prompts.Fixed, Uniform, Normal); the messages random token
     ids, or text of exactly those lengths (prompts.text_prompts: it needs a real tokenizer)."""

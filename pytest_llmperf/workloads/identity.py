@@ -1,6 +1,6 @@
 """A workload as baselines, run files and the results store record it: `Workload.to_dict()` with
-each file it reads (a dataset, a trace, a conversation file, a profile's dataset) named so that
-every checkout of the project gives the same identity.
+each file its source reads (`Source.file_fields`: a dataset, a trace, a conversation file, a
+profile's dataset) named so that every checkout of the project gives the same identity.
 
 A file inside the project (under the pytest rootdir) is named by its path relative to the
 rootdir ("suites/data/prompts.jsonl"): a clone elsewhere (a CI runner, another user's home) then
@@ -25,7 +25,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.verdict.baselines import WORKLOAD_FILE_FIELDS
 from pytest_llmperf.workloads.workload import Workload
 
 __all__ = ["DIGEST_HEX_DIGITS", "DIGEST_PREFIX", "file_identity", "workload_identity"]
@@ -36,20 +35,8 @@ _CHUNK_BYTES = 1 << 20
 
 
 def workload_identity(workload: Workload, rootdir: Path) -> dict[str, Any]:
-    """`workload.to_dict()` with every file path in its source named as the module says."""
-    identity = workload.to_dict()
-    identity["source"] = _files_named(identity["source"], Path(rootdir))
-    return identity
-
-
-def _files_named(value: Any, rootdir: Path) -> Any:
-    # Recursive: a source may wrap another (text_only.TextOf around a dataset's source).
-    if not isinstance(value, dict):
-        return value
-    return {name: file_identity(field, rootdir)
-            if name in WORKLOAD_FILE_FIELDS and isinstance(field, str)
-            else _files_named(field, rootdir)
-            for name, field in value.items()}
+    """`workload.to_dict()` with every file its source reads named as the module says."""
+    return workload.to_dict(name_file=functools.partial(file_identity, rootdir=Path(rootdir)))
 
 
 def file_identity(path: str, rootdir: Path) -> str:

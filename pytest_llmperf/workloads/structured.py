@@ -44,6 +44,7 @@ import numpy as np
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.records import Request
 from pytest_llmperf.workloads import prompts
+from pytest_llmperf.workloads.source import Source
 from pytest_llmperf.workloads.vocab import VocabOnly
 
 __all__ = ["Kind", "OutputCheck", "StructuredSource", "distinct_schemas"]
@@ -86,7 +87,7 @@ class OutputCheck:
 
 
 @dataclass(frozen=True, kw_only=True)
-class StructuredSource:
+class StructuredSource(Source):
     """Prompts of `input_tokens` random tokens; request i asks for `specs[i % len(specs)]`."""
 
     kind: Kind

@@ -20,8 +20,6 @@ from typing import Literal
 
 from pytest_llmperf.client.patterns import (
     Concurrency,
-    LoadPattern,
-    Rate,
     Trace,
     arrival_offsets,
 )
@@ -29,7 +27,6 @@ from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics.compute import DISTRIBUTIONS, SCALARS, RunMetrics
 from pytest_llmperf.metrics.registry import STATISTICS
 from pytest_llmperf.verdict import gate
-from pytest_llmperf.workloads.traces import TraceSource, check_speedup, replay_offsets
 from pytest_llmperf.workloads.workload import Workload
 
 __all__ = [
@@ -126,12 +123,7 @@ def rate_workload(base: Workload, rate: float) -> Workload:
     concurrency cap, a Ramp its cap (a Ramp is Poisson); a closed-loop base becomes plain
     Poisson, since its concurrency is what a rate replaces. So does a conversation (Sessions).
     """
-    pattern = base.pattern
-    if isinstance(pattern, LoadPattern):
-        new = pattern.with_rate(rate)
-    else:
-        new = Rate(requests_per_s=rate)
-    return replace(base, name=f"{base.name}-rate{rate:g}", pattern=new)
+    return replace(base, name=f"{base.name}-rate{rate:g}", pattern=base.pattern.with_rate(rate))
 
 
 def speedup_workload(base: Workload, speedup: float) -> Workload:
@@ -139,15 +131,13 @@ def speedup_workload(base: Workload, speedup: float) -> Workload:
     trace. Only the pace changes; the rows, their lengths and prompts, the concurrency cap, the
     seed and the warm-up stay. (A trace's arrivals are its point: a search that swapped them for
     Poisson ones would measure another workload.)"""
-    source = base.source
-    if not isinstance(source, TraceSource):
+    source = base.source.at_speedup(speedup)
+    if source is None:
         raise InputError(f"speedup_workload: {base.name!r} is no trace replay; a speedup "
                          "applies to Workload.trace(...)")
-    speedup = check_speedup(speedup)
-    pattern = Trace(offsets_s=replay_offsets(source.rows, speedup),
-                    max_concurrency=getattr(base.pattern, "max_concurrency", None))
-    return replace(base, name=f"{base.name}-speedup{speedup:g}", pattern=pattern,
-                   source=replace(source, speedup=speedup))
+    pattern = Trace(offsets_s=source.offsets_s, max_concurrency=base.pattern.max_concurrency)
+    return replace(base, name=f"{base.name}-speedup{source.speedup:g}", pattern=pattern,
+                   source=source)
 
 
 def knob_of(workload: Workload) -> Knob:

@@ -24,16 +24,17 @@ import csv
 import json
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from pytest_llmperf.records import Request
 from pytest_llmperf.workloads import prompts
 from pytest_llmperf.workloads.datasets import DatasetError
+from pytest_llmperf.workloads.source import NameFile, Source
 
 __all__ = ["FORMATS", "MOONCAKE_BLOCK_TOKENS", "TraceRow", "TraceSource", "check_speedup",
            "read_trace", "replay_offsets", "select"]
@@ -199,22 +200,31 @@ def replay_offsets(rows: tuple[TraceRow, ...] | list[TraceRow],
 
 
 @dataclass(frozen=True, kw_only=True)
-class TraceSource:
+class TraceSource(Source):
     """A trace's selected rows as token-id prompts; warm-up requests (asked for beyond the rows)
     come first, with the first row's lengths and prompts of their own. `speedup` is the pace
     the rows are replayed at (the workload's schedule is replay_offsets(rows, speedup)): kept
     here so a capacity search can replay the same rows faster (sweeps.speedup_workload)."""
 
+    file_fields: ClassVar[tuple[str, ...]] = ("path",)
     path: str
     format: str
     rows: tuple[TraceRow, ...] = field(repr=False)
     block_tokens: int = MOONCAKE_BLOCK_TOKENS
     speedup: float = 1.0
 
-    def describe(self) -> dict[str, Any]:
-        return {"type": "TraceSource", "path": self.path, "format": self.format,
+    def to_dict(self, name_file: NameFile = str) -> dict[str, Any]:
+        return {"type": "TraceSource", "path": name_file(self.path), "format": self.format,
                 "rows": len(self.rows), "block_tokens": self.block_tokens,
                 "speedup": self.speedup}
+
+    def at_speedup(self, speedup: float) -> TraceSource:
+        return replace(self, speedup=check_speedup(speedup))
+
+    @property
+    def offsets_s(self) -> tuple[float, ...]:
+        """When each row is sent at this source's speedup (the Trace pattern's schedule)."""
+        return replay_offsets(self.rows, self.speedup)
 
     def requests(self, n: int, tokenizer: Any, rng: np.random.Generator) -> list[Request]:
         extra = n - len(self.rows)

@@ -2,16 +2,15 @@
 
 A Workload is declared at import time in a suite file and built into concrete requests only when
 the test runs, because exact prompt lengths need the engine's tokenizer. Where the prompts come
-from is a *source* (synthetic lengths, a published profile, shared prefixes, a dataset file);
-how they arrive is a load pattern (client/patterns.py).
+from is a *source* (source.Source: synthetic lengths, a published profile, shared prefixes, a
+dataset file, ...); how they arrive is a load pattern (client/patterns.py).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -27,12 +26,11 @@ from pytest_llmperf.workloads import (
     traces,
 )
 from pytest_llmperf.workloads.conversations import ConversationSource, as_distribution
-
-PromptFormat = Literal["token_ids", "text"]
+from pytest_llmperf.workloads.source import NameFile, PromptFormat, Source
 
 
 @dataclass(frozen=True, kw_only=True)
-class Synthetic:
+class Synthetic(Source):
     """Random prompts whose lengths follow `input_tokens` (prompts.Fixed, Uniform, Normal)."""
 
     input_tokens: Any
@@ -50,9 +48,11 @@ class Synthetic:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ProfileSource:
+class ProfileSource(Source):
     """An inference-benchmarker profile; its dataset file when found locally, else synthetic
     prompts with the same length distributions. `scale` shrinks every length (see profiles)."""
+
+    file_fields: ClassVar[tuple[str, ...]] = ("dataset_path",)
 
     profile: str
     scale: float = 1.0
@@ -64,7 +64,7 @@ class ProfileSource:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SharedPrefix:
+class SharedPrefix(Source):
     """`num_prefixes` prefixes of `prefix_tokens`, each reused, then a unique suffix: what
     prefix caching is for (system prompts, documents asked several questions)."""
 
@@ -81,9 +81,12 @@ class SharedPrefix:
 
 
 @dataclass(frozen=True, kw_only=True)
-class DatasetSource:
+class DatasetSource(Source):
     """Prompts from a local file (ShareGPT JSON, inference-benchmarker JSON, or JSONL), in file
     order, cycled when the file has fewer prompts than requested."""
+
+    prompt_format: ClassVar[PromptFormat] = "text"
+    file_fields: ClassVar[tuple[str, ...]] = ("path",)
 
     path: str
     output_tokens: int | None = None  # for records that do not give their output length
@@ -109,8 +112,8 @@ class Workload:
 
     name: str
     num_requests: int
-    source: Any
-    pattern: LoadPattern | Sessions
+    source: Source
+    pattern: LoadPattern
     seed: int = 0
     warmup_requests: int = 0
     duration_s: float | None = None
@@ -126,9 +129,7 @@ class Workload:
         if self.prefix_cache not in ("warm", "cold"):
             raise ValueError(f"Workload {self.name!r}: prefix_cache must be 'warm' (the "
                              f"default) or 'cold', got {self.prefix_cache!r}")
-        text = getattr(self.source, "prompt_format", "token_ids") == "text" or isinstance(
-            self.source, DatasetSource)
-        if self.api == "chat" and not text:
+        if self.api == "chat" and self.source.prompt_format != "text":
             raise ValueError(f"Workload {self.name!r}: api='chat' needs text prompts "
                              "(prompt_format='text' or a dataset)")
 
@@ -159,7 +160,7 @@ class Workload:
                   **options: Any) -> "Workload":
         source = Synthetic(input_tokens=input_tokens, output_tokens=output_tokens,
                            prompt_format=prompt_format)
-        return cls._make(name, num_requests, source, **options)
+        return cls.of(source, name=name, num_requests=num_requests, **options)
 
     @classmethod
     def profile(cls, profile: str, *, num_requests: int, scale: float = 1.0,
@@ -168,7 +169,7 @@ class Workload:
         profiles.get_profile(profile)  # an unknown name fails where the workload is written
         source = ProfileSource(profile=profile, scale=scale, dataset_path=dataset_path)
         suffix = f"-x{scale:g}" if scale != 1.0 else ""
-        return cls._make(f"{profile}{suffix}", num_requests, source, **options)
+        return cls.of(source, name=f"{profile}{suffix}", num_requests=num_requests, **options)
 
     @classmethod
     def shared_prefix(cls, *, num_prefixes: int, prefix_tokens: int, suffix_tokens: int,
@@ -177,13 +178,15 @@ class Workload:
                               suffix_tokens=prompts.Fixed(tokens=suffix_tokens),
                               output_tokens=prompts.Fixed(tokens=output_tokens))
         name = f"prefix-{num_prefixes}x{prefix_tokens}+{suffix_tokens}in-{output_tokens}out"
-        return cls._make(options.pop("name", name), num_requests, source, **options)
+        return cls.of(source, name=options.pop("name", name), num_requests=num_requests,
+                      **options)
 
     @classmethod
     def dataset(cls, path: str | Path, *, num_requests: int, output_tokens: int | None = None,
                 **options: Any) -> "Workload":
         source = DatasetSource(path=str(path), output_tokens=output_tokens)
-        return cls._make(options.pop("name", Path(path).stem), num_requests, source, **options)
+        return cls.of(source, name=options.pop("name", Path(path).stem),
+                      num_requests=num_requests, **options)
 
     @classmethod
     def trace(cls, path: str | Path, *, format: traces.TraceFormat, speedup: float = 1.0,
@@ -267,12 +270,14 @@ class Workload:
                                                 max_tokens=max_tokens,
                                                 prompt_format=prompt_format)
         name = options.pop("name", f"structured-{kind}-{len(source.specs)}")
-        return cls._make(name, num_requests, source, **options)
+        return cls.of(source, name=name, num_requests=num_requests, **options)
 
     @classmethod
-    def _make(cls, name: str, num_requests: int, source: Any, *, concurrency: int | None = None,
-              rate: float | None = None, burstiness: float = 1.0,
-              ramp: tuple[float, float, str] | None = None, **options: Any) -> "Workload":
+    def of(cls, source: Source, *, name: str, num_requests: int, concurrency: int | None = None,
+           rate: float | None = None, burstiness: float = 1.0,
+           ramp: tuple[float, float, str] | None = None, **options: Any) -> "Workload":
+        """`source`'s requests at the load `concurrency`/`rate`/`ramp` say (load_pattern): how
+        any source is measured, a new one included."""
         pattern = load_pattern(concurrency=concurrency, rate=rate, burstiness=burstiness,
                                ramp=ramp)
         return cls(name=name, num_requests=num_requests, source=source, pattern=pattern,
@@ -280,8 +285,7 @@ class Workload:
 
     # ------------------------------------------------------------------ use
 
-    def with_pattern(self, pattern: LoadPattern | Sessions,
-                     name: str | None = None) -> "Workload":
+    def with_pattern(self, pattern: LoadPattern, name: str | None = None) -> "Workload":
         return replace(self, pattern=pattern, name=name or self.name)
 
     def build(self, tokenizer: prompts.Tokenizer) -> tuple[list[Request], list[Request]]:
@@ -290,9 +294,12 @@ class Workload:
         requests = self.source.requests(self.num_requests + self.warmup_requests, tokenizer, rng)
         return requests[self.warmup_requests:], requests[: self.warmup_requests]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, name_file: NameFile | None = None) -> dict[str, Any]:
+        """What run files and baselines record; `name_file` names each file the source reads
+        (identity.workload_identity), else it is as written."""
+        source = self.source.to_dict() if name_file is None else self.source.to_dict(name_file)
         out = {"name": self.name, "num_requests": self.num_requests,
-               "source": _describe(self.source), "pattern": _describe(self.pattern),
+               "source": source, "pattern": self.pattern.to_dict(),
                "seed": self.seed, "warmup_requests": self.warmup_requests, "api": self.api}
         if self.duration_s is not None:
             out["duration_s"] = self.duration_s
@@ -340,16 +347,3 @@ def load_pattern(*, concurrency: int | None = None, rate: float | None = None,
         return Concurrency(max_concurrency=concurrency)
     return Rate(requests_per_s=rate, burstiness=burstiness, max_concurrency=concurrency)
 
-
-def _describe(value: Any) -> Any:
-    """A dataclass as a TOML/JSON-friendly dict tagged with its type (its own `describe()`
-    where it has one, as every load pattern does: a trace's every row and offset would swamp a
-    run file)."""
-    if hasattr(value, "describe"):
-        return value.describe()
-    if hasattr(value, "__dataclass_fields__"):
-        fields = {k: _describe(getattr(value, k)) for k in value.__dataclass_fields__}
-        return {"type": type(value).__name__, **{k: v for k, v in fields.items() if v is not None}}
-    if isinstance(value, float) and math.isinf(value):
-        return "inf"
-    return value

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from pytest_llmperf.client.loadgen import Concurrency
 from pytest_llmperf.client.measure import Endpoint, measure
+from pytest_llmperf.client.patterns import Concurrency
 from pytest_llmperf.clientbench.bench import MockProcess
 from pytest_llmperf.failures import count_kinds
 from pytest_llmperf.metrics.compute import compute_metrics

@@ -18,9 +18,9 @@ import time
 
 import pytest
 
-from pytest_llmperf.client.loadgen import Concurrency, Rate
 from pytest_llmperf.client.measure import Endpoint, measure
 from pytest_llmperf.client.openai import ClientOptions
+from pytest_llmperf.client.patterns import Concurrency, Rate
 from pytest_llmperf.client.workers import measure_in_workers
 from pytest_llmperf.clientbench.bench import MockProcess
 from pytest_llmperf.metrics.compute import compute_metrics
@@ -117,7 +117,7 @@ def test_open_loop_in_workers_keeps_the_schedule(mock):
     # the common schedule would be late by an inter-arrival gap (~50 ms) on half the sends.
     assert lags[-2] < 0.020 and lags[-1] < 0.100, lags
     # Offsets from the one seeded schedule, whichever worker sent them.
-    from pytest_llmperf.client.loadgen import arrival_offsets
+    from pytest_llmperf.client.patterns import arrival_offsets
 
     offsets = arrival_offsets(pattern, 10, 1)
     start = measured.records[0].scheduled_s

@@ -15,7 +15,7 @@ import pytest
 CONFTEST = '''
 import os
 import pytest
-from pytest_llmperf.client.loadgen import Trace
+from pytest_llmperf.client.patterns import Trace
 from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.plugin import hooks as plugin

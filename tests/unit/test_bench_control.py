@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from pytest_llmperf.client.loadgen import Concurrency
+from pytest_llmperf.client.patterns import Concurrency
 from pytest_llmperf.clientbench import bench, mockserver, mockstreams
 
 BIG = 200_000  # values in each of a truth's three lists: megabytes pickled

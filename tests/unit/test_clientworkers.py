@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llmperf.client.loadgen import Concurrency, Ramp, Rate
+from pytest_llmperf.client.patterns import Concurrency, Ramp, Rate
 from pytest_llmperf.client.sessions import Sessions
 from pytest_llmperf.client.workers import WorkerPlan, plan_workers, share
 from pytest_llmperf.errors import InputError

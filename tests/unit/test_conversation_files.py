@@ -8,7 +8,7 @@ import json
 import pytest
 
 from pytest_llmperf import Workload
-from pytest_llmperf.client.loadgen import Concurrency, Rate
+from pytest_llmperf.client.patterns import Concurrency, Rate
 from pytest_llmperf.client.sessions import Sessions
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.records import Request

@@ -10,7 +10,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from pytest_llmperf.client.loadgen import Concurrency, Ramp, Rate, arrival_offsets, run_load
+from pytest_llmperf.client.loadgen import run_load
+from pytest_llmperf.client.patterns import Concurrency, Ramp, Rate, arrival_offsets
 from pytest_llmperf.records import Request, RequestRecord
 
 # Timing bounds are loose on purpose: CI machines are small and noisy.

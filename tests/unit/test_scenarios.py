@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from pytest_llmperf.client.loadgen import Rate, arrival_offsets
+from pytest_llmperf.client.patterns import Rate, arrival_offsets
 from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.workloads.scenarios import (

@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from pytest_llmperf.client.loadgen import Concurrency, Ramp, Rate
+from pytest_llmperf.client.patterns import Concurrency, Ramp, Rate
 from pytest_llmperf.client.selfcheck import check_client
 from pytest_llmperf.metrics.client_check import (
     CPU_LIMIT,

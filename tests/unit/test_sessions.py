@@ -8,7 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from pytest_llmperf.client.loadgen import Concurrency, Rate, Trace, arrival_offsets, run_load
+from pytest_llmperf.client.loadgen import run_load
+from pytest_llmperf.client.patterns import Concurrency, Rate, Trace, arrival_offsets
 from pytest_llmperf.client.sessions import NO_TEXT, NO_TOKEN_IDS, Sessions, run_sessions
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics.turns import by_turn

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from pytest_llmperf.client.loadgen import Concurrency, Ramp, Rate, arrival_offsets
+from pytest_llmperf.client.patterns import Concurrency, Ramp, Rate, arrival_offsets
 from pytest_llmperf.metrics.compute import RunMetrics, Summary
 from pytest_llmperf.verdict.gate import SLO, UnknownMetricError
 from pytest_llmperf.workloads.sweeps import (

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from pytest_llmperf.client.loadgen import Rate, Trace
+from pytest_llmperf.client.patterns import Rate, Trace
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics import registry
 from pytest_llmperf.metrics.compute import RunMetrics

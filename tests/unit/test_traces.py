@@ -9,7 +9,7 @@ import json
 import pytest
 
 from pytest_llmperf import Workload
-from pytest_llmperf.client.loadgen import Trace
+from pytest_llmperf.client.patterns import Trace
 from pytest_llmperf.workloads.datasets import DatasetError
 from pytest_llmperf.workloads.traces import read_trace, select
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from pytest_llmperf.client.loadgen import Concurrency, Ramp, Rate, Trace
+from pytest_llmperf.client.patterns import Concurrency, Ramp, Rate, Trace
 from pytest_llmperf.client.sessions import Sessions
 from pytest_llmperf.records import Request
 from pytest_llmperf.workloads.datasets import JSONL_FORMAT, DatasetError
