@@ -24,7 +24,9 @@ measurements"; the GPU rule and the H200 readings behind it: docs/gpu-telemetry.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pytest_llmperf.machine.gpu_telemetry import GpuTelemetry
 
@@ -67,6 +69,20 @@ class CpuDisturbance:
         if self.steal_share >= STEAL_SHARE_LIMIT:
             found.append(f"the hypervisor stole {self.steal_share:.0%} of the CPU time")
         return found
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a run file holds it; the busiest process is "top" (files of format 1 name it so,
+        without its pid and the machine's cores)."""
+        return {"other_cores": self.other_cores, "machine_busy_share": self.machine_busy_share,
+                "steal_share": self.steal_share, "cores": self.cores, "top": self.top_name,
+                "top_pid": self.top_pid, "top_cores": self.top_cores}
+
+    @classmethod
+    def from_dict(cls, plain: Mapping[str, Any]) -> CpuDisturbance:
+        """Inverse of to_dict; a format-1 file's lacks the cores (read as 0) and the pid."""
+        return cls(plain["other_cores"], plain["machine_busy_share"], plain["steal_share"],
+                   int(plain.get("cores") or 0), plain.get("top"), plain.get("top_pid"),
+                   float(plain.get("top_cores") or 0.0))
 
 
 @dataclass(frozen=True)
@@ -113,9 +129,11 @@ class GpuState:
             found.append(f"{gpu}'s application clocks were set below their defaults ({clocks}; "
                          "nvidia-smi -rac restores them)")
         if self.held_share is not None and self.held_share >= HELD_SHARE_LIMIT:
+            # A format-1 run file did not keep the default it was held below.
+            default = "" if self.held_below_mhz is None else f" {self.held_below_mhz:.0f} MHz"
             found.append(f"{gpu}'s clocks were held at {self.held_sm_mhz:.0f} MHz by a clock "
-                         f"setting in {self.held_share:.0%} of busy samples, below its default "
-                         f"{self.held_below_mhz:.0f} MHz (nvidia-smi -rgc resets locked clocks)")
+                         f"setting in {self.held_share:.0%} of busy samples, below its default"
+                         f"{default} (nvidia-smi -rgc resets locked clocks)")
         if self.xids:
             plural = "s" if len(self.xids) > 1 else ""
             found.append(f"{gpu} reported XID{plural} {', '.join(map(str, self.xids))} during "
@@ -124,6 +142,37 @@ class GpuState:
             found.append(f"{gpu} counted {self.new_uncorrected_ecc} new uncorrected ECC "
                          "error(s) during the measurement")
         return found
+
+    def to_dict(self) -> dict[str, Any]:
+        """The facts the rule judges, as a run file holds them; null where the card could not
+        say. The telemetry is the result's own "gpu_telemetry"."""
+        return {"index": self.index, "other_processes": list(self.other_processes),
+                "slowdowns": dict(self.slowdowns), "temperature_c": self.temperature_c,
+                "power_limit_w": self.power_limit_w,
+                "default_power_limit_w": self.default_power_limit_w,
+                "application_clocks": {domain: {"mhz": now, "default_mhz": default}
+                                       for domain, now, default in self.application_clocks},
+                "held_share": self.held_share, "held_sm_mhz": self.held_sm_mhz,
+                "held_below_mhz": self.held_below_mhz,
+                "xids": None if self.xids is None else list(self.xids),
+                "new_uncorrected_ecc": self.new_uncorrected_ecc}
+
+    @classmethod
+    def from_dict(cls, plain: Mapping[str, Any],
+                  telemetry: GpuTelemetry | None = None) -> GpuState:
+        """Inverse of to_dict; a format-1 file's lacks held_below_mhz (None)."""
+        clocks = plain.get("application_clocks") or {}
+        xids = plain.get("xids", ())
+        return cls(str(plain["index"]), tuple(plain.get("other_processes") or ()),
+                   tuple((str(name), float(share))
+                         for name, share in (plain.get("slowdowns") or {}).items()),
+                   plain.get("temperature_c"), plain.get("power_limit_w"),
+                   plain.get("default_power_limit_w"),
+                   tuple((domain, pair["mhz"], pair["default_mhz"])
+                         for domain, pair in clocks.items()),
+                   plain.get("held_share"), plain.get("held_sm_mhz"),
+                   plain.get("held_below_mhz"), None if xids is None else tuple(xids),
+                   plain.get("new_uncorrected_ecc"), telemetry)
 
 
 @dataclass(frozen=True)
@@ -151,6 +200,27 @@ class Disturbance:
     @property
     def disturbed(self) -> bool:
         return bool(self.reasons)
+
+    def to_dict(self) -> dict[str, Any] | None:
+        """As a run file holds it, with whether it DISTURBED the run and why (for a reader's
+        eye: read back, they are worked out again); None where nothing was judged."""
+        if not self.judged:
+            return None
+        return {"disturbed": self.disturbed, "reasons": self.reasons,
+                "cpu": None if self.cpu is None else self.cpu.to_dict(),
+                "gpus": [gpu.to_dict() for gpu in self.gpus]}
+
+    @classmethod
+    def from_dict(cls, plain: Mapping[str, Any] | None,
+                  telemetry: Sequence[GpuTelemetry] = ()) -> Disturbance | None:
+        """Inverse of to_dict; `telemetry`: the result's cards, each joined to its state."""
+        if plain is None:
+            return None
+        cards = {card.index: card for card in telemetry}
+        cpu = plain.get("cpu")
+        return cls(None if cpu is None else CpuDisturbance.from_dict(cpu),
+                   tuple(GpuState.from_dict(gpu, cards.get(str(gpu["index"])))
+                         for gpu in plain.get("gpus") or ()))
 
     def failure(self) -> str:
         """One line for the test: what disturbed it, and the fix."""

@@ -12,7 +12,7 @@ part out (None); nothing here fails for a card that lacks a counter.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -199,6 +199,15 @@ class GpuTelemetry:
             else:
                 out[name] = value
         return out
+
+    @classmethod
+    def from_dict(cls, plain: Mapping[str, Any]) -> GpuTelemetry:
+        """Inverse of to_dict (its rounding aside); fields it does not know are ignored."""
+        known = {name: plain[name] for name in cls.__dataclass_fields__ if name in plain}
+        for name in ("reason_shares", "violation_shares"):
+            known[name] = tuple((str(key), float(share))
+                                for key, share in (plain.get(name) or {}).items())
+        return cls(**known)
 
 
 def _mean(values: Sequence[float]) -> float | None:

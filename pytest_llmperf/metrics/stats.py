@@ -55,11 +55,16 @@ class Estimate:
     `source` says where value and spread came from when they are not one session's repeats:
     "history" for the median and spread of the last N stored runs (history/from_history.py), a
     run-to-run spread that a baseline may store as such (verdict/noise.py). It is no part of
-    equality: the same numbers are the same estimate, wherever they came from."""
+    equality: the same numbers are the same estimate, wherever they came from.
+
+    `direction` ("lower" or "higher" is better) is what a stored estimate says of its metric (a
+    run file's, the history store's); None where it is the registry's to say. The history store
+    keeps None for a number it was not given (history/record.py)."""
 
     value: float
     spread: float
     n: int
+    direction: str | None = None
     source: str | None = field(default=None, compare=False)
 
 

@@ -15,7 +15,7 @@ A distribution with no values (e.g. TPOT when every output was one token) gets n
 
 Our own complete data sits under the top-level "llmperf" key, which those tools ignore:
 
-    {"format": 1, "fingerprint": {...}, "results": [{"key": "test_fixed[64]", "test_id": ...,
+    {"format": 2, "fingerprint": {...}, "results": [{"key": "test_fixed[64]", "test_id": ...,
      "engine": {...}, "engine_label": ..., "workload": {...}, "workload_label": ...,
      "metrics": {"ttft_s.p50": {"value": 0.21, "spread": 0.004, "n": 3, "direction": "lower"},
                  ...every name of RunMetrics.flat()},
@@ -48,13 +48,18 @@ Our own complete data sits under the top-level "llmperf" key, which those tools 
      (a trace replay only: requests due and finished per bin, metrics/timeline.py),
      "roofline": {"fraction": 0.62, "tpot_bound_s": 0.0048, "weight_bytes": ..., ...} on a GPU
      (roofline.Roofline.to_dict; docs/roofline.md), {"none": "why"} where there is none,
-     "disturbance": {"disturbed": false, "reasons": [], "cpu": {...}, "gpus": [{"index": "0",
-                     "slowdowns": {}, "power_limit_w": 700.0, ...}]} (machine/disturbance.py;
-     null when not watched or --llmperf-disturbance off),
+     "disturbance": {"disturbed": false, "reasons": [], "cpu": {"other_cores": 0.02,
+                     "machine_busy_share": 0.4, "steal_share": 0.0, "cores": 16, "top": "sshd",
+                     "top_pid": 812, "top_cores": 0.01}, "gpus": [{"index": "0",
+                     "slowdowns": {}, "power_limit_w": 700.0, "held_below_mhz": 1980.0, ...}]}
+     (machine/disturbance.py to_dict; null when not watched or --llmperf-disturbance off),
      "gpu_telemetry": [{"index": "0", "sm_clock_mhz_mean": 1755.0, "power_w_mean": 612.4,
                         "energy_j": 16020.5, "reason_shares": {"sw power cap": 0.91}, ...}]
      (each of the engine's cards over the measured requests, GPU runs only;
      docs/gpu-telemetry.md)}]}
+
+"format" is the schema's version: verdict/stored_run.py, the model every reader reads the file
+through, says what each format added and which it reads.
 
 `value` and `spread` are the median and robust spread over the repeats (stats.combine_runs), so a
 saved run can stand in for a baseline (SavedResult.entries). Non-finite numbers (an empty
@@ -78,22 +83,19 @@ import numpy as np
 
 from pytest_llmperf.machine.hardware import Fingerprint
 from pytest_llmperf.metrics import compute as metrics_mod
-from pytest_llmperf.metrics import cost, registry, timeline
+from pytest_llmperf.metrics import cost
 from pytest_llmperf.metrics.compute import Summary
 from pytest_llmperf.metrics.derived import Derived, derive_all
 from pytest_llmperf.metrics.result import Result
-from pytest_llmperf.metrics.stats import combine_runs
-from pytest_llmperf.numbers import finite_or_none as _finite
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.verdict.baselines import atomic_write
 from pytest_llmperf.verdict.measurement import MeasurementRecord
+from pytest_llmperf.verdict.stored_run import FORMAT, WRITE_ONE, StoredResult, StoredRun
 
 __all__ = ["FORMAT", "WRITE_ONE", "run_document", "write_run"]
 
-FORMAT = 1
 LATENCIES = ("ttft_s", "tpot_s", "itl_s", "e2el_s")
 THROUGHPUT_BENCHMARK = "s_per_output_tok"
-WRITE_ONE = "write one with --llmperf-json PATH or --llmperf-save NAME"
 # Phi^-1(3/4): quartiles of normal data sit this many standard deviations from the median.
 _NORMAL_QUARTILE_Z = 0.6745
 
@@ -112,8 +114,8 @@ def run_document(
     derived: Sequence[Derived] | None = None,
 ) -> dict[str, Any]:
     """The run as a pytest-benchmark JSON document with our data under "llmperf": one result
-    entry per record that measured a run (verdict/measurement.py), its numbers written here and
-    the record's own part (verdict, gate settings, annotations) by `MeasurementRecord.to_plain`.
+    entry per record that measured a run (verdict/measurement.py), written by the run file's
+    model (verdict/stored_run.py); the pytest-benchmark entries are worked out here.
 
     `usd_per_hour` (--llmperf-cost-per-hour's price, cost.for_hardware; a bare number is the
     machine's) adds each result's "cost" at its engine's share (cost.py); `root` (pytest's
@@ -125,19 +127,13 @@ def run_document(
     results = [record.result for record in measured]
     derived = derive_all(results, usd_per_hour, root) if derived is None else derived
     written = fingerprint.to_dict()  # flat, as the file keeps it
-    return {
-        "machine_info": _machine_info(written),
-        "commit_info": {"id": commit} if commit else {},
-        "benchmarks": [bench for result in results for bench in _benchmarks(result)],
-        "datetime": started.isoformat(),
-        "version": _benchmark_version(),
-        "llmperf": {
-            "format": FORMAT,
-            "fingerprint": written,
-            "results": [{**_result_entry(record.result, found), **record.to_plain()}
-                        for record, found in zip(measured, derived, strict=True)],
-        },
-    }
+    return StoredRun(
+        results=tuple(StoredResult.of(record, found)
+                      for record, found in zip(measured, derived, strict=True)),
+        fingerprint=written, commit=commit, started=started.isoformat(),
+        machine_info=_machine_info(written),
+        benchmarks=tuple(bench for result in results for bench in _benchmarks(result)),
+        version=_benchmark_version()).to_plain()
 
 
 def write_run(path: str | os.PathLike[str], document: Mapping[str, Any]) -> None:
@@ -171,106 +167,6 @@ def _benchmark_version() -> str:
         return metadata.version("pytest-benchmark")
     except metadata.PackageNotFoundError:
         return "unknown"
-
-
-def _result_entry(result: Result, found: Derived) -> dict[str, Any]:
-    runs = result.runs or (result.metrics,)
-    estimates = combine_runs([run.flat() for run in runs])
-    return {
-        "key": result.key,
-        "test_id": result.test_id,
-        "engine": dict(result.engine),
-        "engine_label": result.engine_label,
-        "workload": dict(result.workload),
-        "workload_label": result.workload_label,
-        # The prefix cache's state when the measurement began (Workload.prefix_cache).
-        "prefix_cache": result.workload.get("prefix_cache", "warm"),
-        "metrics": {
-            name: {
-                "value": _finite(estimate.value),
-                "spread": _finite(estimate.spread),
-                "n": estimate.n,
-                "direction": registry.direction(name),
-            }
-            for name, estimate in estimates.items()
-        },
-        # Scraped once per representative run, not per repeat: plain values, no spread.
-        "server_metrics": {n: _finite(v) for n, v in sorted(result.server_metrics.items())},
-        "engine_start_s": _finite(result.engine_start_s),
-        # Which vLLM served it, as the server said (client/server_info.py); {} when not asked.
-        "server": dict(result.server),
-        # Failed requests per kind (failures.py) of the representative run; {} when none failed.
-        "failures": result.failure_kinds(),
-        # What the representative run executed (metrics/work.py): a comparison checks that
-        # both sides did the same work before it judges their numbers.
-        "work": result.work.to_dict(),
-        "client": _client(result),
-        "disturbance": _disturbance(result),
-        **found.to_dict(),  # "cost", "per_gpu", "roofline"
-        **_rate_over_time(result),
-        **_gpu_telemetry(result),
-    }
-
-
-def _gpu_telemetry(result: Result) -> dict[str, Any]:
-    """Each of the engine's cards over the representative run's measured requests; nothing on a
-    CPU (machine/gpu_telemetry.py)."""
-    if not result.gpu_telemetry:
-        return {}
-    return {"gpu_telemetry": [card.to_dict() for card in result.gpu_telemetry]}
-
-
-def _rate_over_time(result: Result) -> dict[str, Any]:
-    """A trace replay's requests due and finished per time bin, for `llmperf plot`."""
-    if (result.workload.get("pattern") or {}).get("type") != "Trace":
-        return {}
-    found = timeline.rate_timeline(result.records)
-    return {"rate_over_time": found} if found else {}
-
-
-def _disturbance(result: Result) -> dict[str, Any] | None:
-    """What else used the machine during the run, and whether that made it DISTURBED; None where
-    nothing was judged (--llmperf-disturbance off)."""
-    found = result.disturbance
-    if found is None or not found.judged:
-        return None
-    cpu = found.cpu
-    return {"disturbed": found.disturbed, "reasons": found.reasons,
-            "cpu": None if cpu is None else {
-                "other_cores": cpu.other_cores, "machine_busy_share": cpu.machine_busy_share,
-                "steal_share": cpu.steal_share, "top": cpu.top_name, "top_cores": cpu.top_cores},
-            "gpus": [_gpu_state(gpu) for gpu in found.gpus]}
-
-
-def _gpu_state(gpu) -> dict[str, Any]:
-    """The facts machine/disturbance.py judges a card by; null where the card could not say."""
-    return {"index": gpu.index, "other_processes": list(gpu.other_processes),
-            "slowdowns": dict(gpu.slowdowns), "temperature_c": gpu.temperature_c,
-            "power_limit_w": gpu.power_limit_w,
-            "default_power_limit_w": gpu.default_power_limit_w,
-            "application_clocks": {domain: {"mhz": now, "default_mhz": default}
-                                   for domain, now, default in gpu.application_clocks},
-            "held_share": gpu.held_share, "held_sm_mhz": gpu.held_sm_mhz,
-            "xids": None if gpu.xids is None else list(gpu.xids),
-            "new_uncorrected_ecc": gpu.new_uncorrected_ecc}
-
-
-def _client(result) -> dict[str, Any]:
-    """The load generator's own effort and self-check verdict, beside what it measured."""
-    check = result.client
-    if check is None:
-        return {}
-    return {
-        "workers": check.workers,
-        "busiest_cpu_share": _finite(check.cpu_share),
-        "loop_lag_p90_s": _finite(check.loop_lag_p90_s),
-        "loop_lag_limit_s": _finite(check.loop_lag_limit_s),
-        "schedule_lag_p90_s": _finite(check.schedule_lag_p90_s),
-        "schedule_lag_limit_s": _finite(check.schedule_lag_limit_s),
-        "limited": check.limited,
-        "reasons": check.reasons,
-        **({"error": result.client_error} if result.client_error else {}),
-    }
 
 
 # ---------------------------------------------------------------- pytest-benchmark entries

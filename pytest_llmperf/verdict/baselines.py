@@ -81,6 +81,7 @@ import tomlkit
 from filelock import FileLock
 
 from pytest_llmperf.errors import InputError
+from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.numbers import is_real, is_whole
 from pytest_llmperf.secrets import redact_env
 from pytest_llmperf.verdict import shapes
@@ -141,6 +142,18 @@ class BaselineEntry:
     # Never stored: the band (a factor, like the tolerance) while this machine's run-to-run
     # spread is unmeasured (noise.unmeasured_here); 0 where it was measured.
     unmeasured: float = 0.0
+
+    @classmethod
+    def of(cls, estimate: Estimate, tolerance: float) -> BaselineEntry:
+        """The entry of a stored estimate (its direction set) at `tolerance`; a NaN spread (one
+        repeat of a metric that had none) as 0."""
+        spread = estimate.spread if math.isfinite(estimate.spread) else 0.0
+        return cls(estimate.value, spread, str(estimate.direction), tolerance, estimate.n)
+
+    @property
+    def estimate(self) -> Estimate:
+        """The entry's numbers as the one estimate type (metrics/stats.py)."""
+        return Estimate(self.value, self.spread, self.n, self.direction, self.spread_source)
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,7 @@ def test_document_has_pytest_benchmark_layout_and_our_section():
                                   "workload": "fixed 8/4",
                                   "rounds": "requests of the representative run"}
     section = doc["llmperf"]
-    assert section["format"] == 1 and section["fingerprint"] == FINGERPRINT.to_dict()
+    assert section["format"] == 2 and section["fingerprint"] == FINGERPRINT.to_dict()
     (entry,) = section["results"]
     assert entry["key"] == "test_fixed[64]" and entry["status"] == "pass"
     assert entry["engine"] == {"model": "tiny", "max_num_seqs": 8}
@@ -343,12 +343,12 @@ def test_a_plain_pytest_benchmark_file_is_not_a_run_file(tmp_path):
 
 def test_another_format_number_is_refused(tmp_path):
     data = valid_doc()
-    data["llmperf"]["format"] = 2
+    data["llmperf"]["format"] = 3
     path = write_json(tmp_path / "future.json", data)
     with pytest.raises(RunFileError) as info:
         read_run(path)
     assert str(info.value) == (
-        f"{path}: run file format 2 is not supported (this pytest-llmperf reads format 1); "
+        f"{path}: run file format 3 is not supported (this pytest-llmperf reads formats 1, 2); "
         "write one with --llmperf-json PATH or --llmperf-save NAME")
 
 
