@@ -20,17 +20,19 @@ from pytest_llmperf.metrics.metric import HIGHER, LOWER, Column, Metric
 from pytest_llmperf.metrics.stats import combine_runs
 from pytest_llmperf.numbers import finite_or_none
 
+__all__ = ["METRICS", "Derived", "by_test", "derive", "derive_all"]
+
 
 class Result(Protocol):
     """What a derivation reads of a Result (result.py), which it cannot import: the registry,
     which Result's metrics ask, gathers this module's METRICS."""
 
+    test_id: str
     runs: Sequence[Any]  # RunMetrics
     metrics: Any  # RunMetrics
-    engine: Mapping[str, Any]
-    fingerprint: Mapping[str, Any]
+    engine: Any  # metrics/facts.py's EngineFacts
+    fingerprint: Any  # the machine's Fingerprint, or None
 
-__all__ = ["METRICS", "Derived", "derive", "derive_all"]
 
 # The measured metrics the cost is worked out from.
 THROUGHPUTS = ("output_throughput_tok_s", "total_throughput_tok_s")
@@ -47,6 +49,9 @@ class Derived:
     usd_per_1m: Mapping[str, float | None]  # cost.PER_OUTPUT and PER_TOTAL
     roofline: roofline.Roofline | None
     no_roofline: str = ""  # why there is no roofline, in one line
+    # Whose numbers they are (the result's measurement id), so a reader finds a result's own
+    # by its id rather than by its place in a list.
+    test_id: str = ""
 
     def values(self) -> dict[str, float | None]:
         """A report row's derived columns: every metric of METRICS."""
@@ -109,7 +114,8 @@ def derive(result: Result, price: cost.Price | None = None, root: Path | None = 
         share=share,
         usd_per_1m=cost.per_million_tokens(throughputs, share and share.usd_per_hour),
         roofline=found,
-        no_roofline=why)
+        no_roofline=why,
+        test_id=result.test_id)
 
 
 def derive_all(results: Sequence[Result], price: cost.Price | float | None = None,
@@ -117,3 +123,8 @@ def derive_all(results: Sequence[Result], price: cost.Price | float | None = Non
     """derive for each result; a bare number as `price` is the whole machine's (cost.as_price)."""
     price = cost.as_price(price)
     return [derive(result, price, root) for result in results]
+
+
+def by_test(derived: Sequence[Derived]) -> dict[str, Derived]:
+    """Each result's derived numbers by its measurement id."""
+    return {found.test_id: found for found in derived}

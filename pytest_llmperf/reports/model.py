@@ -18,7 +18,7 @@ from typing import Any
 from pytest_llmperf.client import server_info
 from pytest_llmperf.ids import side_of
 from pytest_llmperf.metrics import cost, phases, registry
-from pytest_llmperf.metrics.derived import Derived, derive_all
+from pytest_llmperf.metrics.derived import Derived, by_test, derive_all
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.numbers import finite_or_none
 from pytest_llmperf.verdict.measurement import MeasurementRecord
@@ -114,10 +114,11 @@ def summary_rows(records: Sequence[MeasurementRecord],
     are worked out here from `usd_per_hour` and `root`."""
     measured = [record for record in records if record.result is not None]
     results = [record.result for record in measured]
-    derived = derive_all(results, usd_per_hour, root) if derived is None else derived
+    derived = by_test(derive_all(results, usd_per_hour, root) if derived is None else derived)
     rows = []
-    for record, found in zip(measured, derived, strict=True):
+    for record in measured:
         result = record.result
+        found = derived[result.test_id]
         keys = [column.key for column in COLUMNS] + list(EXTRA_VALUES)
         values = {key: _value(result, key) for key in keys}
         values.update(found.values())
