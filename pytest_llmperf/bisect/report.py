@@ -57,59 +57,10 @@ def verdict_lines(test_id: str, candidates: Sequence[Candidate], search: Search,
                   steps: Sequence[Step], environments: dict[int, Environment],
                   budget_note: str = "") -> list[str]:
     finding = search.finding()
-    good, bad = search.in_question()
-    by_pair = {(step.a, step.b): step for step in steps if not step.repeat}
-    repeats = {(step.a, step.b): step for step in steps if step.repeat}
+    found = _Found(candidates, search, steps, environments, budget_note)
     lines = [f"bisect of {test_id} over {len(candidates)} candidates "
              f"({candidates[0].text} .. {candidates[-1].text}): {finding.value}"]
-    if finding == Finding.FIRST_BAD:
-        step = by_pair[(good, bad)]
-        lines.append(f"first bad: {candidates[bad].text}; last good: {candidates[good].text}")
-        lines.append(f"  {step.result.message}")
-        if (good, bad) in repeats:
-            lines.append(f"  measured again: {repeats[(good, bad)].result.message}")
-        lines += _changes(environments, good, bad)
-    elif finding == Finding.UNSETTLED and search.repeated is not None:
-        first, again = by_pair[(good, bad)], repeats[(good, bad)]
-        lines.append(f"not conclusive: {candidates[bad].text} looked like the first bad (after "
-                     f"{candidates[good].text}), but its A/B measured again was "
-                     f"{again.result.outcome.value}: a change this close to the tolerance is "
-                     "below what these pairs tell on this machine")
-        lines.append(f"  first: {first.result.message}")
-        lines.append(f"  again: {again.result.message}")
-        lines.append("  rerun with more --pairs, a larger --tolerance, or on a quieter machine; "
-                     "measured steps are kept and not repeated")
-    elif finding == Finding.GRADUAL:
-        far = by_pair.get((good, bad))
-        lines.append(f"{candidates[bad].text} is worse than an earlier candidate, but not than "
-                     f"{candidates[good].text} just before it: the regression built up over "
-                     f"several candidates rather than arriving in one")
-        if far is not None:
-            lines.append(f"  {candidates[good].text} -> {candidates[bad].text}: "
-                         f"{far.result.message}")
-    elif finding == Finding.NO_CHANGE:
-        far = max((step for step in steps if step.a == 0), key=lambda s: s.b, default=None)
-        if far is not None:
-            lines.append(f"no change beyond the band from {candidates[0].text} to "
-                         f"{candidates[far.b].text}: {far.result.message}")
-    elif finding == Finding.UNSETTLED:
-        a, b = search.unsettled_at or (good, bad)
-        step = by_pair[(a, b)]
-        known_bad = candidates[bad].text if bad is not None else "not known"
-        lines.append(f"not conclusive at {candidates[a].text} vs {candidates[b].text}: the "
-                     f"pairs cannot tell; the first bad is after {candidates[good].text} "
-                     f"(first known bad: {known_bad})")
-        lines.append(f"  {step.result.message}")
-        lines.append("  rerun with more --pairs (the line above says about how many), or on a "
-                     "quieter machine; measured steps are kept and not repeated")
-    elif finding == Finding.NOTHING_MEASURABLE:
-        lines.append("no candidate after the first could be installed and measured")
-    else:
-        lines.append(f"not finished: {budget_note or 'stopped'}; run the same command again "
-                     "to go on (measured steps are kept in the results store)")
-        if bad is not None:
-            lines.append(f"so far: last good {candidates[good].text}, first known bad "
-                         f"{candidates[bad].text}")
+    lines += _FINDING_LINES.get(finding, _not_finished)(found)
     skipped = sorted(search.skipped)
     if skipped:
         lines.append("skipped (would not install or measure): " + "; ".join(
@@ -120,6 +71,95 @@ def verdict_lines(test_id: str, candidates: Sequence[Candidate], search: Search,
     if last is not None and last.result.command:
         lines += ["", "reproduce the last A/B:", "  " + shlex.join(last.result.command)]
     return lines
+
+
+@dataclass(frozen=True)
+class _Found:
+    """What a finding's lines are made of: the search, its steps by pair (the verdict's own
+    A/B measured again apart), and the candidates in question."""
+
+    candidates: Sequence[Candidate]
+    search: Search
+    steps: Sequence[Step]
+    environments: dict[int, Environment]
+    budget_note: str
+
+    @property
+    def by_pair(self) -> dict[tuple[int, int], Step]:
+        return {(step.a, step.b): step for step in self.steps if not step.repeat}
+
+    @property
+    def repeats(self) -> dict[tuple[int, int], Step]:
+        return {(step.a, step.b): step for step in self.steps if step.repeat}
+
+    def text(self, index: int) -> str:
+        return self.candidates[index].text
+
+
+def _first_bad(found: _Found) -> list[str]:
+    good, bad = found.search.in_question()
+    lines = [f"first bad: {found.text(bad)}; last good: {found.text(good)}",
+             f"  {found.by_pair[(good, bad)].result.message}"]
+    if (good, bad) in found.repeats:
+        lines.append(f"  measured again: {found.repeats[(good, bad)].result.message}")
+    return lines + _changes(found.environments, good, bad)
+
+
+def _unsettled(found: _Found) -> list[str]:
+    good, bad = found.search.in_question()
+    if found.search.repeated is not None:
+        first, again = found.by_pair[(good, bad)], found.repeats[(good, bad)]
+        return [f"not conclusive: {found.text(bad)} looked like the first bad (after "
+                f"{found.text(good)}), but its A/B measured again was "
+                f"{again.result.outcome.value}: a change this close to the tolerance is "
+                "below what these pairs tell on this machine",
+                f"  first: {first.result.message}", f"  again: {again.result.message}",
+                "  rerun with more --pairs, a larger --tolerance, or on a quieter machine; "
+                "measured steps are kept and not repeated"]
+    a, b = found.search.unsettled_at or (good, bad)
+    known_bad = found.text(bad) if bad is not None else "not known"
+    return [f"not conclusive at {found.text(a)} vs {found.text(b)}: the pairs cannot tell; "
+            f"the first bad is after {found.text(good)} (first known bad: {known_bad})",
+            f"  {found.by_pair[(a, b)].result.message}",
+            "  rerun with more --pairs (the line above says about how many), or on a "
+            "quieter machine; measured steps are kept and not repeated"]
+
+
+def _gradual(found: _Found) -> list[str]:
+    good, bad = found.search.in_question()
+    lines = [f"{found.text(bad)} is worse than an earlier candidate, but not than "
+             f"{found.text(good)} just before it: the regression built up over several "
+             "candidates rather than arriving in one"]
+    far = found.by_pair.get((good, bad))
+    if far is not None:
+        lines.append(f"  {found.text(good)} -> {found.text(bad)}: {far.result.message}")
+    return lines
+
+
+def _no_change(found: _Found) -> list[str]:
+    far = max((step for step in found.steps if step.a == 0), key=lambda s: s.b, default=None)
+    if far is None:
+        return []
+    return [f"no change beyond the band from {found.text(0)} to {found.text(far.b)}: "
+            f"{far.result.message}"]
+
+
+def _nothing_measurable(found: _Found) -> list[str]:
+    return ["no candidate after the first could be installed and measured"]
+
+
+def _not_finished(found: _Found) -> list[str]:
+    good, bad = found.search.in_question()
+    lines = [f"not finished: {found.budget_note or 'stopped'}; run the same command again "
+             "to go on (measured steps are kept in the results store)"]
+    if bad is not None:
+        lines.append(f"so far: last good {found.text(good)}, first known bad {found.text(bad)}")
+    return lines
+
+
+_FINDING_LINES = {Finding.FIRST_BAD: _first_bad, Finding.UNSETTLED: _unsettled,
+                  Finding.GRADUAL: _gradual, Finding.NO_CHANGE: _no_change,
+                  Finding.NOTHING_MEASURABLE: _nothing_measurable}
 
 
 def _why_failed(steps: Sequence[Step], b: int) -> str:
