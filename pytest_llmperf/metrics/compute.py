@@ -67,7 +67,7 @@ class RunMetrics:
         return isinstance(other, RunMetrics) and _comparable(self) == _comparable(other)
 
     def __hash__(self) -> int:
-        return hash(tuple(self._values.items()))
+        return hash(tuple(_comparable(self).items()))
 
     def __repr__(self) -> str:
         return f"RunMetrics({', '.join(f'{k}={v!r}' for k, v in self._values.items())})"

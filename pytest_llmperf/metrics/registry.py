@@ -54,20 +54,23 @@ BY_NAME: dict[str, Metric] = {metric.name: metric for metric in METRICS}
 FAMILIES: tuple[Family, ...] = tuple(f for f in COMPUTED if isinstance(f, Family))
 
 
-def _check_order() -> None:
-    """Each computed metric's `needs` are computed before it; each name is defined once."""
-    if len(BY_NAME) != len(METRICS):
-        raise AssertionError("a metric is defined twice")
+def check(computed: tuple[Metric | Family, ...], metrics: tuple[Metric, ...]) -> None:
+    """ValueError unless each metric is defined once and each computed one's `needs` are
+    computed before it (compute_metrics computes them in this order)."""
+    names = [metric.name for metric in metrics]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"metric defined twice: {', '.join(twice)}")
     before: set[str] = set()
-    for metric in COMPUTED:
-        missing = [need for need in metric.needs if need not in before]
+    for definition in computed:
+        name = definition.name if isinstance(definition, Metric) else "a family"
+        missing = [need for need in definition.needs if need not in before]
         if missing:
-            raise AssertionError(f"{metric} needs {missing} computed before it")
-        if isinstance(metric, Metric):
-            before.add(metric.name)
+            raise ValueError(f"{name} needs {', '.join(missing)}, computed after it or never")
+        before.add(name)
 
 
-_check_order()
+check(COMPUTED, METRICS)
 
 
 class UnknownMetricError(InputError):
