@@ -41,7 +41,7 @@ from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics.compute import RunMetrics, Summary, request_tpot
 from pytest_llmperf.numbers import is_real, is_whole
 from pytest_llmperf.records import RequestRecord
-from pytest_llmperf.workloads.sweeps import KEEP_UP, achieved_rate
+from pytest_llmperf.workloads.slo_check import KEEP_UP, achieved_rate
 from pytest_llmperf.workloads.workload import Workload
 
 __all__ = [

@@ -8,61 +8,40 @@ trace replay the load is the trace's own arrivals, so the search scales their pa
 highest `speedup` (how many times faster than recorded) that meets the SLO.
 
 Pure: the caller's `measure(workload) -> RunMetrics` does the serving; nothing here imports
-HTTP, vLLM or pytest.
+HTTP, vLLM or pytest. The workload at each load is loads.py's; whether a probe met the SLO is
+slo_check.py's.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
-from pytest_llmperf.client.patterns import (
-    Concurrency,
-    Trace,
-    arrival_offsets,
-)
-from pytest_llmperf.errors import InputError
-from pytest_llmperf.metrics.compute import DISTRIBUTIONS, SCALARS, RunMetrics
-from pytest_llmperf.metrics.registry import STATISTICS
+from pytest_llmperf.metrics.compute import RunMetrics
 from pytest_llmperf.verdict import gate
+from pytest_llmperf.workloads.loads import (
+    Knob,
+    Measure,
+    at_knob,
+    concurrency_workload,
+    knob_of,
+    load_label,
+    rate_workload,
+)
+from pytest_llmperf.workloads.slo_check import KNOWN_METRICS, CapacityRun, judge_rate
 from pytest_llmperf.workloads.workload import Workload
 
-__all__ = [
-    "BRACKET_FACTOR",
-    "KEEP_UP",
-    "Capacity",
-    "CapacityRun",
-    "Knob",
-    "Measure",
-    "Sweep",
-    "SweepPoint",
-    "achieved_rate",
-    "concurrency_workload",
-    "find_capacity",
-    "judge_rate",
-    "knob_of",
-    "offered_rate",
-    "rate_workload",
-    "speedup_workload",
-    "sweep",
-]
+__all__ = ["BRACKET_FACTOR", "CAPACITY_METRICS", "Capacity", "Sweep", "SweepPoint",
+           "find_capacity", "sweep"]
 
-Measure = Callable[[Workload], RunMetrics]
-
-# The completion rate must reach this share of the offered rate. Below it, requests arrive
-# faster than they finish: the queue, and so every latency, grows without bound the longer the
-# run lasts. A short run can still show fine percentiles (most requests finished before the
-# queue got long), so latency alone would report a capacity the engine cannot sustain.
-KEEP_UP = 0.9
 # Each bracketing step doubles the rate: few runs to get above the knee from a low guess, and the
 # bisection that follows needs only ceil(log2(log 2 / log(1 + rel_tol))) more (3 for 10%).
 BRACKET_FACTOR = 2.0
 
 LoadKind = Literal["rate", "concurrency"]
-# What a capacity search turns: a Poisson rate, or the pace of a trace replay.
-Knob = Literal["rate", "speedup"]
+
 CAPACITY_METRICS: dict[str, str] = {"rate": "slo_capacity_req_s",
                                     "speedup": "slo_capacity_speedup"}
 
@@ -116,52 +95,6 @@ class Sweep:
         return [(point.value(x), point.value(y)) for point in self.points]
 
 
-def rate_workload(base: Workload, rate: float) -> Workload:
-    """`base` at `rate` requests/s; only the rate changes.
-
-    The pattern says what of it a rate keeps (LoadPattern.with_rate): a Rate its burstiness and
-    concurrency cap, a Ramp its cap (a Ramp is Poisson); a closed-loop base becomes plain
-    Poisson, since its concurrency is what a rate replaces. So does a conversation (Sessions).
-    """
-    return replace(base, name=f"{base.name}-rate{rate:g}", pattern=base.pattern.with_rate(rate))
-
-
-def speedup_workload(base: Workload, speedup: float) -> Workload:
-    """`base`, a trace replay, `speedup` times faster than recorded: the rate_workload of a
-    trace. Only the pace changes; the rows, their lengths and prompts, the concurrency cap, the
-    seed and the warm-up stay. (A trace's arrivals are its point: a search that swapped them for
-    Poisson ones would measure another workload.)"""
-    source = base.source.at_speedup(speedup)
-    if source is None:
-        raise InputError(f"speedup_workload: {base.name!r} is no trace replay; a speedup "
-                         "applies to Workload.trace(...)")
-    pattern = Trace(offsets_s=source.offsets_s, max_concurrency=base.pattern.max_concurrency)
-    return replace(base, name=f"{base.name}-speedup{source.speedup:g}", pattern=pattern,
-                   source=source)
-
-
-def knob_of(workload: Workload) -> Knob:
-    """What a capacity search of `workload` turns: a trace replay's speedup, else the rate."""
-    return "speedup" if workload.pattern.replay else "rate"
-
-
-def _at(knob: Knob) -> Callable[[Workload, float], Workload]:
-    return speedup_workload if knob == "speedup" else rate_workload
-
-
-def _load(workload: Workload, knob: Knob) -> float:
-    return workload.source.speedup if knob == "speedup" else workload.pattern.requests_per_s
-
-
-def _shown(load: float, knob: Knob) -> str:
-    return f"{load:g}x" if knob == "speedup" else f"{load:g} req/s"
-
-
-def concurrency_workload(base: Workload, concurrency: int) -> Workload:
-    pattern = Concurrency(max_concurrency=concurrency)
-    return replace(base, name=f"{base.name}-c{concurrency}", pattern=pattern)
-
-
 def sweep(
     measure: Measure,
     base: Workload,
@@ -184,51 +117,6 @@ def sweep(
         plan = [(float(c), "concurrency", concurrency_workload(base, c)) for c in loads]
     points = [SweepPoint(load, kind, measure(workload)) for load, kind, workload in plan]
     return Sweep(points)
-
-
-def offered_rate(workload: Workload) -> float:
-    """The rate the workload's seeded schedule really offers: (n - 1) / span of arrivals.
-
-    A Poisson run of n requests offers its nominal rate only on average (relative spread about
-    1/sqrt(n), 10% at n = 100); the schedule is fixed by the seed, so the exact figure is known
-    and the keep-up check need not allow for that noise. NaN when there is no span to divide by
-    (one request, or everything sent at once).
-    """
-    n = workload.num_requests
-    span = float(arrival_offsets(workload.pattern, n, workload.seed)[-1]) if n > 1 else 0.0
-    return (n - 1) / span if span > 0 else math.nan
-
-
-def achieved_rate(metrics: RunMetrics) -> float:
-    """Completions per second over the completion window, estimated from the summaries.
-
-    request_throughput_req_s divides by first send -> last completion, which includes one
-    request's latency as a drain tail: on a short run that alone reads as "not keeping up". The
-    first completion is at least the fastest latency after the first send, so subtracting
-    e2el_s.min gives a window that is never too short: the estimate errs low, by at most the
-    latency spread over the run length. NaN with fewer than two completions.
-    """
-    window = metrics.duration_s - metrics.e2el_s.min
-    if metrics.completed < 2 or not window > 0:
-        return math.nan
-    return (metrics.completed - 1) / window
-
-
-@dataclass(frozen=True)
-class CapacityRun:
-    """One probe of the search: its load (the nominal rate in requests/s, or a trace's speedup:
-    `knob` says which), whether it met everything, and why not.
-
-    `offered_req_s` is what the probe's schedule really offered (offered_rate).
-    """
-
-    load: float
-    passed: bool
-    metrics: RunMetrics
-    limiting_metric: str | None = None
-    reason: str = ""
-    offered_req_s: float = math.nan
-    knob: Knob = "rate"
 
 
 @dataclass(frozen=True)
@@ -276,39 +164,9 @@ class Capacity:
         return {CAPACITY_METRICS[self.knob]: self.value}
 
 
-_KNOWN_METRICS = tuple(f"{d}.{s}" for d in DISTRIBUTIONS for s in STATISTICS) + SCALARS
-
-
-def judge_rate(workload: Workload, metrics: RunMetrics, slo: gate.SLO) -> CapacityRun:
-    """Does this run of a rate workload (or a trace replay at a speedup) count as served within
-    the SLO? Every reason it does not, joined into one line; the first one is the limiting
-    metric."""
-    knob = knob_of(workload)
-    load = _load(workload, knob)
-    failures: list[tuple[str, str]] = []
-    if metrics.error_rate > 0:
-        failures.append(("error_rate", f"{metrics.failed} requests failed "
-                                       f"(error rate {metrics.error_rate:.1%})"))
-    offered, achieved = offered_rate(workload), achieved_rate(metrics)
-    # NaN offered: a one-request run has no rate to keep up with. NaN achieved fails (not >=).
-    if not math.isnan(offered) and not achieved >= KEEP_UP * offered:
-        failures.append(("request_throughput_req_s",
-                         f"saturated: completed {achieved:.2f} req/s < {KEEP_UP:g} x offered "
-                         f"{offered:.2f} req/s"))
-    # Client lag is left to the note under the summary (session.run), not failed here: a client
-    # that cannot keep up for the whole run fails KEEP_UP above, and failing on its p99 made one
-    # 16 ms spike at 32 req/s halve the CPU suite's capacity.
-    report = gate.check_targets(metrics.flat(), slo)
-    failures += [(verdict.name, verdict.message) for verdict in report.failures]
-    if not failures:
-        return CapacityRun(load, True, metrics, None, "met every target", offered, knob)
-    reason = "; ".join(message for _, message in failures)
-    return CapacityRun(load, False, metrics, failures[0][0], reason, offered, knob)
-
-
 def _check_search(slo: gate.SLO, low: float, high: float, rel_tol: float, max_runs: int) -> None:
     # Checked before the first run: a typo found after minutes of serving wastes them all.
-    gate.check_names((t.metric for t in slo.targets()), _KNOWN_METRICS)
+    gate.check_names((t.metric for t in slo.targets()), KNOWN_METRICS)
     if not (0 < low < high < math.inf):
         raise ValueError(f"find_capacity needs 0 < low < high (finite), got low={low!r}, "
                          f"high={high!r}")
@@ -339,7 +197,7 @@ def find_capacity(
     """
     _check_search(slo, low, high, rel_tol, max_runs)
     knob = knob_of(base)
-    at = _at(knob)
+    at = at_knob(knob)
     runs: list[CapacityRun] = []
 
     def probe(load: float) -> CapacityRun:
@@ -349,14 +207,14 @@ def find_capacity(
 
     first = probe(low)
     if not first.passed:
-        note = (f"no capacity: even the lowest {knob} {_shown(low, knob)} missed: "
+        note = (f"no capacity: even the lowest {knob} {load_label(low, knob)} missed: "
                 f"{first.reason}; lower `low`")
         return Capacity(0.0, runs, first.limiting_metric, len(runs), False, note, knob)
     lo, hi = low, high
     while (top := probe(hi)).passed:
         lo, hi = hi, hi * BRACKET_FACTOR
         if len(runs) >= max_runs:
-            note = (f"still within the SLO at {_shown(lo, knob)} after {len(runs)} runs; "
+            note = (f"still within the SLO at {load_label(lo, knob)} after {len(runs)} runs; "
                     "raise `high` or max_runs")
             return Capacity(lo, runs, None, len(runs), False, note, knob)
     return _bisect(probe, runs, lo, top, rel_tol=rel_tol, max_runs=max_runs)
@@ -375,6 +233,6 @@ def _bisect(probe: Callable[[float], CapacityRun], runs: list[CapacityRun], lo: 
             hi, failing = mid.load, mid
     converged = hi / lo - 1 < rel_tol
     state = "" if converged else f"not converged after {len(runs)} runs (raise max_runs): "
-    note = (f"{state}passes at {_shown(lo, knob)}, fails at {_shown(hi, knob)} "
+    note = (f"{state}passes at {load_label(lo, knob)}, fails at {load_label(hi, knob)} "
             f"({hi / lo - 1:.1%} apart, rel_tol {rel_tol:.1%}): {failing.reason}")
     return Capacity(lo, runs, failing.limiting_metric, len(runs), converged, note, knob)

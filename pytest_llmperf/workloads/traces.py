@@ -204,7 +204,7 @@ class TraceSource(Source):
     """A trace's selected rows as token-id prompts; warm-up requests (asked for beyond the rows)
     come first, with the first row's lengths and prompts of their own. `speedup` is the pace
     the rows are replayed at (the workload's schedule is replay_offsets(rows, speedup)): kept
-    here so a capacity search can replay the same rows faster (sweeps.speedup_workload)."""
+    here so a capacity search can replay the same rows faster (loads.speedup_workload)."""
 
     file_fields: ClassVar[tuple[str, ...]] = ("path",)
     path: str

@@ -10,18 +10,9 @@ import pytest
 from pytest_llmperf.client.patterns import Concurrency, Ramp, Rate, arrival_offsets
 from pytest_llmperf.metrics.compute import RunMetrics, Summary
 from pytest_llmperf.verdict.gate import SLO, UnknownMetricError
-from pytest_llmperf.workloads.sweeps import (
-    KEEP_UP,
-    Sweep,
-    SweepPoint,
-    achieved_rate,
-    concurrency_workload,
-    find_capacity,
-    judge_rate,
-    offered_rate,
-    rate_workload,
-    sweep,
-)
+from pytest_llmperf.workloads.loads import concurrency_workload, offered_rate, rate_workload
+from pytest_llmperf.workloads.slo_check import KEEP_UP, achieved_rate, judge_rate
+from pytest_llmperf.workloads.sweeps import Sweep, SweepPoint, find_capacity, sweep
 from pytest_llmperf.workloads.workload import Workload
 
 BASE = Workload.fixed(input_tokens=128, output_tokens=64, num_requests=200, rate=1.0, seed=3)

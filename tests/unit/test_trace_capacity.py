@@ -15,14 +15,9 @@ from pytest_llmperf.metrics import registry
 from pytest_llmperf.metrics.compute import RunMetrics
 from pytest_llmperf.verdict.gate import SLO
 from pytest_llmperf.workloads.datasets import DatasetError
-from pytest_llmperf.workloads.sweeps import (
-    KEEP_UP,
-    find_capacity,
-    knob_of,
-    offered_rate,
-    rate_workload,
-    speedup_workload,
-)
+from pytest_llmperf.workloads.loads import knob_of, offered_rate, rate_workload, speedup_workload
+from pytest_llmperf.workloads.slo_check import KEEP_UP
+from pytest_llmperf.workloads.sweeps import find_capacity
 from pytest_llmperf.workloads.workload import Workload
 from tests.unit.test_sweeps import dist, run_metrics
 
