@@ -15,7 +15,7 @@ from pytest_llmperf.warning_types import (
     NotComparableWarning,
     StaleBaselineWarning,
 )
-from pytest_llmperf.workloads.prompts import Fixed, Normal, Uniform
+from pytest_llmperf.workloads.lengths import Fixed, Normal, Uniform
 from pytest_llmperf.workloads.scenarios import (
     OfflineScenario,
     ServerScenario,

@@ -16,14 +16,14 @@ from typing import Any, Literal
 import numpy as np
 
 from pytest_llmperf.records import Request
-from pytest_llmperf.workloads import prompts
+from pytest_llmperf.workloads import lengths, prompts
 from pytest_llmperf.workloads.source import Source
 
 
 @dataclass(frozen=True, kw_only=True)
 class ConversationSource(Source):
     """`sessions` conversations of `turns` turns; each turn's new message `input_tokens` long
-    and its answer `output_tokens` (prompts.Fixed, Uniform, Normal); the messages random token
+    and its answer `output_tokens` (lengths.Fixed, Uniform, Normal); the messages random token
     ids, or text of exactly those lengths (prompts.text_prompts: it needs a real tokenizer)."""
 
     sessions: int
@@ -42,4 +42,4 @@ class ConversationSource(Source):
 
 def as_distribution(value: Any) -> Any:
     """An int is an exact length; a distribution stays as it is."""
-    return prompts.Fixed(tokens=value) if isinstance(value, int) else value
+    return lengths.Fixed(tokens=value) if isinstance(value, int) else value

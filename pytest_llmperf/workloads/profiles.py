@@ -42,10 +42,8 @@ from pytest_llmperf.model_files import cached_file
 from pytest_llmperf.numbers import is_whole
 from pytest_llmperf.records import Request
 from pytest_llmperf.workloads.datasets import Conversation, DatasetError, load_conversations
+from pytest_llmperf.workloads.lengths import Distribution, Fixed, Normal
 from pytest_llmperf.workloads.prompts import (
-    Distribution,
-    Fixed,
-    Normal,
     Tokenizer,
     make_requests,
     shared_prefix_prompts,

@@ -1,4 +1,5 @@
-"""Synthetic prompts with exact token counts, and the length distributions that size them.
+"""Synthetic prompts with exact token counts (their lengths drawn by lengths.py), and the tokenizer
+that counts them.
 
 Every length here counts tokens as `Tokenizer.encode` gives them: without special tokens. A server
 may add a BOS token to a *text* prompt (vLLM's /v1/completions does); token-id prompts are taken
@@ -8,7 +9,6 @@ in: the same seed gives the same prompts.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,18 +17,14 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from pytest_llmperf.errors import InputError
-from pytest_llmperf.numbers import is_whole
 from pytest_llmperf.records import Request
+from pytest_llmperf.workloads.lengths import check_count
 
 __all__ = [
     "MAX_TEXT_ROUNDS",
-    "Distribution",
-    "Fixed",
     "HFTokenizer",
-    "Normal",
     "TextPrompt",
     "Tokenizer",
-    "Uniform",
     "load_tokenizer",
     "make_requests",
     "shared_prefix_prompts",
@@ -90,131 +86,6 @@ def load_tokenizer(path: str | Path) -> HFTokenizer:
     backend = _Backend.from_file(str(file))
     special = frozenset(i for i, tok in backend.get_added_tokens_decoder().items() if tok.special)
     return HFTokenizer(backend, backend.get_vocab_size(with_added_tokens=True), special)
-
-
-# ---------------------------------------------------------------------------------------------
-# Length distributions. Frozen and keyword-only, so a typo in a field name is a TypeError.
-
-
-def _count(owner: str, name: str, value: object, minimum: int = 0) -> None:
-    if not is_whole(value, minimum):
-        raise InputError(f"{owner}.{name} must be an integer >= {minimum}, got {value!r}")
-
-
-def _scale_count(value: int, factor: float) -> int:
-    # A non-zero length never scales to 0: a 0-token output or prompt is not a request.
-    return max(1, round(value * factor)) if value > 0 else 0
-
-
-def _check_factor(factor: float) -> None:
-    if not (isinstance(factor, (int, float)) and math.isfinite(factor) and factor > 0):
-        raise InputError(f"scale must be a finite number > 0, got {factor!r}")
-
-
-def _check_n(n: int) -> None:
-    _count("sample", "n", n)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Fixed:
-    """Every request gets exactly `tokens` tokens."""
-
-    tokens: int
-
-    def __post_init__(self) -> None:
-        _count("Fixed", "tokens", self.tokens)
-
-    @property
-    def bounds(self) -> tuple[int, int]:
-        return self.tokens, self.tokens
-
-    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        _check_n(n)
-        return np.full(n, self.tokens, dtype=np.int64)
-
-    def scaled(self, factor: float) -> Fixed:
-        _check_factor(factor)
-        return Fixed(tokens=_scale_count(self.tokens, factor))
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Uniform:
-    """Uniform integers in [floor(mean*(1-r)), ceil(mean*(1+r))], as vLLM's random dataset."""
-
-    mean: int
-    range_ratio: float = 0.0
-
-    def __post_init__(self) -> None:
-        _count("Uniform", "mean", self.mean)
-        r = self.range_ratio
-        if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0.0 <= r < 1.0:
-            raise InputError(f"Uniform.range_ratio must be in [0, 1), got {r!r}")
-
-    @property
-    def bounds(self) -> tuple[int, int]:
-        r = self.range_ratio
-        return math.floor(self.mean * (1 - r)), math.ceil(self.mean * (1 + r))
-
-    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        _check_n(n)
-        low, high = self.bounds
-        return rng.integers(low, high + 1, size=n, dtype=np.int64)
-
-    def scaled(self, factor: float) -> Uniform:
-        _check_factor(factor)
-        return Uniform(mean=_scale_count(self.mean, factor), range_ratio=self.range_ratio)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Normal:
-    """Normal lengths clipped to [min, max], as huggingface/inference-benchmarker samples them.
-
-    `variance` keeps inference-benchmarker's name but, as there, it is the STANDARD DEVIATION: its
-    `sample_num_tokens` passes it as the second argument of `rand_distr::Normal::new(mean,
-    std_dev)`. Draws are floored (its `as u64` cast) and then clipped, so with a wide spread
-    much of the mass sits exactly on `min` and `max`.
-    """
-
-    mean: int
-    min: int
-    max: int
-    variance: float
-
-    def __post_init__(self) -> None:
-        for name in ("mean", "min", "max"):
-            _count("Normal", name, getattr(self, name))
-        v = self.variance
-        if (
-            isinstance(v, bool)
-            or not isinstance(v, (int, float))
-            or not (math.isfinite(v) and v >= 0)
-        ):
-            raise InputError(f"Normal.variance must be a finite number >= 0, got {v!r}")
-        if not self.min <= self.mean <= self.max:
-            raise InputError(
-                f"Normal.mean must lie in [min, max] = [{self.min}, {self.max}], got {self.mean}"
-            )
-
-    @property
-    def bounds(self) -> tuple[int, int]:
-        return self.min, self.max
-
-    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        _check_n(n)
-        draws = np.floor(rng.normal(self.mean, self.variance, size=n))
-        return np.clip(draws, self.min, self.max).astype(np.int64)
-
-    def scaled(self, factor: float) -> Normal:
-        _check_factor(factor)
-        return Normal(
-            mean=_scale_count(self.mean, factor),
-            min=_scale_count(self.min, factor),
-            max=_scale_count(self.max, factor),
-            variance=self.variance * factor,
-        )
-
-
-Distribution = Fixed | Uniform | Normal
 
 
 # ---------------------------------------------------------------------------------------------
@@ -329,8 +200,8 @@ def shared_prefix_prompts(
     length is prefix_tokens + suffix_lengths[i]. The prefixes start with different tokens, so
     they share no cache block with each other: exactly `num_prefixes` prefix chains to cache.
     """
-    _count("shared_prefix_prompts", "num_prefixes", num_prefixes, minimum=1)
-    _count("shared_prefix_prompts", "prefix_tokens", prefix_tokens, minimum=1)
+    check_count("shared_prefix_prompts", "num_prefixes", num_prefixes, minimum=1)
+    check_count("shared_prefix_prompts", "prefix_tokens", prefix_tokens, minimum=1)
     if assignment not in ("round-robin", "random"):
         raise InputError(f"assignment must be 'round-robin' or 'random', got {assignment!r}")
     allowed = _allowed_ids(tokenizer)

@@ -20,6 +20,7 @@ from pytest_llmperf.records import Request
 from pytest_llmperf.workloads import (
     conversation_files,
     datasets,
+    lengths,
     profiles,
     prompts,
     structured,
@@ -31,7 +32,7 @@ from pytest_llmperf.workloads.source import NameFile, PromptFormat, Source
 
 @dataclass(frozen=True, kw_only=True)
 class Synthetic(Source):
-    """Random prompts whose lengths follow `input_tokens` (prompts.Fixed, Uniform, Normal)."""
+    """Random prompts whose lengths follow `input_tokens` (lengths.Fixed, Uniform, Normal)."""
 
     input_tokens: Any
     output_tokens: Any
@@ -139,8 +140,8 @@ class Workload:
     def fixed(cls, *, input_tokens: int, output_tokens: int, num_requests: int,
               name: str | None = None, **options: Any) -> "Workload":
         """Every request `input_tokens` in, `output_tokens` out (the fixed-length profile)."""
-        return cls.synthetic(input_tokens=prompts.Fixed(tokens=input_tokens),
-                             output_tokens=prompts.Fixed(tokens=output_tokens),
+        return cls.synthetic(input_tokens=lengths.Fixed(tokens=input_tokens),
+                             output_tokens=lengths.Fixed(tokens=output_tokens),
                              num_requests=num_requests,
                              name=name or f"fixed-{input_tokens}in-{output_tokens}out", **options)
 
@@ -149,8 +150,8 @@ class Workload:
                num_requests: int, name: str | None = None, **options: Any) -> "Workload":
         """Uniform lengths in [mean*(1-r), mean*(1+r)], like vLLM bench's random dataset."""
         return cls.synthetic(
-            input_tokens=prompts.Uniform(mean=input_tokens, range_ratio=range_ratio),
-            output_tokens=prompts.Uniform(mean=output_tokens, range_ratio=range_ratio),
+            input_tokens=lengths.Uniform(mean=input_tokens, range_ratio=range_ratio),
+            output_tokens=lengths.Uniform(mean=output_tokens, range_ratio=range_ratio),
             num_requests=num_requests,
             name=name or f"random-{input_tokens}in-{output_tokens}out-r{range_ratio:g}", **options)
 
@@ -175,8 +176,8 @@ class Workload:
     def shared_prefix(cls, *, num_prefixes: int, prefix_tokens: int, suffix_tokens: int,
                       output_tokens: int, num_requests: int, **options: Any) -> "Workload":
         source = SharedPrefix(num_prefixes=num_prefixes, prefix_tokens=prefix_tokens,
-                              suffix_tokens=prompts.Fixed(tokens=suffix_tokens),
-                              output_tokens=prompts.Fixed(tokens=output_tokens))
+                              suffix_tokens=lengths.Fixed(tokens=suffix_tokens),
+                              output_tokens=lengths.Fixed(tokens=output_tokens))
         name = f"prefix-{num_prefixes}x{prefix_tokens}+{suffix_tokens}in-{output_tokens}out"
         return cls.of(source, name=options.pop("name", name), num_requests=num_requests,
                       **options)

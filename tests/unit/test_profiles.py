@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pytest_llmperf.workloads.datasets import DatasetError
+from pytest_llmperf.workloads.lengths import Fixed, Normal
 from pytest_llmperf.workloads.profiles import (
     DATASET_REPO,
     PROFILES,
@@ -18,7 +19,7 @@ from pytest_llmperf.workloads.profiles import (
     profile_requests,
     resolve_dataset,
 )
-from pytest_llmperf.workloads.prompts import Fixed, Normal, load_tokenizer
+from pytest_llmperf.workloads.prompts import load_tokenizer
 from tests.hub_cache import add_snapshot, use_offline_cache
 
 TINY_LLAMA = Path(__file__).parents[2] / "suites" / "models" / "tiny-llama"

@@ -9,11 +9,9 @@ import numpy as np
 import pytest
 
 from pytest_llmperf.records import Request
+from pytest_llmperf.workloads.lengths import Fixed, Normal, Uniform
 from pytest_llmperf.workloads.prompts import (
     MAX_TEXT_ROUNDS,
-    Fixed,
-    Normal,
-    Uniform,
     load_tokenizer,
     make_requests,
     shared_prefix_prompts,

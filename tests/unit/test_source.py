@@ -9,7 +9,7 @@ from typing import ClassVar
 import pytest
 
 from pytest_llmperf.records import Request
-from pytest_llmperf.workloads.prompts import Fixed
+from pytest_llmperf.workloads.lengths import Fixed
 from pytest_llmperf.workloads.source import Source, TextOf, source_type
 from pytest_llmperf.workloads.workload import (
     DatasetSource,

@@ -15,7 +15,8 @@ from pytest_llmperf.client.patterns import Concurrency, Ramp, Rate, Trace
 from pytest_llmperf.client.sessions import Sessions
 from pytest_llmperf.records import Request
 from pytest_llmperf.workloads.datasets import JSONL_FORMAT, DatasetError
-from pytest_llmperf.workloads.prompts import Fixed, Normal, load_tokenizer
+from pytest_llmperf.workloads.lengths import Fixed, Normal
+from pytest_llmperf.workloads.prompts import load_tokenizer
 from pytest_llmperf.workloads.workload import Workload, load_pattern
 from tests.hub_cache import use_offline_cache
 
