@@ -1,13 +1,13 @@
 """A run as the store appends it, made from the session's run file document (reports/runfile.py
-`run_document`, merged over pytest-xdist workers): the document already holds every result's
-metrics with their spreads, its measurement record (verdict, gate settings:
-verdict/measurement.py), engine spec (secrets hidden) and workload, the fingerprint and the
-commit, so the store records exactly what `--llmperf-json` would write.
+`run_document`, merged over pytest-xdist workers) read through the run file's model
+(verdict/stored_run.py): the document already holds every result's metrics with their spreads,
+its measurement record (verdict, gate settings: verdict/measurement.py), engine spec (secrets
+hidden) and workload, the fingerprint and the commit, so the store records exactly what
+`--llmperf-json` would write.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import platform
 import uuid
@@ -17,8 +17,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pytest_llmperf.history import identity
-from pytest_llmperf.verdict.measurement import MeasurementRecord
+from pytest_llmperf.metrics.stats import Estimate
+from pytest_llmperf.numbers import finite_or_none
 from pytest_llmperf.verdict.status import Status
+from pytest_llmperf.verdict.stored_run import StoredResult, StoredRun
 
 __all__ = ["MetricValue", "ResultRecord", "RunRecord", "ci_url", "from_document"]
 
@@ -28,13 +30,10 @@ __all__ = ["MetricValue", "ResultRecord", "RunRecord", "ci_url", "from_document"
 _COLUMNS = ("key", "test_id", "status", "verdict", "engine", "engine_label", "workload",
             "workload_label", "gate", "metrics")
 
-
-@dataclass(frozen=True, slots=True)
-class MetricValue:
-    value: float | None
-    spread: float | None
-    n: int | None
-    direction: str | None
+# A stored metric is the one estimate type (metrics/stats.py), its direction set; the store
+# keeps None where it has no number (a non-finite value, a spread or n never recorded), which
+# its columns write as NULL.
+MetricValue = Estimate
 
 
 @dataclass(frozen=True)
@@ -73,40 +72,29 @@ class RunRecord:
         return identity.family(self.fingerprint)
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
+def _stored(estimate: Estimate) -> MetricValue:
+    return MetricValue(finite_or_none(estimate.value), finite_or_none(estimate.spread),
+                       estimate.n, estimate.direction)
 
 
-def _metric(entry: Mapping[str, Any]) -> MetricValue:
-    n = entry.get("n")
-    return MetricValue(_number(entry.get("value")), _number(entry.get("spread")),
-                       n if isinstance(n, int) else None, entry.get("direction"))
-
-
-def _metrics(entry: Mapping[str, Any]) -> dict[str, MetricValue]:
+def _metrics(stored: StoredResult) -> dict[str, MetricValue]:
     """The entry's metrics, and the engine's start time as the metric engine_start_s (one
     sample: the run file keeps it beside the metrics), so it is a series like any other."""
-    metrics = {name: _metric(value) for name, value in (entry.get("metrics") or {}).items()
-               if isinstance(value, Mapping)}
-    start = _number(entry.get("engine_start_s"))
+    metrics = {name: _stored(estimate) for name, estimate in stored.metrics.items()}
+    start = finite_or_none(stored.engine_start_s)
     if start is not None and "engine_start_s" not in metrics:
         metrics["engine_start_s"] = MetricValue(start, 0.0, 1, "lower")
     return metrics
 
 
-def _result(entry: Mapping[str, Any]) -> ResultRecord:
-    measured = MeasurementRecord.from_plain(entry)
+def _result(stored: StoredResult) -> ResultRecord:
+    plain = stored.to_plain()
     return ResultRecord(
-        test_id=str(entry.get("test_id") or entry.get("key")), key=str(entry.get("key", "")),
-        status=measured.status, engine=dict(entry.get("engine") or {}),
-        engine_label=str(entry.get("engine_label") or ""),
-        workload=dict(entry.get("workload") or {}),
-        workload_label=str(entry.get("workload_label") or ""),
-        gate=measured.gate.to_plain(),
-        metrics=_metrics(entry),
-        extra={k: v for k, v in entry.items() if k not in _COLUMNS},
+        test_id=stored.test_id, key=stored.key, status=stored.status,
+        engine=stored.engine.to_dict(), engine_label=stored.engine_label,
+        workload=stored.workload.to_dict(), workload_label=stored.workload_label,
+        gate=stored.record.gate.to_plain(), metrics=_metrics(stored),
+        extra={k: v for k, v in plain.items() if k not in _COLUMNS},
     )
 
 
@@ -134,13 +122,14 @@ def ci_url(environ: Mapping[str, str] = os.environ) -> str | None:
 def from_document(document: Mapping[str, Any], *, clocks: Mapping[str, Any] | None = None,
                   run_uid: str | None = None, environ: Mapping[str, str] = os.environ
                   ) -> RunRecord:
-    """The run of a run file document (runfile.run_document's layout)."""
-    ours = document.get("llmperf") or {}
+    """The run of a run file document (runfile.run_document's layout, read through
+    verdict/stored_run.py)."""
+    run = StoredRun.from_plain(document)
     return RunRecord(
         run_uid=run_uid or uuid.uuid4().hex,
-        started_at=_started(document.get("datetime")),
-        commit=(document.get("commit_info") or {}).get("id"),
-        fingerprint=dict(ours.get("fingerprint") or {}),
-        results=tuple(_result(entry) for entry in ours.get("results") or ()),
+        started_at=_started(run.started),
+        commit=run.commit,
+        fingerprint=dict(run.fingerprint),
+        results=tuple(_result(stored) for stored in run.results),
         clocks=dict(clocks or {}), host=platform.node(), ci_url=ci_url(environ),
     )

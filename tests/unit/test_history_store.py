@@ -20,6 +20,7 @@ DOCUMENT = {
     "datetime": "2026-11-20T03:00:00+00:00",
     "commit_info": {"id": "1a2b3c4d5e6f7a8b9c0d"},
     "llmperf": {
+        "format": 2,
         "fingerprint": {"hardware_class": "cpu", "device_name": "AMD EPYC", "device_count": 0,
                         "cpu_cores": 2, "cpu_signature": "AuthenticAMD family 26 model 2",
                         "vllm": "0.32.0", "torch": "2.13.0+cpu", "python": "3.11.7"},
@@ -54,7 +55,11 @@ def test_a_run_comes_back_whole(where):
     assert (point.commit, point.verdict, point.key) == ("1a2b3c4d5e6f7a8b9c0d", "pass", "test_a")
     assert point.engine == {"model": "suites/models/tiny-llama", "env": {"HF_TOKEN": "<hidden>"}}
     assert point.fingerprint["vllm"] == "0.32.0" and point.clocks == {"governor": "performance"}
-    assert point.extra == {"failures": {"overloaded": 2}, "client": {"workers": 1}}
+    # The entry as the run file's model writes it (verdict/stored_run.py): what a run file
+    # holds beside the columns, those it left out written as the model's "none".
+    assert point.extra == {"failures": {"overloaded": 2}, "client": {"workers": 1},
+                           "prefix_cache": "warm", "server": {}, "server_metrics": {},
+                           "engine_start_s": None, "disturbance": None}
     assert list(point.values) == ["tpot_s.p50"]  # None: the metrics the test gated
     assert point.values["tpot_s.p50"].value == 0.0022 and point.values["tpot_s.p50"].n == 1
     [every] = store.points("suites/test_cpu.py::test_a", [f"m{i:02d}" for i in range(50)])

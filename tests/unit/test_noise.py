@@ -142,7 +142,7 @@ def test_a_named_cold_start_is_gated_and_one_start_carries_no_spread_of_its_own(
 
 
 def test_the_cold_start_lands_in_history_as_a_metric_series():
-    document = {"llmperf": {"results": [
+    document = {"llmperf": {"format": 2, "results": [
         {"key": "test_a", "engine_start_s": 67.2, "metrics": {}},
         {"key": "test_b", "engine_start_s": None, "metrics": {}}]}}
     first, second = from_document(document).results
