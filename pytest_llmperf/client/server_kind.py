@@ -1,6 +1,6 @@
 """Which kind of OpenAI-compatible server is measured, and what that decides: the request fields
 sent beyond OpenAI's, whether prompts may be token ids, how a stream's chunks count tokens, and
-which Prometheus samples its /metrics has (server_metrics.MetricNames).
+which Prometheus samples its /metrics has (metric_names.MetricNames).
 
 The plugin's own engines are vLLM. A server behind --llmperf-endpoint is told by `detect`, or
 named with --llmperf-server-kind (a gateway may hide what runs behind it). What a kind cannot do
@@ -18,7 +18,7 @@ import httpx
 
 from pytest_llmperf.client import access as access_mod
 from pytest_llmperf.client.access import Access
-from pytest_llmperf.client.server_metrics import (
+from pytest_llmperf.client.metric_names import (
     LLAMACPP_METRICS,
     SGLANG_METRICS,
     VLLM_METRICS,

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from pytest_llmperf.client.access import Access
+from pytest_llmperf.client.metric_names import LLAMACPP_METRICS, SGLANG_METRICS
 from pytest_llmperf.client.openai import ClientOptions, OpenAIStreamClient, _check_complete
 from pytest_llmperf.client.server_kind import (
     KINDS,
@@ -27,12 +28,7 @@ from pytest_llmperf.client.server_kind import (
     kind_of_answers,
     limits,
 )
-from pytest_llmperf.client.server_metrics import (
-    LLAMACPP_METRICS,
-    SGLANG_METRICS,
-    ServerMetricsSampler,
-    parse_metrics,
-)
+from pytest_llmperf.client.server_metrics import ServerMetricsSampler, parse_metrics
 from pytest_llmperf.client.sse import StreamDecoder
 from pytest_llmperf.failures import CUT_OFF, NO_USAGE
 from pytest_llmperf.records import Request, RequestRecord

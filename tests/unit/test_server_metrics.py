@@ -11,11 +11,8 @@ from string import Template
 import httpx
 import pytest
 
-from pytest_llmperf.client.server_metrics import (
-    SAMPLED_NAMES,
-    ServerMetricsSampler,
-    parse_vllm_metrics,
-)
+from pytest_llmperf.client.metric_names import SAMPLED_NAMES
+from pytest_llmperf.client.server_metrics import ServerMetricsSampler, parse_vllm_metrics
 from pytest_llmperf.engines.server import free_port
 
 # An excerpt of what vLLM 0.32.0 (CPU, tiny-llama) served at /metrics after two identical

@@ -13,8 +13,8 @@ from string import Template
 import httpx
 import pytest
 
+from pytest_llmperf.client.metric_names import VLLM_METRICS
 from pytest_llmperf.client.server_metrics import (
-    VLLM_METRICS,
     ServerMetricsSampler,
     parse_metrics,
     parse_vllm_metrics,

@@ -2,9 +2,10 @@
 (base.EngineKind). `Engine(kind=...)` names one; vLLM is the default.
 
 A kind is knowledge, not a process: its launch command from a spec, the GET that says it is
-ready (and what that GET answers when its engine died), its version's packages, its /metrics
-prefixes, its log's line prefix, its own argument parser for --llmperf-check-args, the Engine
-fields it takes, and whether it has an offline mode. engines/server.py, process.py, health.py,
+ready (and what that GET answers when its engine died), its version's packages, its client
+kind (the request fields it takes and the /metrics samples it has: client/server_kind.py), its
+log's line prefix, its own argument parser for --llmperf-check-args, the Engine fields it takes,
+and whether it has an offline mode. engines/server.py, process.py, health.py,
 arg_check.py and interpreter.py ask it; nothing here starts anything or imports a server's
 package outside `arg_parser` (which runs in the checking child, engines/arg_check_worker.py).
 

@@ -48,7 +48,6 @@ class EngineKind(Protocol):
     log_name: str  # its log file: <log_name>-<port>.log
     ready_path: str  # GET answers 200 once it serves
     dead_status: int | None  # what that GET answers when the server is up but its engine died
-    metric_prefixes: tuple[str, ...]  # the Prometheus prefixes of its GET /metrics, if any
     log_prefix: re.Pattern[str] | None  # its log line prefix, with a `level` group
     private_dir_env: str | None  # a variable naming a directory of its own, removed at stop
     # Environment it is started with unless the Engine's env says otherwise (vLLM's dev mode,

@@ -52,7 +52,6 @@ class LlamaCppKind:
     log_name = "llamacpp"
     ready_path = "/v1/models"
     dead_status = None  # one process: when it answers at all, it serves
-    metric_prefixes = ()  # llama-cpp-python has no /metrics (llama.cpp's own llama-server has)
     log_prefix = None
     private_dir_env = None
     server_env: dict[str, str] = {}

@@ -6,7 +6,7 @@ Flags are python/sglang/srt/server_args.py's (`ServerArgs.add_cli_args`): dashes
 that are on when given (False leaves one out). The Engine fields that mean the same there are
 spelt as its flags; the rest go in `extra_args` (`{"mem-fraction-static": 0.8}`).
 `--enable-metrics` is always added: its GET /metrics (`sglang:` samples) is what the client's
-server metrics read (client/server_metrics.py, SGLANG_METRICS).
+server metrics read (client/metric_names.py, SGLANG_METRICS).
 
 Arguments are checked with SGLang's own parser where `sglang` imports in the engine's
 interpreter (`ServerArgs.add_cli_args` on an argparse parser, as `prepare_server_args` builds
@@ -66,7 +66,6 @@ class SglangKind:
     log_name = "sglang"
     ready_path = "/health"
     dead_status = None
-    metric_prefixes = ("sglang:",)
     log_prefix = LOG_PREFIX
     private_dir_env = None
     server_env: dict[str, str] = {}

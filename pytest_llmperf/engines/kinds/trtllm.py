@@ -55,7 +55,6 @@ class TrtLlmKind:
     log_name = "trtllm"
     ready_path = "/health"
     dead_status = None
-    metric_prefixes = ()
     log_prefix = None
     private_dir_env = None
     server_env: dict[str, str] = {}

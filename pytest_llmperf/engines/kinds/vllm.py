@@ -78,7 +78,6 @@ class VllmKind:
     # /health answers 503 once the engine core died (EngineDeadError) while the API server lives.
     ready_path = "/health"
     dead_status = 503
-    metric_prefixes = ("vllm:",)
     log_prefix = LOG_PREFIX
     # vLLM's processes talk over ZMQ ipc:// sockets, files it creates under this directory
     # (default: the temp dir) and leaves behind (vllm/utils/network_utils.py,
