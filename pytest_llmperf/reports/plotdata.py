@@ -7,6 +7,9 @@ that carry "capacity"), the latency distributions (the pytest-benchmark entries'
 A/B ratios with their band (side B's "ab"), a conversation's TTFT by turn ("by_turn") and a trace
 replay's offered and achieved request rate over time ("rate_over_time"). From several: each
 gated metric over time, with the band its baseline file allows (gate.py's own band).
+
+Every run file is read through its model (verdict/stored_run.py), given as the document
+json.load gives or as a StoredRun.
 """
 
 from __future__ import annotations
@@ -19,37 +22,43 @@ from typing import Any
 
 from pytest_llmperf.ids import point_of, side_of
 from pytest_llmperf.metrics import registry
+from pytest_llmperf.metrics.facts import WorkloadFacts
 from pytest_llmperf.metrics.stats import Estimate
+from pytest_llmperf.numbers import number_or_nan
 from pytest_llmperf.verdict import gate
 from pytest_llmperf.verdict.baselines import BaselineError, load_baseline
+from pytest_llmperf.verdict.stored_run import StoredResult, StoredRun
 
-Document = Mapping[str, Any]  # a run file as json.load gives it
+Document = Mapping[str, Any] | StoredRun  # a run file as json.load gives it, or its model
 
 LATENCIES = ("ttft_s", "tpot_s", "itl_s", "e2el_s")
 LATENCY_NAMES = {"ttft_s": "TTFT", "tpot_s": "TPOT", "itl_s": "ITL", "e2el_s": "E2EL"}
 
 
-def _results(document: Document) -> list[Mapping[str, Any]]:
-    return list(document.get("llmperf", {}).get("results", []))
+def run_of(document: Document) -> StoredRun:
+    return document if isinstance(document, StoredRun) else StoredRun.from_plain(document)
 
 
-def metric(result: Mapping[str, Any], name: str) -> float:
+def _results(document: Document) -> tuple[StoredResult, ...]:
+    return run_of(document).results
+
+
+def metric(result: StoredResult, name: str) -> float:
     """A result's median of `name`; NaN when it was not measured (or is null)."""
-    entry = result.get("metrics", {}).get(name) or {}
-    value = entry.get("value")
-    return math.nan if value is None else float(value)
+    found = result.metrics.get(name)
+    return math.nan if found is None else found.value
 
 
 def load_of(workload: Mapping[str, Any]) -> tuple[float, str] | None:
     """A point's load and its kind: requests/s of an open loop, in-flight requests of a closed
     one, a trace replay's speedup; None for other patterns (a ramp is no single load)."""
-    pattern = workload.get("pattern") or {}
-    if pattern.get("type") == "Rate":
+    facts = workload if isinstance(workload, WorkloadFacts) else WorkloadFacts.from_dict(workload)
+    pattern, speedup = facts.pattern, facts.source.get("speedup")
+    if pattern.type == "Rate":
         return float(pattern["requests_per_s"]), "rate"
-    if pattern.get("type") == "Concurrency":
+    if pattern.type == "Concurrency":
         return float(pattern["max_concurrency"]), "concurrency"
-    speedup = (workload.get("source") or {}).get("speedup")
-    if pattern.get("type") == "Trace" and speedup is not None:
+    if pattern.type == "Trace" and speedup is not None:
         return float(speedup), "speedup"
     return None
 
@@ -91,11 +100,11 @@ def sweeps(document: Document) -> list[Sweep]:
     """Every test with load points that are not a capacity search's probes, in file order."""
     found: dict[str, dict[str, list[SweepPoint]]] = {}
     for result in _results(document):
-        point = point_of(str(result.get("test_id", "")))
-        load = load_of(result.get("workload") or {})
-        if point is None or load is None or "capacity" in result:
+        point = point_of(result.test_id)
+        load = load_of(result.workload)
+        if point is None or load is None or result.record.capacity is not None:
             continue
-        line = found.setdefault(point[0], {}).setdefault(str(result.get("engine_label", "")), [])
+        line = found.setdefault(point[0], {}).setdefault(result.engine_label, [])
         line.append(SweepPoint(load[0], load[1], metric(result, "output_throughput_tok_s"),
                                {name: metric(result, name) for name in SWEEP_LATENCIES}))
     return [Sweep(test, {engine: sorted(points, key=lambda p: p.load)
@@ -136,13 +145,13 @@ def capacity_searches(document: Document) -> list[CapacitySearch]:
     "min": {...}}, "passed": bool, "reason": str}."""
     found: dict[tuple[str, str], CapacitySearch] = {}
     for result in _results(document):
-        point = point_of(str(result.get("test_id", "")))
-        load = load_of(result.get("workload") or {})
-        capacity = result.get("capacity")
-        if point is None or load is None or not isinstance(capacity, Mapping):
+        point = point_of(result.test_id)
+        load = load_of(result.workload)
+        capacity = result.record.capacity
+        if point is None or load is None or capacity is None:
             continue
         slo = capacity.get("slo") or {}
-        key = (point[0], str(result.get("engine_label", "")))
+        key = (point[0], result.engine_label)
         search = found.setdefault(key, CapacitySearch(
             key[0], key[1], dict(slo.get("max") or {}), dict(slo.get("min") or {}), [],
             kind=load[1]))
@@ -180,7 +189,7 @@ class Distribution:
 def distributions(document: Document) -> dict[str, list[Distribution]]:
     """Latency name -> one Distribution per test that measured it, in file order."""
     out: dict[str, list[Distribution]] = {name: [] for name in LATENCIES}
-    for bench in document.get("benchmarks", []):
+    for bench in run_of(document).benchmarks:
         name = (bench.get("extra_info") or {}).get("metric")
         stats = bench.get("stats") or {}
         if name not in out or not stats.get("rounds"):
@@ -212,30 +221,25 @@ def ab_metrics(document: Document) -> list[AbMetric]:
     """From side B's "ab" entry (ab.ab_entry): the ratios of every gated metric."""
     out = []
     for result in _results(document):
-        entry = result.get("ab")
-        if not isinstance(entry, Mapping):
+        entry = result.record.ab
+        if entry is None:
             continue
         tolerance = entry.get("tolerance")  # None: pairs a test judges itself (llmperf.ab)
         for name, judged in sorted((entry.get("metrics") or {}).items()):
-            direction = (result.get("metrics", {}).get(name) or {}).get("direction") \
-                or registry.direction(name)
+            stored = result.metrics.get(name)
+            direction = stored.direction if stored else registry.direction(name)
             worst = math.nan if tolerance is None else \
                 1 + tolerance if direction == "lower" else 1 / (1 + tolerance)
-            low, high = (math.nan if v is None else float(v) for v in judged.get("interval")
-                         or (None, None))
+            low, high = (number_or_nan(v) for v in judged.get("interval") or (None, None))
             out.append(AbMetric(
-                str(result.get("test_id", "")), name,
+                result.test_id, name,
                 [float(r) for r in judged.get("ratios") or [] if r is not None],
-                math.nan if judged.get("median") is None else float(judged["median"]),
-                (low, high), worst, str(judged.get("status", ""))))
+                number_or_nan(judged.get("median")), (low, high), worst,
+                str(judged.get("status", ""))))
     return out
 
 
 # ---------------------------------------------------------------- conversations and traces
-
-
-def _float(value: Any) -> float:
-    return math.nan if value is None else float(value)
 
 
 @dataclass(frozen=True)
@@ -255,16 +259,16 @@ def turn_latencies(document: Document) -> list[TurnLatencies]:
     """Every result with a "by_turn" ({"1": {"ttft_s.p50": ...}, ...}), turns in order."""
     out = []
     for result in _results(document):
-        by_turn = result.get("by_turn")
-        if not isinstance(by_turn, Mapping) or not by_turn:
+        by_turn = result.record.by_turn
+        if not by_turn:
             continue
         rows = sorted((int(turn), row) for turn, row in by_turn.items()
                       if str(turn).isdigit() and isinstance(row, Mapping))
         out.append(TurnLatencies(
-            str(result.get("test_id", "")), str(result.get("engine_label", "")),
-            [turn for turn, _ in rows], [_float(row.get("ttft_s.p50")) for _, row in rows],
-            [_float(row.get("ttft_s.p90")) for _, row in rows],
-            [_float(row.get("prompt_tokens.mean")) for _, row in rows],
+            result.test_id, result.engine_label,
+            [turn for turn, _ in rows], [number_or_nan(row.get("ttft_s.p50")) for _, row in rows],
+            [number_or_nan(row.get("ttft_s.p90")) for _, row in rows],
+            [number_or_nan(row.get("prompt_tokens.mean")) for _, row in rows],
             [int(row.get("requests") or 0) for _, row in rows]))
     return out
 
@@ -302,12 +306,11 @@ def rate_timelines(document: Document) -> list[RateTimeline]:
     would bury the rest; the run file keeps their counts)."""
     out = []
     for result in _results(document):
-        found = result.get("rate_over_time")
-        test = str(result.get("test_id", ""))
-        if not isinstance(found, Mapping) or "capacity" in result or not found.get("bin_s"):
+        found = result.rate_over_time
+        if not found or result.record.capacity is not None or not found.get("bin_s"):
             continue
         width = float(found["bin_s"])
-        out.append(RateTimeline(test, str(result.get("engine_label", "")), width,
+        out.append(RateTimeline(result.test_id, result.engine_label, width,
                                 [n / width for n in found.get("scheduled") or []],
                                 [n / width for n in found.get("completed") or []]))
     return out
@@ -342,15 +345,14 @@ class History:
     baseline_file: str = ""
 
 
-def _gated(result: Mapping[str, Any]) -> list[str]:
-    names = (result.get("gate") or {}).get("metrics") or gate.DEFAULT_GATED
-    return [name for name in names if name in result.get("metrics", {})]
+def _gated(result: StoredResult) -> list[str]:
+    names = result.gated or gate.DEFAULT_GATED
+    return [name for name in names if name in result.metrics]
 
 
-def _baseline_path(baseline_dir: Path, document: Document,
-                   result: Mapping[str, Any]) -> Path | None:
-    hardware = document.get("llmperf", {}).get("fingerprint", {}).get("hardware_class")
-    suite = str(result.get("test_id", "")).split("::", 1)[0]
+def _baseline_path(baseline_dir: Path, run: StoredRun, result: StoredResult) -> Path | None:
+    hardware = run.fingerprint.get("hardware_class")
+    suite = result.test_id.split("::", 1)[0]
     if not hardware or not suite:
         return None
     return baseline_dir / str(hardware) / f"{Path(suite).stem}.toml"
@@ -371,20 +373,20 @@ def band_of(name: str, entry, spread: float) -> Band:
 def history(documents: Sequence[Document], baseline_dir: Path | None = None) -> list[History]:
     """Each gated metric of each test over the runs (oldest first), with the band of the
     baseline file it has under `baseline_dir` now, when there is one."""
-    ordered = sorted(documents, key=lambda d: str(d.get("datetime", "")))
+    ordered = sorted(map(run_of, documents), key=lambda run: run.started or "")
     series: dict[tuple[str, str], list[HistoryPoint]] = {}
     bands: dict[tuple[str, str], tuple[Band, str]] = {}
-    for document in ordered:
-        commit = str((document.get("commit_info") or {}).get("id", ""))
-        for result in _results(document):
-            test, key = str(result.get("test_id", "")), str(result.get("key", ""))
+    for run in ordered:
+        for result in run.results:
+            test, key = result.test_id, result.key
             if point_of(test) or side_of(key) is not None:
                 continue  # sweep and search points and A/B sides have no baseline
             for name in _gated(result):
-                spread = result["metrics"][name].get("spread") or 0.0
+                spread = result.metrics[name].spread
+                spread = spread if math.isfinite(spread) else 0.0  # null: one repeat, no spread
                 series.setdefault((test, name), []).append(HistoryPoint(
-                    str(document.get("datetime", "")), metric(result, name), spread, commit))
-                path = _baseline_path(baseline_dir, document, result) if baseline_dir else None
+                    run.started or "", metric(result, name), spread, run.commit or ""))
+                path = _baseline_path(baseline_dir, run, result) if baseline_dir else None
                 if path is not None and path.is_file():
                     band = _band_from_file(path, key, name, spread)
                     if band is not None:
@@ -420,8 +422,9 @@ def gather(documents: Sequence[Document], baseline_dir: Path | None = None) -> P
     Several (nightly runs): the same for the newest, and each gated metric over all of them."""
     if not documents:
         return PlotData()
-    newest = max(documents, key=lambda d: str(d.get("datetime", "")))
+    runs = [run_of(document) for document in documents]
+    newest = max(runs, key=lambda run: run.started or "")
     return PlotData(sweeps(newest), capacity_searches(newest), distributions(newest),
                     ab_metrics(newest),
-                    history(documents, baseline_dir) if len(documents) > 1 else [],
+                    history(runs, baseline_dir) if len(runs) > 1 else [],
                     turn_latencies(newest), rate_timelines(newest))

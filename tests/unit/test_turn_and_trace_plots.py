@@ -99,9 +99,10 @@ def test_a_conversations_ttft_by_turn_from_its_run_file():
 
 
 def test_a_turn_without_completions_reads_as_nan_not_a_crash():
-    document = {"llmperf": {"results": [{"test_id": "t", "engine_label": "e", "by_turn": {
-        "2": {"requests": 3, "failed": 3}, "1": {"requests": 3, "failed": 0,
-                                                  "ttft_s.p50": 0.02, "ttft_s.p90": 0.03}}}]}}
+    document = {"llmperf": {"format": 2, "results": [{
+        "key": "t", "test_id": "t", "engine_label": "e", "metrics": {}, "by_turn": {
+            "2": {"requests": 3, "failed": 3}, "1": {"requests": 3, "failed": 0,
+                                                      "ttft_s.p50": 0.02, "ttft_s.p90": 0.03}}}]}}
     [found] = turn_latencies(document)
     assert found.turns == [1, 2] and found.ttft_p50[0] == 0.02 and math.isnan(found.ttft_p50[1])
 
@@ -133,10 +134,12 @@ def test_a_trace_capacity_search_is_drawn_against_speedups():
     assert load_of({"pattern": {"type": "Trace"}}) is None  # a run file from before speedups
     slo = {"max": {"ttft_s.p90": 0.1}, "min": {}}
     probes = [(1.0, True, 0.02), (2.0, True, 0.05), (4.0, False, 0.3), (2.828, True, 0.08)]
-    document = {"llmperf": {"results": [
-        {"test_id": f"{SUITE}test_cap@trace-speedup{s:g}", "engine_label": "tiny",
+    document = {"llmperf": {"format": 2, "results": [
+        {"key": f"test_cap@trace-speedup{s:g}",
+         "test_id": f"{SUITE}test_cap@trace-speedup{s:g}", "engine_label": "tiny",
          "workload": {**workload, "source": {"speedup": s}},
-         "metrics": {"ttft_s.p90": {"value": ttft}},
+         "metrics": {"ttft_s.p90": {"value": ttft, "spread": 0.0, "n": 1,
+                                    "direction": "lower"}},
          "capacity": {"slo": slo, "passed": passed, "reason": ""}}
         for s, passed, ttft in probes]}}
     assert capacity_searches(document) == [CapacitySearch(
