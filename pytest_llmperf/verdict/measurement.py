@@ -13,7 +13,6 @@ before the value was stored has only the words, read through Status.from_summary
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
-from pytest_llmperf.numbers import finite_or_none, is_real
+from pytest_llmperf.numbers import finite_or_none, is_real, number_or_nan
 from pytest_llmperf.verdict.status import Status
 
 __all__ = ["Extras", "GateSettings", "MeasurementRecord", "status_from_plain"]
@@ -80,7 +79,7 @@ class Extras:
     @classmethod
     def from_plain(cls, plain: Mapping[str, Any]) -> Extras:
         metrics = plain.get("metrics") or {}
-        return cls({name: Estimate(_number(m.get("value")), _number(m.get("spread")),
+        return cls({name: Estimate(number_or_nan(m.get("value")), number_or_nan(m.get("spread")),
                                    int(m.get("n") or 0)) for name, m in metrics.items()},
                    str(plain.get("detail", "")))
 
@@ -156,7 +155,3 @@ def status_from_plain(plain: Mapping[str, Any]) -> Status | None:
             pass  # a status this version does not know: the words may still say it
     words = plain.get("verdict")
     return Status.from_summary(words) if isinstance(words, str) else None
-
-
-def _number(value: Any) -> float:
-    return float(value) if is_real(value, nan_ok=True) else math.nan

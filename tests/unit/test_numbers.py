@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_llmperf.numbers import finite_or_none, is_real, is_whole
+from pytest_llmperf.numbers import finite_or_none, is_real, is_whole, number_or_nan
 
 
 @pytest.mark.parametrize(("value", "expected"), [
@@ -41,3 +41,16 @@ def test_a_real_number_is_a_number_in_range_and_nan_only_when_asked(value, kwarg
 def test_finite_or_none_keeps_only_finite_numbers(value, expected):
     found = finite_or_none(value)
     assert found == expected and (found is None or type(found) is float)
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (0, 0.0), (2.5, 2.5), (np.int64(3), 3.0), (math.inf, math.inf), (-1, -1.0),
+])
+def test_number_or_nan_reads_a_number_as_a_float(value, expected):
+    found = number_or_nan(value)
+    assert found == expected and type(found) is float
+
+
+@pytest.mark.parametrize("value", [None, True, "1.5", [1.0], {"value": 1.0}, math.nan])
+def test_number_or_nan_reads_null_and_what_is_no_number_as_nan(value):
+    assert math.isnan(number_or_nan(value))
