@@ -18,7 +18,7 @@ from pytest_llmperf.metrics.request_metrics import request_itls, request_tpot
 from pytest_llmperf.records import RequestRecord
 
 __all__ = ["DISTRIBUTIONS", "SCALARS", "RunMetrics", "Summary", "compute_metrics",
-           "request_itls", "request_tpot"]
+           "request_itls", "request_samples", "request_tpot"]
 
 # The metrics every run has (RunMetrics' attributes): the distributions, then the scalars.
 DISTRIBUTIONS: tuple[str, ...] = tuple(
@@ -110,6 +110,15 @@ def _unknown_metric(name: str) -> str:
         f"statistic ({DISTRIBUTIONS[0]}.p50; distributions: {', '.join(DISTRIBUTIONS)}; "
         f"statistics: {', '.join(STATISTICS)})"
     )
+
+
+def request_samples(name: str, records: Sequence[RequestRecord]) -> list[float]:
+    """The values a distribution's Summary is computed from ("ttft_s": one per completed
+    request), for a writer that shows more than the Summary (the run file's quartiles)."""
+    metric = registry.BY_NAME[name]
+    if metric.samples is None:
+        raise KeyError(f"{name!r} is no distribution of the requests' values")
+    return list(metric.samples(RunInputs(records)))
 
 
 def compute_metrics(records: Sequence[RequestRecord],

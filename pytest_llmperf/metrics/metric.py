@@ -126,13 +126,19 @@ class Metric:
     columns: tuple[Column, ...] = ()
     needs: tuple[str, ...] = ()  # metrics computed before it that `compute` reads
     compute: Callable[[RunInputs], Value] | None = field(default=None, compare=False)
+    # A distribution's values, one per request, chunk gap or token, that `compute` summarises:
+    # for a writer that wants more than the Summary (quartiles, outliers).
+    samples: Callable[[RunInputs], Iterable[float]] | None = field(default=None, compare=False)
     derive: Callable[[Any], float | None] | None = field(default=None, compare=False)
     # Why a run may lack it, for a message that names it; "" for a metric every run has.
     absent: str = ""
 
 
 def latency(name: str, header: str = "", meaning: str = "", **more: Any) -> Metric:
-    """A distribution in seconds, shown in ms."""
+    """A distribution in seconds, shown in ms; given its `samples`, computed as their Summary."""
+    if more.get("samples") and not more.get("compute"):
+        samples = more["samples"]
+        more["compute"] = lambda run: Summary.of(samples(run))
     return Metric(name, "s", LOWER, header, 1e3, meaning, distribution=True, **more)
 
 

@@ -9,7 +9,7 @@ where we differ, so numbers from the two tools can be compared knowingly
 
 from __future__ import annotations
 
-from pytest_llmperf.metrics.metric import HIGHER, LOWER, Column, Metric, RunInputs, Summary, latency
+from pytest_llmperf.metrics.metric import HIGHER, LOWER, Column, Metric, RunInputs, latency
 from pytest_llmperf.records import RequestRecord
 
 __all__ = ["METRICS", "request_itls", "request_tpot"]
@@ -74,30 +74,29 @@ METRICS: tuple[Metric, ...] = (
     # first chunk carrying generated tokens.
     latency("ttft_s", "TTFT", "TTFT time to first token",
             columns=(_column("{:.1f}", 80, 2, "p50"), _column("{:.1f}", 90, 12, "p99")),
-            compute=lambda run: Summary.of(r.chunk_times_s[0] - r.sent_s for r in run.done)),
+            samples=lambda run: [r.chunk_times_s[0] - r.sent_s for r in run.done]),
     # vllm: same formula; it re-tokenizes the text when usage is missing, we fall back to the
     # chunk token counts (RequestRecord.output_tokens).
     latency("tpot_s", "TPOT", "TPOT time per output token after the first",
             columns=(_column("{:.2f}", 100, 3, "p50"),),
-            compute=lambda run: Summary.of(request_tpot(r) for r in run.done
-                                           if r.output_tokens > 1)),
+            samples=lambda run: [request_tpot(r) for r in run.done if r.output_tokens > 1]),
     # vllm's ITL is the raw per-chunk gap; ours spreads each gap over the later chunk's tokens,
     # so multi-token chunks (speculative decoding, stream intervals) do not inflate it
     # (https://github.com/vllm-project/vllm/issues/27485).
     latency("itl_s", "ITL", "ITL token-normalized inter-token latency",
             columns=(_column("{:.2f}", 110, 21, "p50"),),
-            compute=lambda run: Summary.of(x for r in run.done for x in request_itls(r))),
+            samples=lambda run: [x for r in run.done for x in request_itls(r)]),
     # Raw gaps between token chunks: this is what vllm calls ITL (AIPerf calls it ICL).
     latency("icl_s", "ICL", "ICL inter-chunk latency (raw gaps between chunks)",
-            compute=lambda run: Summary.of(x for r in run.done for x in _gaps(r))),
+            samples=lambda run: [x for r in run.done for x in _gaps(r)]),
     # vllm: last chunk with `choices`; ours is the last chunk carrying tokens.
     latency("e2el_s", "E2EL", "E2EL end to end", columns=(_column("{:.0f}", 120, 7, "p50"),),
-            compute=lambda run: Summary.of(r.chunk_times_s[-1] - r.sent_s for r in run.done)),
+            samples=lambda run: [r.chunk_times_s[-1] - r.sent_s for r in run.done]),
     # Not in vllm, whose latencies hide client queueing
     # (https://github.com/vllm-project/vllm/issues/54101). Over every sent request, failed ones
     # included: the lag was the client's either way.
     latency("queue_s", "queue", "queue = client lag", columns=(_column("{:.2f}", 130, 22, "p99"),),
-            compute=lambda run: Summary.of(r.sent_s - r.scheduled_s for r in run.sent)),
+            samples=lambda run: [r.sent_s - r.scheduled_s for r in run.sent]),
     Metric("duration_s", "s", LOWER, compute=_duration),
     Metric("completed", "requests", HIGHER, "ok", columns=(_column("{:.0f}", 10, 4),),
            compute=lambda run: len(run.done)),

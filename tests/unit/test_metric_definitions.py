@@ -122,3 +122,12 @@ def test_a_latency_is_a_distribution_shown_in_ms():
     metric = latency("x_s", "X")
     assert (metric.unit, metric.better, metric.scale, metric.distribution) == ("s", LOWER, 1e3,
                                                                                True)
+
+
+def test_a_distributions_samples_are_what_its_summary_is_computed_from():
+    assert compute.request_samples("ttft_s", RECORDS) == [0.5, 0.5]
+    assert compute.request_samples("tpot_s", RECORDS) == [0.5, 1.0]  # 1.5 s / 3, 1 s / 1
+    assert compute.request_samples("queue_s", RECORDS) == [0.0, 0.0]
+    with pytest.raises(KeyError) as info:
+        compute.request_samples("completed", RECORDS)
+    assert info.value.args[0] == "'completed' is no distribution of the requests' values"
