@@ -115,5 +115,5 @@ def register(config: pytest.Config, baseline_dir: Path, rootdir: Path) -> None:
     config.pluginmanager.register(CheckBaselinesPlugin(baseline_dir, rootdir), PLUGIN_NAME)
 
 
-def plugin_of(config: pytest.Config) -> CheckBaselinesPlugin:
+def plugin_of(config: pytest.Config) -> CheckBaselinesPlugin | None:
     return config.pluginmanager.get_plugin(PLUGIN_NAME)

@@ -34,16 +34,19 @@ from pytest_llmperf.plugin import (
     deadline,
     hookspecs,
     markers,
+    measurers,
     xdist,
 )
 from pytest_llmperf.plugin.fixture import Llmperf, engine_of, user_nodeid
 from pytest_llmperf.plugin.reporthooks import NAME as REPORTS_PLUGIN
 from pytest_llmperf.plugin.reporthooks import ReportHooks
+from pytest_llmperf.plugin.running_test import FixtureConfig, RunningTest
 from pytest_llmperf.reports import saved_runs
 from pytest_llmperf.session import history_run, outputs
 from pytest_llmperf.session import settings as settings_mod
 from pytest_llmperf.session.deployment import Deployment
 from pytest_llmperf.session.session import LlmperfSession
+from pytest_llmperf.session.target import Target
 from pytest_llmperf.verdict import same_node
 
 SESSION_KEY = pytest.StashKey[LlmperfSession]()
@@ -51,6 +54,7 @@ SETTINGS_KEY = pytest.StashKey[settings_mod.Settings]()
 STARTED_KEY = pytest.StashKey[datetime]()
 HARDWARE_KEY = pytest.StashKey[object]()
 RAY_KEY = pytest.StashKey[RayCluster]()
+MEASURER_KEY = pytest.StashKey[measurers.Measurer]()
 
 # --llmperf-expect's stop: the machine is not the environment the run names (docs/upgrades.md).
 EXPECT_EXIT_CODE = 6
@@ -104,40 +108,17 @@ def _dest(option: settings_mod.Option) -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for doc in markers.MARKER_DOCS.values():
+    for doc in (*markers.MARKER_DOCS.values(), ENGINE_MARKER, NIGHTLY_MARKER, LLMPERF_MARKER):
         config.addinivalue_line("markers", doc)
-    config.addinivalue_line("markers", ENGINE_MARKER)
-    config.addinivalue_line("markers", NIGHTLY_MARKER)
-    config.addinivalue_line("markers", LLMPERF_MARKER)
     try:
-        settings = settings_mod.resolve(
-            lambda name: config.getoption("llmperf_" + name),
-            lambda ini: config.getini(ini), rootdir=Path(str(config.rootpath)),
-        )
-        if settings.endpoint and not settings.hardware:
-            raise ValueError(
-                "--llmperf-endpoint needs --llmperf-hardware too (the hardware of that server, "
-                "e.g. h100:8), so results are compared with the right baselines")
-        config.stash[SETTINGS_KEY] = settings
-        if settings.check_args:
-            arg_check.require_vllm()
-        if settings.check_baselines:
-            check_baselines.register(config, settings.path(settings.baseline_dir),
-                                     settings.rootdir)
-        secrets.use_names(settings.secret_names or ())  # before any engine is labelled
+        settings = _settings_of(config)
         deployment = Deployment.from_settings(settings, os.environ)
         hardware = config.hook.pytest_llmperf_detect_hardware(config=config)
     except ValueError as exc:
         raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
     config.stash[HARDWARE_KEY] = hardware
-    nice = engine_nice(settings, hardware)
-    factory = engine_factory(settings.path(settings.log_dir), settings.startup_timeout,
-                             _engine_env(config), nice=nice,
-                             separate_control=not hardware.is_gpu, say=_terminal_line(config))
     # The Ray cluster Ray engines join (RAY_ADDRESS's, or a local head the pool stops).
     config.stash[RAY_KEY] = RayCluster(settings.path(settings.log_dir))
-    gpus = visible_gpus(hardware.device_count) if hardware.is_gpu else []
-    leases = GpuLeases(gpus) if hardware.is_gpu else None
     fingerprint = hardware_mod.current_fingerprint(hardware)
     _check_expected(settings, fingerprint)
     _check_same_node(settings, fingerprint)
@@ -146,28 +127,67 @@ def pytest_configure(config: pytest.Config) -> None:
                                            worker=xdist.is_worker(config))
     except ValueError as exc:
         raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
+    gpus = visible_gpus(hardware.device_count) if hardware.is_gpu else []
     config.stash[SESSION_KEY] = LlmperfSession.start(
-        settings,
-        EnginePool(factory, capacity=settings.keep_engines, leases=leases,
-                   placement=config.stash[RAY_KEY]),
-        fingerprint=fingerprint, gpu_count=len(gpus),
-        process_root=session_root(xdist.is_worker(config)), deployment=deployment,
-        history=history)
+        settings, _engine_pool(config, settings, hardware, gpus), fingerprint=fingerprint,
+        gpu_count=len(gpus), process_root=session_root(xdist.is_worker(config)),
+        deployment=deployment, history=history)
     config.stash[STARTED_KEY] = datetime.now(timezone.utc)
     config.pluginmanager.register(ReportHooks(config, SESSION_KEY, STARTED_KEY), REPORTS_PLUGIN)
+    config.stash[MEASURER_KEY] = _register_modes(config, settings)
+    _stop_engines_on_sigterm(config)
+
+
+def _settings_of(config: pytest.Config) -> settings_mod.Settings:
+    """The session's settings, stashed, and what they need before anything else: vLLM for
+    --llmperf-check-args, the check's plugin for --llmperf-check-baselines, the names never
+    written out. ValueError (one line) for settings that cannot run."""
+    settings = settings_mod.resolve(
+        lambda name: config.getoption("llmperf_" + name),
+        lambda ini: config.getini(ini), rootdir=Path(str(config.rootpath)),
+    )
+    if settings.endpoint and not settings.hardware:
+        raise ValueError(
+            "--llmperf-endpoint needs --llmperf-hardware too (the hardware of that server, "
+            "e.g. h100:8), so results are compared with the right baselines")
+    config.stash[SETTINGS_KEY] = settings
+    if settings.check_args:
+        arg_check.require_vllm()
+    if settings.check_baselines:
+        check_baselines.register(config, settings.path(settings.baseline_dir), settings.rootdir)
+    secrets.use_names(settings.secret_names or ())  # before any engine is labelled
+    return settings
+
+
+def _engine_pool(config: pytest.Config, settings: settings_mod.Settings,
+                 hardware: hardware_mod.Hardware, gpus: list[str]) -> EnginePool:
+    """The pool of the engines this session starts, on `gpus` (leased per engine)."""
+    factory = engine_factory(settings.path(settings.log_dir), settings.startup_timeout,
+                             _engine_env(config), nice=engine_nice(settings, hardware),
+                             separate_control=not hardware.is_gpu, say=_terminal_line(config))
+    return EnginePool(factory, capacity=settings.keep_engines,
+                      leases=GpuLeases(gpus) if hardware.is_gpu else None,
+                      placement=config.stash[RAY_KEY])
+
+
+def _register_modes(config: pytest.Config, settings: settings_mod.Settings
+                    ) -> measurers.Measurer:
+    """The plugins of this session's options, and its one measurer (plugin/measurers.py)."""
+    later = None
     # Not in a pytest-xdist worker: it checks that each report belongs to the test it is
     # running, so a rerun cannot wait for the end of an engine's tests there; the confirm
     # pairs follow the first ones at once instead.
     if settings.ab and settings.ab_confirm_pairs and not xdist.is_worker(config):
-        config.pluginmanager.register(confirm_later.ConfirmLaterPlugin(engine_of),
-                                      confirm_later.PLUGIN_NAME)
+        later = confirm_later.ConfirmLaterPlugin(engine_of)
+        config.pluginmanager.register(later, confirm_later.PLUGIN_NAME)
     if settings.bisect and not xdist.is_worker(config):
         config.pluginmanager.register(bisect_option.BisectPlugin(settings),
                                       bisect_option.PLUGIN_NAME)
     if settings.deadline is not None:
         config.pluginmanager.register(deadline.DeadlinePlugin(settings.deadline),
                                       deadline.PLUGIN_NAME)
-    _stop_engines_on_sigterm(config)
+    return measurers.choose_measurer(settings, check=check_baselines.plugin_of(config),
+                                     later=later)
 
 
 def _check_expected(settings: settings_mod.Settings,
@@ -226,10 +246,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """With --llmperf-endpoint, before the first test: can its server be used at all (reached,
     with the key, serving --llmperf-model)? A session that cannot measure ends here in one line
     instead of failing every test. The pytest-xdist controller asks for its workers."""
-    deployment = _deployment_to_check(session.config)
-    if deployment is not None:
+    target = _target_to_check(session.config)
+    if target is not None:
         try:
-            deployment.preflight()
+            target.preflight()
         except ValueError as exc:
             raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
 
@@ -237,25 +257,26 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """...and does it serve the model of each test that will run? (Under pytest-xdist each
     worker checks at each test instead: an error raised in a worker's collection is no line.)"""
-    deployment = _deployment_to_check(session.config)
-    if deployment is None or deployment.model:
+    target = _target_to_check(session.config)
+    if target is None:
         return
     for item in session.items:
         engine = engine_of(item)
         if engine is not None and item.get_closest_marker("skip") is None:
             try:
-                deployment.check_model(engine.model_name, f"the Engine of {user_nodeid(item)}")
+                target.check_served(engine, f"the Engine of {user_nodeid(item)}")
             except ValueError as exc:
                 raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
 
 
-def _deployment_to_check(config: pytest.Config) -> Deployment | None:
-    """The endpoint's deployment, where this process checks it before the tests: not in a
-    pytest-xdist worker (the controller did) and not for --collect-only (nothing is sent)."""
+def _target_to_check(config: pytest.Config) -> Target | None:
+    """The session's target (session/target.py), where this process checks it before the
+    tests: not in a pytest-xdist worker (the controller did) and not for --collect-only
+    (nothing is sent). Only an endpoint has anything to check."""
     llmperf = config.stash.get(SESSION_KEY, None)
     if llmperf is None or xdist.is_worker(config) or config.option.collectonly:
         return None
-    return llmperf.runner.deployment
+    return llmperf.runner.target
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -404,8 +425,10 @@ def order_by_engine(items: list[pytest.Item]) -> list[pytest.Item]:
 @pytest.fixture
 def llmperf(request: pytest.FixtureRequest) -> Llmperf:
     """Run a workload against an engine and get the measured Result: `llmperf.run(workload)`."""
-    session = request.config.stash[SESSION_KEY]
-    return Llmperf(request.node, session.runner, session.ab, session.judge)
+    session, config = request.config.stash[SESSION_KEY], request.config
+    test = RunningTest(request.node, session.runner, session.ab, session.judge,
+                       FixtureConfig.of(config.stash[SETTINGS_KEY]))
+    return Llmperf(test, config.stash[MEASURER_KEY])
 
 
 @pytest.hookimpl(wrapper=True)

@@ -23,7 +23,7 @@ from pytest_llmperf.metrics.compute import RunMetrics
 from pytest_llmperf.metrics.work import ExecutedWork
 from pytest_llmperf.session.runner import Runner
 from pytest_llmperf.verdict import judge
-from pytest_llmperf.verdict.ab import abba_order
+from pytest_llmperf.verdict.ab import DEFAULT_AB_TOLERANCE, abba_order
 from pytest_llmperf.verdict.measurement import MeasurementRecord
 from pytest_llmperf.verdict.status import Status
 from pytest_llmperf.workloads.workload import Workload
@@ -64,13 +64,15 @@ class PausedAb:
 @dataclass(frozen=True)
 class AbPlan:
     """How a paired A/B measurement goes: `pairs` ABBA pairs, then `confirm_pairs` more when B
-    regressed on a `gated` metric over them; with `defer`, those are measured in the test's
-    rerun after the other tests of its engine (ConfirmLater)."""
+    regressed on a `gated` metric over them (beyond `tolerance`, --llmperf-ab-tolerance); with
+    `defer`, those are measured in the test's rerun after the other tests of its engine
+    (ConfirmLater)."""
 
     pairs: int
     confirm_pairs: int = 0
     gated: tuple[str, ...] = ()
     defer: bool = False
+    tolerance: float = DEFAULT_AB_TOLERANCE
 
 
 @dataclass
@@ -133,7 +135,7 @@ class AbRun:
         if not confirm:
             died = self.measure_round(0, pairs)
             complete = len(self.runs["A"]) == len(self.runs["B"]) == pairs
-            unsettled = self.side_b_unsettled(plan.gated) if complete and not died else None
+            unsettled = self.side_b_unsettled(plan) if complete and not died else None
             confirm = bool(confirm_pairs and unsettled)
             if confirm and plan.defer:
                 self.ab.paused[self.id] = PausedAb(self.sides, self.workload, self.runs,
@@ -176,18 +178,18 @@ class AbRun:
         if self.settle and other is not None:
             time.sleep(max(0.0, other + OTHER_SIDE_SETTLE_S - time.monotonic()))
 
-    def side_b_unsettled(self, gated: tuple[str, ...]) -> Status | None:
+    def side_b_unsettled(self, plan: AbPlan) -> Status | None:
         """REGRESSION or INCONCLUSIVE where B's pairs so far, judged as judge_ab will judge
         them all (judge.SideA), regressed or were too noisy to decide; else None. Either is
         the question that decides whether confirm pairs follow: more pairs confirm a regression
         or settle what the first could not. Sides that did different work are not comparable
         however many pairs follow: None."""
         side_a = judge.SideA(tuple(run.flat() for run, _ in self.runs["A"]),
-                             self.runner.settings.ab_tolerance,
+                             plan.tolerance,
                              work=ExecutedWork.of(self.runs["A"][-1][1].records))
         current = judge.Current.of([run for run, _ in self.runs["B"]],
                                    work=ExecutedWork.of(self.runs["B"][-1][1].records))
-        judgement = side_a.compare(current, gated)
+        judgement = side_a.compare(current, plan.gated)
         if judgement.incomparable:
             return None
         report = judgement.report

@@ -21,14 +21,14 @@ from pytest_llmperf.reports import saved_runs
 from pytest_llmperf.session.history_run import SessionHistory
 from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.provenance import git_commit
-from pytest_llmperf.session.settings import Settings
+from pytest_llmperf.session.settings import RUNS_DIR, Settings
 from pytest_llmperf.session.updates import BaselineUpdates, PendingUpdate
 from pytest_llmperf.verdict import baselines, gate, judge, noise, same_node, same_work, shapes
-from pytest_llmperf.verdict.ab import ab_line
+from pytest_llmperf.verdict.ab import DEFAULT_AB_PAIRS, DEFAULT_AB_TOLERANCE, ab_line
 from pytest_llmperf.verdict.measurement import GateSettings, MeasurementRecord
 from pytest_llmperf.verdict.status import Status
 
-__all__ = ["Judge", "known_metric"]
+__all__ = ["Judge", "JudgeConfig", "known_metric"]
 
 # Machine-local first-run baselines (judge.BaselineTable.local): never committed.
 LOCAL_BASELINES_DIR = Path(".llmperf/baselines")
@@ -37,9 +37,47 @@ LOCAL_BASELINES_DIR = Path(".llmperf/baselines")
 UNJUDGED = frozenset({Status.CLIENT_LIMITED, Status.DISTURBED})
 
 
+# What a session judges its measurements against (JudgeConfig.reference), one per session.
+BASELINES = "baselines"  # the suite's committed tables (or this machine's first-run ones)
+SAVED_RUN = "saved run"  # --llmperf-compare's
+SIDE_A = "side A"  # --llmperf-ab: llmperf.run is paired; its other calls are not judged
+UPDATE = "update"  # --llmperf-update-baselines: nothing; a passing test writes its table
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """What the judge reads of the session's settings (session/settings.py): built once by
+    `of`, so the judge never holds the whole Settings."""
+
+    baseline_dir: Path = Path("baselines")  # absolute, or under the working directory
+    rootdir: Path = Path(".")
+    reference: str = BASELINES
+    saved_run: str | None = None  # --llmperf-compare NAME (or a JSON path)
+    require_baseline: bool = False
+    ab_tolerance: float = DEFAULT_AB_TOLERANCE
+    ab_pairs: int = DEFAULT_AB_PAIRS
+    outputs_must_match: bool = False  # --llmperf-outputs must-match
+
+    @classmethod
+    def of(cls, settings: Settings) -> JudgeConfig:
+        reference = (UPDATE if settings.update_baselines else SIDE_A if settings.ab
+                     else SAVED_RUN if settings.compare else BASELINES)
+        return cls(settings.path(settings.baseline_dir), settings.rootdir, reference,
+                   settings.compare, settings.require_baseline, settings.ab_tolerance,
+                   settings.ab_pairs, settings.outputs == "must-match")
+
+    def path(self, value: Path) -> Path:
+        """Relative paths are relative to pytest's rootdir (Settings.path)."""
+        return value if value.is_absolute() else self.rootdir / value
+
+    @property
+    def updating(self) -> bool:
+        return self.reference == UPDATE
+
+
 @dataclass
 class Judge:
-    settings: Settings
+    config: JudgeConfig
     ledger: Ledger
     # The server identity of an engine's recorded identity, for a baseline's provenance
     # (runner.Runner.server_of).
@@ -56,11 +94,12 @@ class Judge:
                      engine: dict[str, Any] | None = None) -> judge.BaselineRef:
         """The table of a test whose engine is `engine`: in its runner shape's folder
         (verdict/shapes.py: baselines/h200/ for an engine on one H200, h200-8gpu/ on eight)."""
-        directory = self.settings.path(self.settings.baseline_dir) / shapes.folder(
+        directory = self.config.baseline_dir / shapes.folder(
             self.hardware_class, shapes.engine_gpus(engine))
         return judge.BaselineRef(directory / f"{Path(suite_path).stem}.toml", key, nodeid)
 
-    def judge(self, item, record: MeasurementRecord, options, slo) -> judge.Judgement:
+    def judge(self, test: judge.TestNode, record: MeasurementRecord, options,
+              slo) -> judge.Judgement:
         """A measured run: its SLOs over every metric, its reference over the gated ones (the
         test's `gate=` list, else the baseline's own, else gate.DEFAULT_GATED)."""
         result = record.result
@@ -73,7 +112,7 @@ class Judge:
                 judgement = judge.Judgement(error=f"@pytest.mark.llmperf(gate=...): {exc}")
                 record.status = judgement.status
                 return judgement
-        subject = judge.Subject(item, record.test_id, record.key, result.engine, result.workload)
+        subject = judge.Subject(test, record.test_id, record.key, result.engine, result.workload)
         current = judge.Current.of(result.runs, result.engine_start_s, work=result.work)
         return self.judge_estimates(record.id, subject, current, options, slo=slo, known=known,
                                     gated=tuple(options.gate or gate.DEFAULT_GATED),
@@ -86,7 +125,7 @@ class Judge:
         --llmperf-ab-tolerance."""
         result_a, result_b = record_a.result, record_b.result
         side_a = judge.SideA(tuple(run.flat() for run in result_a.runs),
-                              self.settings.ab_tolerance, self.settings.ab_pairs,
+                              self.config.ab_tolerance, self.config.ab_pairs,
                               work=result_a.work, work_rule=self.work_rule)
         judgement = judge.judge(judge.Current.of(result_b.runs, work=result_b.work), side_a,
                                  gated=options.gate or gate.DEFAULT_GATED, slo=slo,
@@ -111,19 +150,18 @@ class Judge:
         throughput) through the SLO check and then this session's reference (reference_for),
         or into a pending baseline update. `exact`: gate exactly `gated`, whatever else an
         existing baseline holds."""
-        ref = self.baseline_ref(subject.item.path, user_nodeid(subject.item.nodeid), subject.key,
+        ref = self.baseline_ref(subject.test.path, user_nodeid(subject.test.nodeid), subject.key,
                                 subject.engine)
-        reference = None if self.settings.update_baselines else self.reference_for(
-            subject, ref, exact)
+        reference = None if self.config.updating else self.reference_for(subject, ref, exact)
         judgement = judge.judge(current, reference, gated=gated, tolerance=options.tolerance,
                                  slo=slo, known=known,
                                  also=self._trend_checks(id, subject, gated, ref))
         limited = self.ledger.status(id)
         limited = limited if limited in UNJUDGED else None
-        if self.settings.update_baselines and limited:
+        if self.config.updating and limited:
             why = "client-limited" if limited == Status.CLIENT_LIMITED else "disturbed"
             self.ledger.note(subject.test_id, f"baseline not updated ({why} run)")
-        elif self.settings.update_baselines and not judgement.failed:
+        elif self.config.updating and not judgement.failed:
             written = self._from_history(id, subject, current, gated, options.tolerance)
             self._owe_update(id, subject, ref, written, options, gated, exact)
         elif judgement.record_local and not limited and not judgement.failed:
@@ -144,7 +182,7 @@ class Judge:
         """The trend gate's check of this measurement, when --llmperf-trend is on; a change
         before the committed table's date was accepted by updating it (history/trend.py)."""
         history = self.history
-        if history is None or not history.trend or self.settings.update_baselines \
+        if history is None or not history.trend or self.config.updating \
                 or not self._of_the_engine(id):
             return ()
         return history.trend_checks(subject, gated, baseline_date(ref))
@@ -170,29 +208,29 @@ class Judge:
         # The baseline file's provenance: the fingerprint as the file keeps it.
         provenance = baselines.make_provenance(self.ledger.fingerprint.to_dict(), subject.engine,
                                                subject.workload,
-                                               commit=git_commit(self.settings.rootdir),
+                                               commit=git_commit(self.config.rootdir),
                                                server=self.server_of(subject.engine))
         if current.work is not None:  # what a later run must also execute (judge._work_differs)
             provenance["work"] = current.work.to_dict(digests=False)
-        self.updates.add(subject.item.nodeid, PendingUpdate(ref, entries, provenance, id, local))
+        self.updates.add(subject.test.nodeid, PendingUpdate(ref, entries, provenance, id, local))
 
     def reference_for(self, subject: judge.Subject, ref: judge.BaselineRef,
                       exact: bool) -> judge.Reference:
         """What this session judges a measurement against: --llmperf-compare's saved run, else
         the suite's baseline table. In an A/B session only llmperf.run is paired; a sweep,
         capacity or offline run measured side A only."""
-        if self.settings.ab:
+        if self.config.reference == SIDE_A:
             return judge.NotJudged("measured on side A only; --llmperf-ab judges llmperf.run")
-        if self.settings.compare:
+        if self.config.reference == SAVED_RUN:
             return self._saved_reference(subject.key, subject.workload)
         return judge.BaselineTable(ref, subject.engine, self.ledger.fingerprint.to_dict(),
-                                   require=self.settings.require_baseline, exact=exact,
+                                   require=self.config.require_baseline, exact=exact,
                                    local=self.local_ref(ref), workload=subject.workload)
 
     def local_ref(self, ref: judge.BaselineRef) -> judge.BaselineRef:
         """The machine-local stand-in for a committed baseline table: the same file name and
         key under .llmperf/baselines/<machine>/<hardware class>/."""
-        directory = (self.settings.path(LOCAL_BASELINES_DIR)
+        directory = (self.config.path(LOCAL_BASELINES_DIR)
                      / baselines.machine_id(self.ledger.fingerprint.to_dict())
                      / ref.path.parent.name)
         return judge.BaselineRef(directory / ref.path.name, ref.key, ref.nodeid)
@@ -200,14 +238,15 @@ class Judge:
     @property
     def work_rule(self) -> same_work.Rule:
         """How a comparison checks that both sides did the same work (--llmperf-outputs)."""
-        return same_work.Rule(outputs_must_match=self.settings.outputs == "must-match")
+        return same_work.Rule(outputs_must_match=self.config.outputs_must_match)
 
     def _saved_reference(self, key: str, workload: dict[str, Any]) -> judge.Reference:
         """The --llmperf-compare run's test `key`; read once per session. The note names what
         changed since it was saved (driver, CUDA, vLLM: same_node.py)."""
         try:
             if self._saved_run is None:
-                path = saved_runs.resolve_saved(self.settings.compare, self.settings.runs_dir())
+                path = saved_runs.resolve_saved(self.config.saved_run,
+                                                self.config.path(RUNS_DIR))
                 self._saved_run = (path, saved_runs.read_run(path))
         except saved_runs.RunFileError as exc:
             return judge.Unusable(str(exc))

@@ -1,32 +1,26 @@
-"""The session's runner: it starts (or reaches) the engines, sends each measurement's requests,
-and adds what it measured to the ledger (session/ledger.py), a record per measurement. Judging
-the records is the judge's (session/judging.py); A/B pairs are session/ab_run.py's, on top of
-this runner.
-
-Under --llmperf-endpoint the server is another's (session/deployment.py): it is reached, never
-started, watched or restarted.
+"""The session's runner: it sends each measurement's requests to its target (session/target.py:
+the engines it starts, or --llmperf-endpoint's deployment, chosen once per session), and adds
+what it measured to the ledger (session/ledger.py), a record per measurement. Judging the records
+is the judge's (session/judging.py); A/B pairs are session/ab_run.py's, on top of this runner.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.client import server_info
 from pytest_llmperf.client.cache_reset import reset_prefix_cache
 from pytest_llmperf.client.measure import Endpoint, Measurement, measure
 from pytest_llmperf.client.measurement import WARMUP_CONCURRENCY
 from pytest_llmperf.client.openai import ClientOptions
 from pytest_llmperf.client.patterns import Concurrency
 from pytest_llmperf.client.selfcheck import check_client
-from pytest_llmperf.client.server_kind import KINDS, VLLM, ServerKind
+from pytest_llmperf.client.server_kind import ServerKind
 from pytest_llmperf.client.server_kind import limits as server_limits
+from pytest_llmperf.client.watchdog import DEFAULT_STALL_TIMEOUT_S
 from pytest_llmperf.engines.errors import EngineDied, EngineStalled
-from pytest_llmperf.engines.interpreter import engine_versions, kind_identity
 from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.errors import InputError
@@ -34,49 +28,63 @@ from pytest_llmperf.failures import describe_counts
 from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.machine.hardware import is_gpu_class
-from pytest_llmperf.machine.watch import watched
 from pytest_llmperf.metrics import energy, goodput, structured
 from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
 from pytest_llmperf.metrics.result import Result
-from pytest_llmperf.session.deployment import Deployment
 from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.provenance import engine_identity
 from pytest_llmperf.session.settings import Settings, usable_cores
+from pytest_llmperf.session.target import Target
 from pytest_llmperf.verdict.measurement import MeasurementRecord
 from pytest_llmperf.verdict.status import Status
 from pytest_llmperf.workloads.identity import workload_identity
 from pytest_llmperf.workloads.text_only import as_text
 from pytest_llmperf.workloads.workload import Workload
 
-__all__ = ["MAX_AUTO_WORKERS", "Runner"]
+__all__ = ["MAX_AUTO_WORKERS", "Runner", "RunnerConfig"]
 
 # More client processes than this only add start-up and merge time: 8 of them measured
 # (estimated from ~100,000 chunks/s per process on a free core) far above any one server.
 MAX_AUTO_WORKERS = 8
 
 
+@dataclass(frozen=True)
+class RunnerConfig:
+    """What the runner reads of the session's settings (session/settings.py): built once by
+    `of`, so the runner never holds the whole Settings."""
+
+    rootdir: Path = Path(".")  # what the identities' file paths are relative to
+    log_dir: Path = Path(".llmperf/logs")  # an offline run's logs; absolute, or under rootdir
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S
+    client_workers: str | int = "auto"  # --llmperf-client-workers
+
+    @classmethod
+    def of(cls, settings: Settings) -> RunnerConfig:
+        return cls(settings.rootdir, settings.path(settings.log_dir), settings.stall_timeout,
+                   settings.client_workers)
+
+
 @dataclass
 class Runner:
-    settings: Settings
-    pool: EnginePool
+    config: RunnerConfig
+    target: Target  # the engines we start, or the deployment we reach (session/target.py)
     ledger: Ledger
-    gpu_count: int = 0  # GPUs this process may use (0 on CPU hardware)
-    # The pid whose descendants are this session's processes (machine/neighbours.session_root);
-    # 0: this process.
-    process_root: int = 0
-    # --llmperf-endpoint's server and how to reach it (deployment.py); None: engines we start
-    deployment: Deployment | None = None
     # spec -> its server's identity (server_info.identity), asked once it first was healthy
     servers: dict[Engine, dict[str, str]] = field(default_factory=dict)
     _tokenizers: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.pool.on_death = self._note_death
-        if self.deployment is None and self.settings.endpoint:
-            self.deployment = Deployment.from_settings(self.settings, os.environ)
-        if self.deployment is not None:
-            for line in self.deployment.notes():
-                self.ledger.note(None, line)
+        for line in self.target.notes():
+            self.ledger.note(None, line)
+
+    @property
+    def pool(self) -> EnginePool:
+        return self.target.pool
+
+    @property
+    def gpu_count(self) -> int:
+        return self.target.gpu_count
 
     @property
     def hardware_class(self) -> str:
@@ -105,48 +113,26 @@ class Runner:
         return self._tokenizers[key]
 
     def endpoint_for(self, engine: Engine, workload: Workload) -> tuple[Endpoint, float | None]:
-        """Start (or reuse) the engine; with --llmperf-endpoint, use that server instead."""
+        """Where the engine's requests go (the target starts or reuses it, or reaches the
+        deployment), and its start time where this session started it."""
         options = ClientOptions(api=workload.api, server=self.server_kind(engine))
-        if self.deployment is not None:
-            self.deployment.check_model(self.deployment.model_name(engine), "the test's Engine")
-            self.identify(engine, self.deployment.url)
-            return self.deployment.endpoint(engine, options), None
-        server = self.pool.get(engine)
-        self.identify(engine, server.base_url)
-        return Endpoint(server.base_url, engine.model_name, options), server.start_time_s
+        endpoint, start_s = self.target.endpoint(engine, options)
+        if engine not in self.servers:
+            self.servers[engine] = self.target.identity(engine, endpoint.base_url)
+        return endpoint, start_s
 
     def start_together(self, engines: list[Engine]) -> None:
         """Start the engines a test will use together at the same time (pool.start_together);
-        nothing with --llmperf-endpoint, whose server is not ours to start."""
-        if self.deployment is None:
-            self.pool.start_together(engines)
+        nothing where the server is not ours to start."""
+        self.target.start_together(engines)
 
-    def server_kind(self, engine: Engine | None = None) -> ServerKind:
-        """The engine's kind's (engines/kinds/) for the engines the plugin starts (vLLM's by
-        default); --llmperf-endpoint's server as named or detected
-        (deployment.Deployment.kind), said once under the summary when not vLLM."""
-        if self.deployment is None:
-            return KINDS.get(engine.engine_kind.client_kind, VLLM) if engine else VLLM
-        kind = self.deployment.kind()
-        line = self.deployment.kind_note()
+    def server_kind(self, engine: Engine) -> ServerKind:
+        """The kind of server the engine's requests reach; a line under the summary, once,
+        where the target has one to say (an endpoint's server that is not vLLM)."""
+        kind, line = self.target.server_kind(engine)
         if line:
             self.ledger.note_once(None, line)
         return kind
-
-    def identify(self, engine: Engine, base_url: str) -> None:
-        """Which vLLM the spec's server runs, asked once per spec: its GET /version and, for an
-        engine we start, what its interpreter has installed (another vLLM for Engine(python=)).
-        An endpoint's interpreter is not ours to ask, and all its specs share one answer."""
-        if engine in self.servers:
-            return
-        if self.settings.endpoint:
-            known = next(iter(self.servers.values()), None)
-            access = self.deployment.access
-            self.servers[engine] = known or server_info.identity(server_info.fetch_version(
-                base_url, headers=dict(access.headers), verify=access.ssl_context()))
-            return
-        self.servers[engine] = kind_identity(engine) or server_info.identity(
-            server_info.fetch_version(base_url), engine_versions(engine))
 
     def run(self, id: MeasurementId, engine: Engine, workload: Workload, repeat: int,
             limits: goodput.Limits | None = None) -> MeasurementRecord:
@@ -185,7 +171,7 @@ class Runner:
         """A cold-cache run's warm-up, sent before the cache is emptied; nothing of it is kept."""
         if warmup:
             measure(endpoint, list(warmup), Concurrency(max_concurrency=WARMUP_CONCURRENCY),
-                    seed=0, stall_timeout_s=self.settings.stall_timeout)
+                    seed=0, stall_timeout_s=self.config.stall_timeout_s)
 
     def mark_died(self, records: Sequence[MeasurementRecord], died: EngineDied) -> None:
         """The verdict of measurements their engine died (or stalled) in."""
@@ -197,7 +183,7 @@ class Runner:
                      warmup, limits: goodput.Limits | None = None
                      ) -> tuple[tuple[RunMetrics, Measurement], EngineDied | None]:
         def call() -> Measurement:
-            with self.one_at_a_time():
+            with self.target.one_at_a_time():
                 first = warmup
                 if workload.prefix_cache == "cold":  # emptied after the warm-up, which fills it
                     self.warm_up_alone(endpoint, warmup)
@@ -206,25 +192,14 @@ class Runner:
                 return measure(endpoint, requests, workload.pattern, seed=workload.seed,
                                warmup=first, duration_s=workload.duration_s,
                                workers=self.client_workers(),
-                               stall_timeout_s=self.settings.stall_timeout)
+                               stall_timeout_s=self.config.stall_timeout_s)
 
-        # An endpoint's machine is not ours to watch; this one's neighbours only slow the client
-        # there, which its self-check sees. Under --llmperf-disturbance off the engine's cards
-        # are still read, for their telemetry and energy per token; nothing is judged.
-        if self.settings.endpoint:
-            measured = call()
-        else:
-            measured, disturbance = watched(
-                call, root=self.process_root or os.getpid(),
-                gpus=self.pool.gpus_of(engine) if self.gpu_count else (),
-                window=lambda found: energy.measured_window(found.records),
-                judge=self.settings.disturbance != "off")
-            measured = replace(measured, disturbance=disturbance)
+        measured = self.target.watch(call, engine)
         metrics = compute_metrics(measured.records, goodput_limits=limits,
                                   server_metrics=measured.server_metrics)
         metrics = replace(metrics, energy=energy.energy_metrics(
             measured.disturbance, metrics.prompt_tokens, metrics.output_tokens))
-        return (metrics, measured), self.engine_death(engine, measured.records, measured.stall)
+        return (metrics, measured), self.target.death(engine, measured.records, measured.stall)
 
     def record(self, id: MeasurementId, engine: Engine, workload: Workload,
                runs: list[tuple[RunMetrics, Measurement]], start_s: float | None
@@ -261,50 +236,29 @@ class Runner:
                              f"{describe_counts(result.failure_kinds())}")
         return record
 
-    def engine_death(self, engine: Engine, records, stall: str | None = None
-                     ) -> EngineDied | None:
-        """After requests failed, did the engine die? After a stall, it is killed like a dead
-        one. (An endpoint's server is not ours to judge or restart: a stall there fails the test,
-        nothing more.)"""
-        if self.settings.endpoint:
-            return EngineStalled(f"the server at {self.deployment.url} stalled during the test "
-                                 f"({stall}); it is not ours to restart") if stall else None
-        if not (stall or any(record.error for record in records)):
-            return None
-        return self.pool.check(engine, stall=stall)
-
     def _note_death(self, engine: Engine, line: str, restarted: bool) -> None:
         then = (f"restarted for the next test ({self.pool.deaths[engine]} of {MAX_DEATHS} "
                 "deaths)" if restarted else "not started again")
         self.ledger.note(None, f"{line}; {then}")
 
-    def one_at_a_time(self) -> AbstractContextManager:
-        """Held for each measurement of an endpoint: the server is shared by every pytest-xdist
-        worker (and any other session in this rootdir), and two loads at once would measure
-        each other (deployment.Deployment.lock)."""
-        if self.deployment is None:
-            return nullcontext()
-        return self.deployment.lock(self.settings.rootdir)
-
     def client_workers(self) -> int:
         """--llmperf-client-workers as a number. auto: every core but the engine's, where the
-        engine runs on this machine's CPU; every core but two beside a local GPU engine (vLLM's
-        API server and its busy-polling engine core each keep one busy); all of them for an
-        endpoint elsewhere."""
-        chosen = self.settings.client_workers
+        engine runs on this machine's CPU, or beside a local GPU engine; all of them for an
+        endpoint elsewhere (target.reserved_cores)."""
+        chosen = self.config.client_workers
         if chosen != "auto":
             return chosen
-        reserved = 0 if self.settings.endpoint else 2 if is_gpu_class(self.hardware_class) else 1
+        reserved = self.target.reserved_cores(self.hardware_class)
         return max(1, min(MAX_AUTO_WORKERS, usable_cores() - reserved))
 
     def engine_identity(self, engine: Engine) -> dict[str, Any]:
         """The spec as baselines record it (provenance.engine_identity)."""
-        return engine_identity(engine, self.settings.rootdir)
+        return engine_identity(engine, self.config.rootdir)
 
     def workload_identity(self, workload: Workload) -> dict[str, Any]:
         """The workload as baselines record it: its files named alike in every checkout
         (workloads/identity.py)."""
-        return workload_identity(workload, self.settings.rootdir)
+        return workload_identity(workload, self.config.rootdir)
 
     def run_offline(self, engine: Engine, workload: Workload):
         """Offline mode needs the accelerator to itself: on GPUs, running server engines stop
@@ -327,7 +281,7 @@ class Runner:
                      if self.engine_identity(engine) == identity), {})
 
     def log_dir(self) -> Path:
-        return self.settings.path(self.settings.log_dir)
+        return self.config.log_dir
 
 
 def _disturbance_of(runs: list[tuple[RunMetrics, Measurement]]) -> Disturbance | None:

@@ -9,6 +9,7 @@ Owned by the plugin (one per pytest session, kept in `config.stash`), never a mo
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,10 +18,11 @@ from pytest_llmperf.machine.hardware import Fingerprint
 from pytest_llmperf.session.ab_run import AbRunner
 from pytest_llmperf.session.deployment import Deployment
 from pytest_llmperf.session.history_run import SessionHistory
-from pytest_llmperf.session.judging import Judge
+from pytest_llmperf.session.judging import Judge, JudgeConfig
 from pytest_llmperf.session.ledger import Ledger
-from pytest_llmperf.session.runner import Runner
+from pytest_llmperf.session.runner import Runner, RunnerConfig
 from pytest_llmperf.session.settings import Settings
+from pytest_llmperf.session.target import choose_target
 
 __all__ = ["LlmperfSession"]
 
@@ -41,8 +43,13 @@ class LlmperfSession:
               gpu_count: int = 0, process_root: int = 0, deployment: Deployment | None = None,
               history: SessionHistory | None = None) -> LlmperfSession:
         """The session's parts, wired: one ledger that the runner and the judge write and the
-        outputs read."""
+        outputs read; the target chosen once, here (session/target.py)."""
         ledger = Ledger(fingerprint)
-        runner = Runner(settings, pool, ledger, gpu_count, process_root, deployment)
-        judge = Judge(settings, ledger, runner.server_of, history)
+        if deployment is None:
+            deployment = Deployment.from_settings(settings, os.environ)
+        target = choose_target(deployment, pool, rootdir=settings.rootdir, gpu_count=gpu_count,
+                               process_root=process_root,
+                               judge_disturbance=settings.disturbance != "off")
+        runner = Runner(RunnerConfig.of(settings), target, ledger)
+        judge = Judge(JudgeConfig.of(settings), ledger, runner.server_of, history)
         return cls(settings, ledger, runner, AbRunner(runner), judge, history)

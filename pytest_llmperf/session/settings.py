@@ -378,6 +378,12 @@ class Settings:
         """Where --llmperf-save NAME writes and --llmperf-compare NAME reads saved runs."""
         return self.path(RUNS_DIR)
 
+    @property
+    def measurer(self) -> str:
+        """What the fixture's calls do this session (MEASURERS): the one choice the flags make,
+        which _validate checked."""
+        return next((mode for name, mode in MEASURERS if getattr(self, name)), "measure")
+
 
 assert [f.name for f in fields(Settings)][:-1] == [o.name for o in OPTIONS], "keep in step"
 
@@ -416,30 +422,51 @@ def _parse(option: Option, text: str, where: str) -> Any:
         raise ValueError(f"{where}{'' if option.secret else f'={text!r}'}: {exc}") from None
 
 
+# The flags that choose what a session does, checked against each other here and nowhere else:
+# (a flag, what it does, the flags it cannot be given with). Under --llmperf-check-args or
+# --llmperf-check-baselines a session measures nothing; --llmperf-bisect runs A/B steps of its
+# own; --llmperf-ab pairs each test's run; --llmperf-endpoint measures another's server.
+EXCLUSIVE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("check_args", "checks the engines the plugin would start, and with --llmperf-endpoint it "
+     "starts none", ("endpoint",)),
+    ("check_baselines", "ends each test at its first measurement, measuring nothing",
+     ("check_args", "update_baselines")),
+    ("bisect", "runs its own A/B steps on engines it starts",
+     ("ab", "endpoint", "compare", "update_baselines", "check_args")),
+    ("ab", "needs engines the plugin starts (side B is the test's engine with the overrides)",
+     ("endpoint",)),
+    ("ab", "judges side B against side A", ("compare", "update_baselines")),
+)
+# Flags that only mean something beside another: (a flag, the flag it needs, why).
+NEEDS: tuple[tuple[str, str, str], ...] = (
+    ("server_kind", "endpoint", "names what --llmperf-endpoint's server is; the engines the "
+     "plugin starts are vLLM: drop it or give the endpoint"),
+    ("ab_a", "ab", "makes side A of a paired A/B run; give side B's fields with --llmperf-ab "
+     "too"),
+)
+# What the fixture's calls do (plugin/measurers.py), by the first of these flags given; none:
+# they measure.
+MEASURERS = (("check_baselines", "check-baselines"), ("check_args", "check-args"), ("ab", "ab"))
+
+
+def _given(settings: Settings, name: str) -> bool:
+    value = getattr(settings, name)
+    return value != AUTO if name == "server_kind" else bool(value)
+
+
 def _validate(settings: Settings) -> None:
-    """Checks that span options. One option's own range is its parser's to check: the parser's
-    error is prefixed with where the value came from (flag, ini key or environment variable)."""
-    if settings.server_kind != AUTO and not settings.endpoint:
-        raise ValueError("--llmperf-server-kind names what --llmperf-endpoint's server is; the "
-                         "engines the plugin starts are vLLM: drop it or give the endpoint")
-    if settings.check_args and settings.endpoint:
-        raise ValueError("--llmperf-check-args checks the engines the plugin would start, and "
-                         "with --llmperf-endpoint it starts none: drop one of the two")
-    if settings.check_baselines and (settings.check_args or settings.update_baselines):
-        raise ValueError("--llmperf-check-baselines ends each test at its first measurement, "
-                         "measuring nothing: run it without --llmperf-check-args and "
-                         "--llmperf-update-baselines")
-    if settings.bisect and (settings.ab or settings.endpoint or settings.compare
-                            or settings.update_baselines or settings.check_args):
-        raise ValueError("--llmperf-bisect runs its own A/B steps on engines it starts: drop "
-                         "--llmperf-ab, --llmperf-endpoint, --llmperf-compare, "
-                         "--llmperf-update-baselines and --llmperf-check-args")
-    if settings.ab_a and not settings.ab:
-        raise ValueError("--llmperf-ab-a makes side A of a paired A/B run; give side B's fields "
-                         "with --llmperf-ab too")
-    if settings.ab and settings.endpoint:
-        raise ValueError("--llmperf-ab needs engines the plugin starts (side B is the test's "
-                         "engine with the overrides); drop --llmperf-endpoint")
-    if settings.ab and (settings.compare or settings.update_baselines):
-        raise ValueError("--llmperf-ab judges side B against side A; it cannot be combined with "
-                         "--llmperf-compare or --llmperf-update-baselines")
+    """Checks that span options (NEEDS, then EXCLUSIVE). One option's own range is its parser's
+    to check: the parser's error is prefixed with where the value came from (flag, ini key or
+    environment variable)."""
+    for name, needed, why in NEEDS:
+        if _given(settings, name) and not _given(settings, needed):
+            raise ValueError(f"{_flag(name)} {why}")
+    for name, what, excluded in EXCLUSIVE:
+        if _given(settings, name) and any(_given(settings, other) for other in excluded):
+            flags = [_flag(other) for other in excluded]
+            drop = ", ".join(flags[:-1]) + " and " + flags[-1] if len(flags) > 1 else flags[0]
+            raise ValueError(f"{_flag(name)} {what}: drop {drop}")
+
+
+def _flag(name: str) -> str:
+    return "--llmperf-" + name.replace("_", "-")

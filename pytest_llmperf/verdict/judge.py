@@ -125,11 +125,22 @@ class Current:
 
 
 @dataclass(frozen=True)
-class Subject:
-    """What a verdict is about: the test (its pytest item and result id), its baseline key, and
-    the engine and workload it measured, as a baseline's provenance records them."""
+class TestNode:
+    """The test a verdict is about, as the plugin names it: its pytest node id (a baseline
+    update waits for its outcome) and its file (its suite's baseline file is named after it)."""
 
-    item: Any  # pytest.Item
+    __test__ = False  # not a test class, despite the name
+
+    nodeid: str
+    path: Path
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a verdict is about: the test, its result id, its baseline key, and the engine and
+    workload it measured, as a baseline's provenance records them."""
+
+    test: TestNode
     test_id: str
     key: str
     engine: dict[str, Any]

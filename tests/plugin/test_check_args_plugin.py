@@ -132,7 +132,7 @@ def test_check_args_and_an_endpoint_are_refused_together(pytester: pytest.Pytest
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([
         "ERROR: pytest-llmperf: --llmperf-check-args checks the engines the plugin would start, "
-        "and with --llmperf-endpoint it starts none: drop one of the two"])
+        "and with --llmperf-endpoint it starts none: drop --llmperf-endpoint"])
 
 
 def test_without_vllm_the_flag_is_refused_before_any_test(pytester: pytest.Pytester,

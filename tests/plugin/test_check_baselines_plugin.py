@@ -163,7 +163,7 @@ def test_it_is_refused_with_update_baselines(pytester: pytest.Pytester):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([
         "ERROR: pytest-llmperf: --llmperf-check-baselines ends each test at its first "
-        "measurement, measuring nothing: run it without --llmperf-check-args and "
+        "measurement, measuring nothing: drop --llmperf-check-args and "
         "--llmperf-update-baselines"])
 
 

@@ -62,7 +62,7 @@ class Pool:
 
 @pytest.hookimpl(trylast=True)  # after the plugin made its session
 def pytest_configure(config):
-    config.stash[plugin.SESSION_KEY].runner.pool = Pool()
+    config.stash[plugin.SESSION_KEY].runner.target.pool = Pool()
 
 
 RUNS = Counter()  # measurements per test, over its first attempt and its rerun

@@ -60,7 +60,7 @@ class Pool:
 @pytest.hookimpl(trylast=True)  # after the plugin made its session
 def pytest_configure(config):
     from pytest_llmperf.plugin import hooks
-    config.stash[hooks.SESSION_KEY].runner.pool = Pool()
+    config.stash[hooks.SESSION_KEY].runner.target.pool = Pool()
 
 
 @pytest.fixture(autouse=True)

@@ -77,7 +77,7 @@ class Pool:
 def pytest_configure(config):
     from pytest_llmperf.plugin import hooks
     runner = config.stash[hooks.SESSION_KEY].runner
-    runner.pool, runner.gpu_count = Pool(), 1
+    runner.target.pool, runner.target.gpu_count = Pool(), 1
 
 
 @pytest.fixture(autouse=True)

@@ -87,7 +87,7 @@ class Pool:
 
 @pytest.hookimpl(trylast=True)  # after the plugin made its session
 def pytest_configure(config):
-    config.stash[plugin.SESSION_KEY].runner.pool = Pool()
+    config.stash[plugin.SESSION_KEY].runner.target.pool = Pool()
 
 
 def pytest_unconfigure(config):

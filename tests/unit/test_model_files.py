@@ -16,8 +16,8 @@ from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics.roofline import NoRoofline, model_config
 from pytest_llmperf.model_files import cached_file, is_hub_id, model_dir
 from pytest_llmperf.session.ledger import Ledger
-from pytest_llmperf.session.runner import Runner
-from pytest_llmperf.session.settings import resolve
+from pytest_llmperf.session.runner import Runner, RunnerConfig
+from pytest_llmperf.session.target import OurEngines
 from pytest_llmperf.workloads.prompts import HFTokenizer, load_tokenizer
 from pytest_llmperf.workloads.vocab import VocabOnly, vocab_from_config
 from tests.hub_cache import (
@@ -48,8 +48,7 @@ def hub(tmp_path, monkeypatch):
 
 def runner() -> Runner:
     """The session's runner (what loads a test's tokenizer), with no engine pool."""
-    return Runner(resolve(lambda name: None, lambda ini: None, environ={}), SimpleNamespace(),
-                  Ledger(CPU))
+    return Runner(RunnerConfig(), OurEngines(SimpleNamespace()), Ledger(CPU))
 
 
 def test_the_tokenizer_and_vocabulary_of_a_hub_id_load_from_the_cache(hub):

@@ -7,8 +7,8 @@ import pytest
 from pytest_llmperf.engines import offline
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.session.ledger import Ledger
-from pytest_llmperf.session.runner import Runner
-from pytest_llmperf.session.settings import resolve
+from pytest_llmperf.session.runner import Runner, RunnerConfig
+from pytest_llmperf.session.target import OurEngines
 from pytest_llmperf.workloads.workload import Workload
 from tests.unit.fingerprints import fingerprint_of
 
@@ -30,8 +30,7 @@ def test_offline_stops_the_server_engines_on_gpus_only(monkeypatch, flat, stops)
     stopping it only made its next test start it again (the CPU suite's second engine start)."""
     monkeypatch.setattr(offline, "run_offline", lambda engine, requests, log_dir: "measured")
     pool = _Pool()
-    found = Runner(resolve(lambda name: None, lambda ini: None, environ={}), pool,
-                   Ledger(fingerprint_of(flat))).run_offline(
+    found = Runner(RunnerConfig(), OurEngines(pool), Ledger(fingerprint_of(flat))).run_offline(
         Engine(model="suites/models/tiny-llama", load_format="dummy"),
         Workload.fixed(input_tokens=8, output_tokens=4, num_requests=2, concurrency=1))
     assert (found, pool.stopped) == ("measured", stops)

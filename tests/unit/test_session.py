@@ -198,7 +198,7 @@ def ab_session(monkeypatch, b_tpot_by_pair) -> tuple[LlmperfSession, list[str]]:
 
 def on_gpus(session, pool) -> None:
     """The session's runner on four H100s, its engines from `pool`."""
-    session.runner.pool, session.runner.gpu_count = pool, 4
+    session.runner.target.pool, session.runner.target.gpu_count = pool, 4
     session.ledger.fingerprint = fingerprint_of({"hardware_class": "h100", "device_count": 4})
 
 

@@ -370,3 +370,46 @@ def test_server_kind_is_auto_or_a_kind_and_only_for_an_endpoint():
     assert str(excinfo.value) == ("--llmperf-server-kind names what --llmperf-endpoint's server "
                                   "is; the engines the plugin starts are vLLM: drop it or give "
                                   "the endpoint")
+
+
+# The flags that choose what a session does: each refused beside those it excludes, in one line
+# that says what it does and what to drop (settings.EXCLUSIVE, settings.NEEDS).
+MODE_CONFLICTS = [
+    ({"check_args": True, "endpoint": "http://127.0.0.1:9"},
+     "--llmperf-check-args checks the engines the plugin would start, and with "
+     "--llmperf-endpoint it starts none: drop --llmperf-endpoint"),
+    ({"check_baselines": True, "update_baselines": True},
+     "--llmperf-check-baselines ends each test at its first measurement, measuring nothing: drop "
+     "--llmperf-check-args and --llmperf-update-baselines"),
+    ({"bisect": "a==1 a==2", "compare": "before"},
+     "--llmperf-bisect runs its own A/B steps on engines it starts: drop --llmperf-ab, "
+     "--llmperf-endpoint, --llmperf-compare, --llmperf-update-baselines and --llmperf-check-args"),
+    ({"ab": {"max_num_seqs": 8}, "endpoint": "http://127.0.0.1:9"},
+     "--llmperf-ab needs engines the plugin starts (side B is the test's engine with the "
+     "overrides): drop --llmperf-endpoint"),
+    ({"ab": {"max_num_seqs": 8}, "compare": "before"},
+     "--llmperf-ab judges side B against side A: drop --llmperf-compare and "
+     "--llmperf-update-baselines"),
+    ({"ab_a": {"max_num_seqs": 4}},
+     "--llmperf-ab-a makes side A of a paired A/B run; give side B's fields with --llmperf-ab "
+     "too"),
+]
+
+
+@pytest.mark.parametrize(("cli", "message"), MODE_CONFLICTS)
+def test_flags_that_exclude_each_other_are_refused_in_one_line(cli, message):
+    with pytest.raises(ValueError) as excinfo:
+        settings(cli=cli)
+    assert str(excinfo.value) == message
+
+
+@pytest.mark.parametrize(("cli", "measurer"), [
+    ({}, "measure"),
+    ({"ab": {"max_num_seqs": 8}}, "ab"),
+    ({"check_args": True}, "check-args"),
+    ({"check_args": True, "ab": {"max_num_seqs": 8}}, "check-args"),  # of both A/B sides
+    ({"check_baselines": True, "ab": {"max_num_seqs": 8}}, "check-baselines"),
+    ({"endpoint": "http://127.0.0.1:9"}, "measure"),
+])
+def test_the_flags_make_one_measurer(cli, measurer):
+    assert settings(cli=cli).measurer == measurer
