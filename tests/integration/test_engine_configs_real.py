@@ -6,10 +6,11 @@ prefill on against off and 512 against 2048 batched tokens (paired A/B), compile
 tokens per chunk; and from the other CPU suites MLPerf's Offline scenario and a concurrency sweep.
 The run file's numbers are what the closing notes and docs/cpu-engine.md report.
 
-CI runs the tests that reach lines no other test reaches (the in-test A/B with two engines, the
-concurrency sweep) and the Offline scenario, which shares the sweep's engine; the parallel
-layouts, ngram, the stream interval and chunked prefill on against off run the same lines with
-other flags and are `nightly` (docs/testing.md). One pytest run each: CI's starts three engines.
+All of it is nightly (docs/testing.md): what CI ran here until 2026-11-28, the in-test A/B
+with two engines and the concurrency sweep, is held in CI by
+tests/plugin/test_in_test_ab_and_sweep_plugin.py with injected measurements, and on the real
+engine by the main job's CPU suites (suites/test_cpu_ab.py, suites/test_cpu_capacity.py). It
+was CI's longest test: 305 s of a 22-minute second step on the family-23 EPYC VM.
 
 Two ranks and the client share the machine's two cores, and a CI runner has neighbours: the
 disturbance check only warns here. What this test is about is that every configuration runs and
@@ -30,7 +31,7 @@ from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
 
 # Alone on the machine, though it judges no speed: beside other tests, a client that reads
 # late gets chunks in bursts, and the suite's chunk-timing checks see gaps of 0.
-pytestmark = requires_vllm
+pytestmark = [requires_vllm, pytest.mark.nightly]
 
 SUITE = REPO / "suites" / "test_cpu_engine_configs.py"
 # Two tests of other CPU suites that the studies' questions need on the real engine too: MLPerf's
