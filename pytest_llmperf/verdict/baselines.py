@@ -93,7 +93,6 @@ __all__ = [
     "Baseline",
     "BaselineEntry",
     "BaselineError",
-    "WORKLOAD_FILE_FIELDS",
     "engine_changes",
     "engine_mismatch",
     "workload_changes",
@@ -434,9 +433,6 @@ def _hidden(engine: dict[str, Any]) -> dict[str, Any]:
 # A workload's name is a label: renaming it changes no number. Every other field (the requests,
 # their lengths, the load pattern, the seed, the API, the warm-up) does.
 WORKLOAD_LABELS = ("name",)
-# The fields of a workload's source that name a file it reads (workloads/identity.py writes
-# them relative to the rootdir, or as a content digest).
-WORKLOAD_FILE_FIELDS = ("path", "dataset_path")
 
 
 def workload_changes(recorded: Any, workload: Mapping[str, Any] | None) -> list[str]:
@@ -454,15 +450,16 @@ def _same_files_as(recorded: Any, current: Any) -> Any:
     written as that path. References recorded before workload identities named files relative
     to the rootdir hold the recording checkout's absolute path ("/home/ci/repo/suites/data/
     p.jsonl"); the same file in this checkout is "suites/data/p.jsonl". A digest (a file outside
-    the project) never matches an old path: the old reference cannot say what the file held."""
+    the project) never matches an old path: the old reference cannot say what the file held.
+    Any field may name a file (a source says which of its own do: workloads/source.py); only a
+    file's field holds an absolute path in one and its tail in the other."""
     if not isinstance(recorded, dict) or not isinstance(current, dict):
         return recorded
     out = {}
     for name, value in recorded.items():
         now = current.get(name)
-        if name in WORKLOAD_FILE_FIELDS and isinstance(value, str) and isinstance(now, str) \
-                and value.startswith("/") and not now.startswith("/") \
-                and value.endswith("/" + now):
+        if isinstance(value, str) and isinstance(now, str) and value.startswith("/") \
+                and not now.startswith("/") and value.endswith("/" + now):
             value = now
         out[name] = _same_files_as(value, now)
     return out

@@ -86,6 +86,20 @@ def test_a_reference_recorded_with_another_checkouts_absolute_path_matches(tmp_p
     assert workload_changes(recorded, identity) == []
 
 
+def test_an_old_absolute_path_matches_in_whatever_field_a_source_names_its_file():
+    # A trace's file, and a field no source of the package has: no list of file fields.
+    recorded = {"name": "w", "source": {"type": "Mine", "corpus": "/ci/repo/data/c.txt",
+                                        "inner": {"type": "TraceSource",
+                                                  "path": "/ci/repo/t.jsonl"}}}
+    current = {"name": "w", "source": {"type": "Mine", "corpus": "data/c.txt",
+                                       "inner": {"type": "TraceSource", "path": "t.jsonl"}}}
+    assert workload_changes(recorded, current) == []
+    assert workload_changes({**recorded, "source": {"type": "Mine", "corpus": "/ci/c.txt"}},
+                            {**current, "source": {"type": "Mine", "corpus": "data/c.txt"}}) == [
+        'source {"corpus": "/ci/c.txt", "type": "Mine"} -> '
+        '{"corpus": "data/c.txt", "type": "Mine"}']
+
+
 @pytest.mark.parametrize("old_path", ["/work/main/suites/other/prompts.jsonl",
                                       "/work/main/data/prompts.jsonl"])
 def test_another_file_at_an_old_absolute_path_is_another_workload(tmp_path, old_path):
