@@ -28,7 +28,8 @@ SCALARS: tuple[str, ...] = tuple(
     m.name for m in registry.COMPUTED
     if isinstance(m, Metric) and not m.distribution and not m.absent)
 # Before every metric was the registry's, a run kept these three as pairs of its own; an old
-# caller's RunMetrics(turns=..., server=..., energy=...) still reads.
+# caller's RunMetrics(turns=..., server=..., energy=...) or dataclasses.replace(metrics,
+# energy=...) still reads (session/runner.py's, until it hands compute_metrics `disturbance`).
 _PAIRS = ("turns", "server", "energy")
 
 
