@@ -62,8 +62,9 @@ class CpuDisturbance:
     def reasons(self) -> list[str]:
         found = []
         if self.other_cores >= OTHER_CORES_LIMIT and self.machine_busy_share >= BUSY_SHARE_LIMIT:
-            top = (f"; the busiest, {self.top_name} (pid {self.top_pid}), "
-                   f"{self.top_cores:.0%} of a core" if self.top_name else "")
+            pid = f" (pid {self.top_pid})" if self.top_pid is not None else ""  # format 1: none
+            top = (f"; the busiest, {self.top_name}{pid}, {self.top_cores:.0%} of a core"
+                   if self.top_name else "")
             found.append(f"other processes used {self.other_cores:.2f} cores while the machine "
                          f"was {self.machine_busy_share:.0%} busy{top}")
         if self.steal_share >= STEAL_SHARE_LIMIT:

@@ -6,7 +6,8 @@ pytest-benchmark document with our part under "llmperf", is reports/runfile.py's
 `FORMAT` is the schema's version, written as "llmperf.format". Format 2 added what format 1's
 hand-written serializers left out: a GPU's held_below_mhz, the machine's cores and the busiest
 process's pid. A format-1 file reads as format 2 with those unknown; a newer format is refused
-(this version cannot know what it changed).
+(this version cannot know what it changed). A disturbance's reasons are worked out again from
+its facts when read: a format-1 file's then lack the pid and the default clock it did not keep.
 
 A file that cannot be used is a `RunFileError`: one line naming the file, the place in it and
 the fix. The metrics and the declared gate settings are checked strictly (they are what a
