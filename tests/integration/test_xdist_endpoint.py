@@ -35,6 +35,10 @@ def test_b2(llmperf): llmperf.run(W)
 """
 
 
+# Nightly (docs/testing.md): two engine starts, 88 s of CI's second step on the family-23 VM.
+# Which core each worker's engines compute on is held in CI by
+# tests/plugin/test_xdist_cores_plugin.py; the group distribution by the plugin tests that run -n.
+@pytest.mark.nightly
 def test_two_workers_two_engines_distinct_ports_and_cores(pytester: pytest.Pytester,
                                                           monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(REPO))
