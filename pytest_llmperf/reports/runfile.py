@@ -88,7 +88,7 @@ from pytest_llmperf.metrics.compute import Summary
 from pytest_llmperf.metrics.derived import Derived, derive_all
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.records import RequestRecord
-from pytest_llmperf.verdict.baselines import atomic_write
+from pytest_llmperf.verdict.atomic_file import atomic_write
 from pytest_llmperf.verdict.measurement import MeasurementRecord
 from pytest_llmperf.verdict.stored_run import FORMAT, WRITE_ONE, StoredResult, StoredRun
 

@@ -65,9 +65,11 @@ def against(estimates, ref, engine=ENGINE, *, require: bool, fingerprint=HERE):
 
 def saved_result(entries) -> saved_runs.SavedResult:
     """A saved run's test holding exactly these values (spread 0) and directions."""
-    estimates = {name: Estimate(e.value, e.spread, e.n) for name, e in entries.items()}
-    return saved_runs.SavedResult(key=KEY, test_id=NODEID, estimates=estimates,
-                               directions={name: e.direction for name, e in entries.items()})
+    estimates = {name: Estimate(e.value, e.spread, e.n, e.direction)
+                 for name, e in entries.items()}
+    return saved_runs.SavedResult(key=KEY, test_id=NODEID,
+                                  record=MeasurementRecord(MeasurementId.parse(NODEID)),
+                                  metrics=estimates)
 
 
 def against_saved(estimates, entries):
