@@ -9,8 +9,10 @@ import pytest
 from tests.conftest import leftover_vllm_processes, requires_vllm
 from tests.hub_cache import tiny_llama_hub
 
-# What runs, not how fast: beside other tests in CI (tests/integration/conftest.py).
-pytestmark = [requires_vllm, pytest.mark.shares_machine]
+# What runs, not how fast: beside other tests (tests/integration/conftest.py). Nightly
+# (docs/testing.md): CI names its model by this Hub id in the upgrade gate's A/B
+# (test_upgrade_gate_real.py), one engine start fewer.
+pytestmark = [requires_vllm, pytest.mark.shares_machine, pytest.mark.nightly]
 
 # suites/tiny.py's TINY_CPU settings, spelled out: only the model's name differs.
 SUITE = """

@@ -83,7 +83,10 @@ def _wait_gone() -> list[str]:
     return left
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+# Ctrl-C is nightly (docs/testing.md): the plugin turns SIGTERM into the KeyboardInterrupt that
+# SIGINT raises (plugin/hooks.py), so from there on both take one path; CI's runners send SIGTERM.
+@pytest.mark.parametrize("sig", [pytest.param(signal.SIGINT, marks=pytest.mark.nightly),
+                                 signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_interrupted_run_stops_engine_and_reports(busy_pytest, sig):
     proc, log_dir = busy_pytest
     _wait_serving(proc, log_dir)

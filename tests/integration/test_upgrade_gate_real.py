@@ -1,7 +1,10 @@
 """The upgrade gate on the real CPU engine (docs/upgrades.md): an A/B whose side B ends most
 generations early (tests/integration/early_stop: a stand-in for a release that stops early) is
 NOT COMPARABLE, naming the output tokens and finish reasons, never "improved"; the run file it
-writes, saved on another host, is refused before any engine starts. Nightly: B = A says the
+writes, saved on another host, is refused before any engine starts. Its model is named by its
+Hub id, `acme/tiny-llama`, found in an offline Hugging Face cache (tests/hub_cache.py) by the
+prompts' tokenizer and both engines: how users name models, proved here without an engine start
+of its own (tests/integration/test_hub_model.py, the README's first test so named, is nightly). Nightly: B = A says the
 outputs were identical and, on a workload too small for its tolerance, is INCONCLUSIVE, failing
 only under --llmperf-inconclusive fail; B in float32 against A in bfloat16 gives other outputs,
 a note that fails only under --llmperf-outputs must-match. The same paths with injected
@@ -15,6 +18,7 @@ import os
 import pytest
 
 from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
+from tests.hub_cache import tiny_llama_hub
 
 # Verdicts on token counts and digests, not on timings: beside other tests is fine.
 pytestmark = [requires_vllm, pytest.mark.shares_machine]
@@ -26,7 +30,7 @@ import pytest
 from pytest_llmperf import Workload
 from suites.tiny import TINY_CPU
 
-pytestmark = pytest.mark.engine(TINY_CPU.replace(max_num_seqs=8))
+pytestmark = pytest.mark.engine(TINY_CPU.replace(model="acme/tiny-llama", max_num_seqs=8))
 
 def test_concurrent(llmperf):
     llmperf.run(Workload.fixed(input_tokens=32, output_tokens=16, num_requests=%d,
@@ -53,11 +57,17 @@ def _flat(result) -> str:
     return " ".join(result.stdout.str().split())
 
 
-def test_a_side_b_that_stops_early_is_not_comparable_and_another_host_is_refused(suite):
+def test_a_side_b_that_stops_early_is_not_comparable_and_another_host_is_refused(suite,
+                                                                                monkeypatch):
+    # HF_HOME and HF_HUB_OFFLINE=1 in os.environ, which both engines' processes inherit.
+    tiny_llama_hub(suite.path / "hf-home", monkeypatch)
     early = {"env": {"PYTHONPATH": os.pathsep.join([str(EARLY_STOP), str(REPO)]),
                      "LLMPERF_INDUCED_STOP_AFTER": "2"}}
     result = _ab(suite, early)
     assert leftover_vllm_processes() == []
+    commands = [log.read_text(errors="replace").splitlines()[0]
+                for log in (suite.path / ".llmperf" / "logs").glob("vllm-*.log")]
+    assert len(commands) == 2 and all("--model acme/tiny-llama " in c for c in commands), commands
     result.assert_outcomes(failed=1)
     result.stdout.re_match_lines([
         r"NOT COMPARABLE: the two sides did not execute the same work: B produced 0\.\d\dx the "
