@@ -35,17 +35,10 @@ class ReportHooks:
     def pytest_configure(self, config: pytest.Config) -> None:
         """Every file the session will write, checked before anything is measured: a path that
         cannot be written is a usage error now, not a report lost after hours of benchmarks."""
-        llmperf = self.session
-        settings = llmperf.settings
-        targets = [(option, given, settings.path(given)) for option, given in (
-            ("--llmperf-markdown", settings.markdown), ("--llmperf-html", settings.html),
-            ("--llmperf-json", settings.json)) if given]
-        if settings.save:
-            saved = settings.runs_dir() / f"{settings.save}.json"
-            targets.append(("--llmperf-save", settings.save, saved))
         try:
-            for option, given, path in targets:
-                check_writable(option, given, path)
+            for _, target in outputs.targets(self.session.settings):
+                if target.checked:
+                    check_writable(target.option, target.given, target.path)
         except ValueError as exc:
             raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
 
@@ -82,7 +75,5 @@ class ReportHooks:
         data = outputs.markdown_report(llmperf.payloads, failures=self.failures,
                                        fingerprint=llmperf.ledger.fingerprint,
                                        provenance=provenance)
-        outputs.add_notes(llmperf.payloads, outputs.write_markdown(llmperf.settings, data))
-        if llmperf.settings.html:
-            outputs.add_notes(llmperf.payloads,
-                              [outputs.write_html(llmperf.settings, llmperf.payloads, data)])
+        outputs.add_notes(llmperf.payloads,
+                          outputs.write_reports(llmperf.settings, llmperf.payloads, data))

@@ -11,6 +11,7 @@ everything but the plots, and says which extra draws them.
 from __future__ import annotations
 
 import base64
+import math
 from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 
 from pytest_llmperf.metrics import phases
 from pytest_llmperf.metrics.phases import Split
+from pytest_llmperf.reports import plotdata, plots
 from pytest_llmperf.reports.files import write_text
 from pytest_llmperf.reports.markdown import Report
 from pytest_llmperf.reports.model import (
@@ -34,6 +36,7 @@ from pytest_llmperf.reports.model import (
     verdict_text,
 )
 from pytest_llmperf.reports.plots import Picture
+from pytest_llmperf.verdict.stored_run import StoredRun
 
 TITLE = "pytest-llmperf"
 STYLE = """
@@ -158,34 +161,40 @@ def page(report: Report, pictures: Sequence[Picture] = (), missing: str | None =
     return "\n".join(lines) + "\n"
 
 
-def pictures_of(document: Mapping[str, Any] | None) -> tuple[list[Picture], str | None]:
-    """The run's plots, or why there are none (matplotlib missing)."""
-    from pytest_llmperf.reports import plotdata, plots
+RunFile = StoredRun | Mapping[str, Any]  # the model, or the document json.load gives
 
+
+def _model(run: RunFile) -> StoredRun:
+    return run if isinstance(run, StoredRun) else StoredRun.from_plain(run)
+
+
+def pictures_of(run: RunFile | None) -> tuple[list[Picture], str | None]:
+    """The run's plots, or why there are none (matplotlib missing)."""
     if not plots.available():
         return [], plots.MISSING
-    if document is None:
+    if run is None:
         return [], None
-    found = plots.pictures(plotdata.gather([document]))
-    splits = phase_splits(document)
+    run = _model(run)
+    found = plots.pictures(plotdata.gather([run]))
+    splits = phase_splits(run)
     return found + ([plots.phases_picture(splits)] if splits else []), None
 
 
-def phase_splits(document: Mapping[str, Any]) -> list[tuple[str, Split]]:
+def phase_splits(run: RunFile) -> list[tuple[str, Split]]:
     """Each result's TTFT split (metrics/phases.py) from the run file's metrics, where the
     server timed its requests."""
     found = []
-    for entry in (document.get("llmperf") or {}).get("results") or ():
-        values = {name: metric["value"] for name, metric in (entry.get("metrics") or {}).items()
-                  if isinstance(metric, Mapping) and metric.get("value") is not None}
+    for result in _model(run).results:
+        values = {name: estimate.value for name, estimate in result.metrics.items()
+                  if math.isfinite(estimate.value)}
         split = phases.split(values)
         if split is not None:
-            found.append((str(entry.get("test_id") or entry.get("key")), split))
+            found.append((result.test_id, split))
     return found
 
 
-def write(report: Report, document: dict[str, Any] | None, path: Path) -> str:
-    """--llmperf-html: the page, with the plots of the run file `document`; returns the
-    summary's line saying where it went (or why not)."""
-    pictures, missing = pictures_of(document)
+def write(report: Report, run: RunFile | None, path: Path) -> str:
+    """--llmperf-html: the page, with the plots of the run file `run`; returns the summary's
+    line saying where it went (or why not)."""
+    pictures, missing = pictures_of(run)
     return write_text("HTML report", "--llmperf-html", path, page(report, pictures, missing))

@@ -1,4 +1,5 @@
-"""What a session leaves behind: the summary's rows and lines, and the JSON run file.
+"""What a session leaves behind: the summary's rows and lines, and the files its output formats
+write (reports/outputs/: the run file, Markdown, HTML).
 
 Under pytest-xdist every worker measures its own tests, so each builds a `payload` (plain data,
 sent to the controller through `workeroutput`), and the controller merges them: one table, one
@@ -11,23 +12,21 @@ import json
 import os
 from collections.abc import Mapping
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
 from pytest_llmperf.machine.hardware import Fingerprint
 from pytest_llmperf.metrics import cost
 from pytest_llmperf.metrics.derived import derive_all
-from pytest_llmperf.reports import html, markdown, model, runfile, terminal
-from pytest_llmperf.reports.files import merge_documents, write_text
+from pytest_llmperf.reports import markdown, model, runfile, terminal
+from pytest_llmperf.reports.files import merge_documents
 from pytest_llmperf.reports.headline import headline
 from pytest_llmperf.reports.notes import Note, fold
+from pytest_llmperf.reports.outputs.base import Output, SessionOutput, Target, writers
 from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.provenance import git_commit
 from pytest_llmperf.session.settings import Settings
-
-# GitHub Actions shows at most 1 MiB of a step's summary (docs/reports.md).
-STEP_SUMMARY_LIMIT = 1024 * 1024
+from pytest_llmperf.verdict.stored_run import StoredRun
 
 
 def usd_per_hour(settings: Settings, hardware_class: str) -> cost.Price | None:
@@ -72,35 +71,44 @@ def _cost_notes(ledger: Ledger, settings: Settings) -> list[Note]:
     return [Note(None, note)] if note and ledger.measured else []
 
 
-def write_documents(settings: Settings, payloads: list[dict[str, Any]]) -> list[str]:
-    """--llmperf-json and --llmperf-save; returns lines for the terminal."""
-    targets: list[Path] = []
-    if settings.json:
-        targets.append(settings.path(settings.json))
-    if settings.save:
-        targets.append(settings.runs_dir() / f"{settings.save}.json")
+def targets(settings: Settings, environ: Mapping[str, str] = os.environ,
+            *, reads_report: bool | None = None) -> list[tuple[Output, Target]]:
+    """Every file the session's output formats (reports/outputs/) will write, each with its
+    writer; `reads_report` picks the writers that do (True) or do not (False)."""
+    found = []
+    for writer in writers():
+        if reads_report is not None and writer.reads_report != reads_report:
+            continue
+        value = getattr(settings, writer.option) if writer.option else None
+        found += [(writer(), target) for target in writer.targets(value, settings, environ)]
+    return found
+
+
+def run_of(payloads: list[dict[str, Any]]) -> StoredRun | None:
+    """The session's run file, every worker's results merged, read through its model."""
     document = merge_documents([p["document"] for p in payloads])
-    if document is None:
+    return None if document is None else StoredRun.from_plain(document)
+
+
+def write_documents(settings: Settings, payloads: list[dict[str, Any]],
+                    environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The formats that write the run file alone (--llmperf-json, --llmperf-save); returns
+    lines for the terminal."""
+    session = SessionOutput(run_of(payloads))
+    if session.run is None:
         return []
-    return [_write_run(path, document) for path in targets]
+    return [line for writer, target in targets(settings, environ, reads_report=False)
+            if (line := writer.write(target, session))]
 
 
-def _write_run(path: Path, document: dict[str, Any]) -> str:
-    """One run file; the summary's line says where it went or, if the disk refused it (full,
-    gone read-only since the start), why not: the rest of the session's output goes on."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        runfile.write_run(path, document)
-    except OSError as exc:
-        return f"{path}: results not written ({exc.strerror or exc}); choose a writable path"
-    return f"results written to {path}"
-
-
-def write_html(settings: Settings, payloads: list[dict[str, Any]],
-               report_data: markdown.Report) -> str:
-    """--llmperf-html: the page, with the plots of the session's merged run file."""
-    document = merge_documents([p["document"] for p in payloads])
-    return html.write(report_data, document, settings.path(settings.html))
+def write_reports(settings: Settings, payloads: list[dict[str, Any]],
+                  report_data: markdown.Report,
+                  environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The formats that write the report (--llmperf-markdown, $GITHUB_STEP_SUMMARY,
+    --llmperf-html), after the run file's, whose lines the report lists."""
+    session = SessionOutput(run_of(payloads), report_data)
+    return [writer.write(target, session)
+            for writer, target in targets(settings, environ, reads_report=True)]
 
 
 def merged(payloads: list[dict[str, Any]], key: str) -> list[Any]:
@@ -142,19 +150,3 @@ def markdown_report(payloads: list[dict[str, Any]], *, failures: list[tuple[str,
                            others=merged(payloads, "extras"),
                            notes=fold(notes_of(payloads)), failures=failures,
                            fingerprint=fingerprint.to_dict(), provenance=provenance)
-
-
-def write_markdown(settings: Settings, report_data: markdown.Report,
-                   environ: Mapping[str, str] = os.environ) -> list[str]:
-    """--llmperf-markdown, and the step summary of a GitHub Actions job."""
-    lines = []
-    if settings.markdown:
-        lines.append(write_text("Markdown report", "--llmperf-markdown",
-                                settings.path(settings.markdown),
-                                markdown.document(report_data)))
-    if environ.get("GITHUB_STEP_SUMMARY"):
-        lines.append(write_text("Markdown report", "$GITHUB_STEP_SUMMARY",
-                                Path(environ["GITHUB_STEP_SUMMARY"]),
-                                markdown.document(report_data, limit=STEP_SUMMARY_LIMIT),
-                                append=True))
-    return lines

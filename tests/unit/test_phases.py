@@ -289,14 +289,16 @@ def test_the_html_report_draws_a_stacked_bar_per_test_with_a_split():
     pytest.importorskip("matplotlib")
 
     def result(test_id: str, values: dict[str, float]) -> dict:
-        return {"test_id": test_id, "metrics": {k: {"value": v} for k, v in values.items()}}
+        return {"key": test_id.split("::")[1], "test_id": test_id,
+                "metrics": {k: {"value": v, "spread": 0.0, "n": 1, "direction": "lower"}
+                            for k, v in values.items()}}
 
-    document = {"llmperf": {"results": [result("s.py::test_a", H200),
-                                        result("s.py::test_b", {"ttft_s.mean": 0.1})]}}
+    document = {"llmperf": {"format": 2, "results": [
+        result("s.py::test_a", H200), result("s.py::test_b", {"ttft_s.mean": 0.1})]}}
     assert [(test, split.line()) for test, split in html.phase_splits(document)] == [
         ("s.py::test_a", phases.split(H200).line())]
     pictures, missing = html.pictures_of(document)
     [picture] = [p for p in pictures if p.name == "phases-ttft.png"]
     assert missing is None and picture.png.startswith(b"\x89PNG")
-    bare = {"llmperf": {"results": [result("s.py::test_b", {"ttft_s.mean": 0.1})]}}
+    bare = {"llmperf": {"format": 2, "results": [result("s.py::test_b", {"ttft_s.mean": 0.1})]}}
     assert "phases-ttft.png" not in [p.name for p in html.pictures_of(bare)[0]]

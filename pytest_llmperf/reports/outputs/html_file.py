@@ -1,0 +1,15 @@
+"""The report as one self-contained HTML page, plots included: --llmperf-html PATH."""
+
+from __future__ import annotations
+
+from pytest_llmperf.reports import html
+from pytest_llmperf.reports.outputs.base import Output, SessionOutput, Target
+
+
+class HtmlFile(Output):
+    option = "html"
+    reads_report = True
+
+    def write(self, target: Target, session: SessionOutput) -> str:
+        assert session.report is not None
+        return html.write(session.report, session.run, target.path)

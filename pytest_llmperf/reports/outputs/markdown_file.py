@@ -1,0 +1,43 @@
+"""The report as Markdown: --llmperf-markdown PATH, and a GitHub Actions job's step summary."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_llmperf.reports import markdown
+from pytest_llmperf.reports.files import write_text
+from pytest_llmperf.reports.outputs.base import Output, Paths, SessionOutput, Target
+
+# GitHub Actions shows at most 1 MiB of a step's summary (docs/reports.md).
+STEP_SUMMARY_LIMIT = 1024 * 1024
+
+
+class MarkdownFile(Output):
+    option = "markdown"
+    reads_report = True
+
+    def write(self, target: Target, session: SessionOutput) -> str:
+        assert session.report is not None
+        return write_text("Markdown report", target.option, target.path,
+                          markdown.document(session.report))
+
+
+class StepSummary(Output):
+    """Appended to $GITHUB_STEP_SUMMARY whenever a GitHub Actions job sets it."""
+
+    reads_report = True
+
+    @classmethod
+    def targets(cls, value: Any, paths: Paths, environ: Mapping[str, str]) -> list[Target]:
+        where = environ.get("GITHUB_STEP_SUMMARY")
+        # The runner's own file, as the runner names it: never under the rootdir.
+        return [Target("$GITHUB_STEP_SUMMARY", where, Path(where), append=True,
+                       checked=False)] if where else []
+
+    def write(self, target: Target, session: SessionOutput) -> str:
+        assert session.report is not None
+        return write_text("Markdown report", target.option, target.path,
+                          markdown.document(session.report, limit=STEP_SUMMARY_LIMIT),
+                          append=True)
