@@ -34,7 +34,8 @@ def _changed(recorded: Mapping[str, Any], current: Mapping[str, Any],
 def engine_changes(recorded: Any, engine: Mapping[str, Any]) -> list[str]:
     """Each engine field that differs between a recorded engine and this test's
     ("max_num_seqs 256 -> 128"); none where nothing was recorded."""
-    return _changed(_hidden(recorded), engine) if isinstance(recorded, dict) else []
+    # A Mapping: a saved run's engine is its typed facts (metrics/facts.py), a baseline's a dict.
+    return _changed(_hidden(recorded), engine) if isinstance(recorded, Mapping) else []
 
 
 def engine_mismatch(baseline: Baseline, engine: Mapping[str, Any]) -> str | None:
@@ -50,7 +51,7 @@ def engine_mismatch(baseline: Baseline, engine: Mapping[str, Any]) -> str | None
     )
 
 
-def _hidden(engine: dict[str, Any]) -> dict[str, Any]:
+def _hidden(engine: Mapping[str, Any]) -> dict[str, Any]:
     """A recorded engine with its secrets hidden, as the current one is (session/provenance.py):
     a baseline written before secrets were hidden still matches, and a mismatch line never
     prints the secret it holds."""
@@ -66,7 +67,7 @@ WORKLOAD_LABELS = ("name",)
 def workload_changes(recorded: Any, workload: Mapping[str, Any] | None) -> list[str]:
     """Each workload field that differs between a reference's recorded workload and this
     test's ("num_requests 64 -> 32"); none where either is unknown."""
-    if not isinstance(recorded, dict) or not workload:
+    if not isinstance(recorded, Mapping) or not workload:
         return []
     recorded = {**recorded, "source": _same_files_as(recorded.get("source"),
                                                      workload.get("source"))}
@@ -81,7 +82,7 @@ def _same_files_as(recorded: Any, current: Any) -> Any:
     the project) never matches an old path: the old reference cannot say what the file held.
     Any field may name a file (a source says which of its own do: workloads/source.py); only a
     file's field holds an absolute path in one and its tail in the other."""
-    if not isinstance(recorded, dict) or not isinstance(current, dict):
+    if not isinstance(recorded, Mapping) or not isinstance(current, Mapping):
         return recorded
     out = {}
     for name, value in recorded.items():

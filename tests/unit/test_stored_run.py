@@ -21,6 +21,7 @@ from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports.runfile import run_document
 from pytest_llmperf.verdict.measurement import GateSettings, MeasurementRecord
+from pytest_llmperf.verdict.mismatch import engine_changes, workload_changes
 from pytest_llmperf.verdict.status import Status
 from pytest_llmperf.verdict.stored_run import FORMAT, RunFileError, StoredRun
 from tests.unit.fingerprints import fingerprint_of
@@ -242,3 +243,12 @@ def test_a_newer_format_is_refused_with_the_formats_read():
     assert str(info.value) == (
         "new.json: run file format 3 is not supported (this pytest-llmperf reads formats 1, 2); "
         "write one with --llmperf-json PATH or --llmperf-save NAME")
+
+
+def test_a_saved_runs_facts_are_compared_as_the_dicts_they_were():
+    stored = StoredRun.from_plain(json.loads(OLD_FILES[0].read_text()), "old.json").results[0]
+    assert workload_changes(stored.workload, {**stored.workload, "num_requests": 4}) == [
+        "num_requests 2 -> 4"]
+    assert engine_changes(stored.engine, {**stored.engine, "max_num_seqs": 4}) == [
+        "max_num_seqs 8 -> 4"]
+    assert workload_changes(stored.workload, stored.workload) == []
