@@ -45,7 +45,7 @@ from pytest_llmperf.reports.text_table import aligned
 from pytest_llmperf.session.settings import whole_number
 from pytest_llmperf.verdict import gate, judge
 from pytest_llmperf.verdict.ab import format_ratio
-from pytest_llmperf.verdict.baselines import TOLERANCE_RULE, is_tolerance
+from pytest_llmperf.verdict.baseline_entry import TOLERANCE_RULE, is_tolerance
 from pytest_llmperf.verdict.status import Status
 
 __all__ = ["main"]

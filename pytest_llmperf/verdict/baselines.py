@@ -2,61 +2,8 @@
 file's lock.
 
 One file per hardware class and suite file, `baselines/<hardware class>/<suite file stem>.toml`,
-one table per test id (the pytest node id relative to the suite file, parametrization included).
-Each gated metric is a table of five fields; provenance says what the numbers were measured on:
-
-    ["test_fixed[64]".metrics."ttft_s.p50"]
-    value = 0.21
-    spread = 0.0041
-    n = 3
-    direction = "lower"
-    tolerance = 0.1
-
-    ["test_fixed[64]".metrics.output_throughput_tok_s]
-    value = 4310.0
-    spread = 52.3
-    n = 3
-    direction = "higher"
-    tolerance = 0.1
-
-    ["test_fixed[64]".provenance]
-    commit = "3f2c1e0"
-    date = "2026-11-22T10:04:31+00:00"
-
-    ["test_fixed[64]".provenance.engine]
-    enforce_eager = true
-    max_num_seqs = 256
-    model = "suites/models/tiny-llama"
-
-    ["test_fixed[64]".provenance.fingerprint]
-    count = 1
-    device = "cpu"
-    python = "3.11.7"
-    torch = "2.13.0+cpu"
-    vllm = "0.32.0"
-
-    ["test_fixed[64]".provenance.server]      # which vLLM served it (the client's may differ)
-    python = "3.11.7"
-    source = "GET /version"
-    torch = "2.13.0+cpu"
-    vllm = "0.32.0"
-
-    ["test_fixed[64]".provenance.workload]
-    input_len = 128
-    num_prompts = 64
-    output_len = 64
-
-`value` is the median of the repeats and `spread` their robust scale (stats.py), in the unit the
-metric name carries; `tolerance` is a fraction (0.1 = 10%) and may be edited by hand: a rewrite
-keeps it (gate.make_entries). An optional sixth field, `spread_source = "repeats" | "history" |
-"prior"`, says that `spread` is the metric's run-to-run spread and where it came from
-(verdict/noise.py, docs/noise.md): such an entry is gated by the noise band
-max(tolerance, noise.K x spread). An entry without it (every file written before the field
-existed) keeps the old band, max(tolerance, 3 x the spreads of its repeats).
-
-Test ids, metric names and provenance keys are written sorted and floats rounded to 6
-significant digits, so a rewrite of one test is a small diff. TOML has no null, so None values
-in provenance are left out, and anything that is not a TOML type is written as its str().
+one table per test id; the file's layout, field by field, is verdict/baseline_toml.py's
+docstring.
 
 Several pytest-xdist workers may update the same file at once: each update holds a FileLock on
 `<file>.lock` (keep `*.toml.lock` out of git; the lock file is left in place on purpose, since
@@ -76,12 +23,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.verdict.atomic_file import LOCK_TIMEOUT_S, atomic_write, locked
+from pytest_llmperf.verdict.atomic_file import atomic_write, locked
 from pytest_llmperf.verdict.baseline_entry import (
-    DIRECTIONS,
-    MAX_TOLERANCE,
-    SPREAD_SOURCE,
-    SPREAD_SOURCES,
     TOLERANCE_RULE,
     Baseline,
     BaselineEntry,
@@ -90,7 +33,6 @@ from pytest_llmperf.verdict.baseline_entry import (
 )
 from pytest_llmperf.verdict.baseline_provenance import make_provenance
 from pytest_llmperf.verdict.baseline_toml import (
-    REGENERATE,
     entry_table,
     key_path,
     new_file,
@@ -109,12 +51,12 @@ from pytest_llmperf.verdict.mismatch import (
     workload_mismatch,
 )
 
+# The names callers import from here (the modules above hold them).
 __all__ = [
-    "DIRECTIONS", "LOCK_TIMEOUT_S", "MAX_TOLERANCE", "REGENERATE", "SPREAD_SOURCE",
-    "SPREAD_SOURCES", "TOLERANCE_RULE", "WORKLOAD_LABELS", "Baseline",
-    "BaselineEntry", "BaselineError", "atomic_write", "engine_changes", "engine_mismatch",
-    "hardware_mismatch", "is_tolerance", "load_baseline", "machine_id", "make_provenance",
-    "toml_safe", "update_baseline", "workload_changes", "workload_mismatch",
+    "TOLERANCE_RULE", "WORKLOAD_LABELS", "Baseline", "BaselineEntry",
+    "BaselineError", "engine_changes", "engine_mismatch", "hardware_mismatch", "is_tolerance",
+    "load_baseline", "machine_id", "make_provenance", "update_baseline", "workload_changes",
+    "workload_mismatch",
 ]
 
 
