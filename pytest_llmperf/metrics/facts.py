@@ -43,6 +43,10 @@ class Facts(Mapping[str, Any]):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.to_dict()!r})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A read-only mapping cannot be pickled or deep-copied; its plain fields can.
+        return type(self), (self.to_dict(),)
+
     def to_dict(self) -> dict[str, Any]:
         return copy.deepcopy(dict(self.fields))
 

@@ -3,6 +3,9 @@ source tagged by type, the machine's Fingerprint."""
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import pytest
 
 from pytest_llmperf.machine.hardware import Fingerprint
@@ -53,3 +56,10 @@ def test_what_was_not_recorded_reads_as_no_facts():
     assert found.workload.pattern.type == "" and found.workload.source == {}
     assert WorkloadFacts.from_dict(None) == {} and WorkloadFacts({"prefix_cache": "cold"}
                                                                  ).prefix_cache == "cold"
+
+
+def test_facts_pickle_and_copy_as_their_fields():
+    facts = WorkloadFacts(WORKLOAD)
+    for again in (pickle.loads(pickle.dumps(facts)), copy.deepcopy(facts)):
+        assert type(again) is WorkloadFacts and again == WORKLOAD
+        assert again.pattern.type == "Rate"
