@@ -29,6 +29,7 @@ except ImportError:  # the plots extra is not installed: the plot tests skip
     pass
 
 REPO = Path(__file__).resolve().parent.parent
+TINY_LLAMA = REPO / "suites" / "models" / "tiny-llama"  # the repo's tiny model, config and tokenizer
 VLLM_PROCESS_MARKERS = ("vllm.entrypoints", "VLLM::", "EngineCore", "VllmWorker")
 # Process groups of the engine the integration tests share (tests/integration/conftest.py): it
 # is meant to outlive the tests that look for leftovers, so they do not count it.

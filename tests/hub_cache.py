@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import TINY_LLAMA
 
-TINY_LLAMA = REPO / "suites" / "models" / "tiny-llama"
 REPO_ID = "acme/tiny-llama"
 MAIN_COMMIT = hashlib.sha1(b"acme/tiny-llama main").hexdigest()
 

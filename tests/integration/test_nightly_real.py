@@ -21,7 +21,7 @@ import pytest
 
 from pytest_llmperf.cli import main
 from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
-from tests.unit.test_nightly import Receiver
+from tests.webhook_receiver import Receiver
 
 # It proves what is reported, not how fast, but alone (CI's second step): beside other tests the
 # night's row was DISTURBED (CI, 2026-11-28), which draws no failed run's dot.

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from tests.plugin.test_confirm_later_plugin import CONFTEST
-from tests.unit.test_session import TINY_LLAMA
+from tests.conftest import TINY_LLAMA
+from tests.plugin.ab_suite import CONFTEST
 
 FACTORS = '''B_FACTORS = {
     "test_noisy": [0.5, 2.0, 0.4, 2.5, 0.45, 2.2, 0.5, 1.9],

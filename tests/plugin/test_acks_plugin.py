@@ -15,8 +15,8 @@ from pytest_llmperf import cli
 from pytest_llmperf.history import location
 from pytest_llmperf.history.acks import Ack
 from pytest_llmperf.history.store import HistoryStore
-from tests.plugin.test_gate_plugin import assert_lines
-from tests.plugin.test_history_plugin import CONFTEST, NOISE, SUITE, run
+from tests.plugin.history_suite import CONFTEST, NOISE, SUITE, run
+from tests.plugin.lines import assert_lines
 
 TEST = "test_suite.py::test_a"  # a unique part of the id the store has
 REGRESSED = ("tpot_s.p50", "tpot_s.p90", "e2el_s.p50", "output_throughput_tok_s")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.test_session import TINY_LLAMA
+from tests.conftest import TINY_LLAMA
 
 CONFTEST = '''
 import pytest

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from tests.unit.test_session import TINY_LLAMA
+from tests.conftest import TINY_LLAMA
 
 CONFTEST = '''
 import os
@@ -25,7 +25,7 @@ from pytest_llmperf.client.measurement import Measurement
 from pytest_llmperf.machine import gpu_state, neighbours, watch
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.session import runner as runner_mod
-from tests.unit.test_disturbance import H200, NvmlStandIn, h200_card
+from tests.nvml_stand_in import H200, NvmlStandIn, h200_card
 
 CARD = h200_card(H200["measurements"][0])  # test_profiles[chat]: 90%% of the SM clock, 53 C
 CARD.power_w = 600.0

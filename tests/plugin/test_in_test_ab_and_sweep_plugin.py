@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from tests.plugin.test_confirm_later_plugin import CONFTEST
-from tests.unit.test_session import TINY_LLAMA
+from tests.conftest import TINY_LLAMA
+from tests.plugin.ab_suite import CONFTEST
 
 FACTORS = '''B_FACTORS = {
     "test_b_slower": [1.5, 1.5, 1.5],

@@ -19,7 +19,7 @@ import pytest
 
 from pytest_llmperf.cli import main
 from pytest_llmperf.nightly.outcomes import read_junit
-from tests.unit.test_nightly import Receiver
+from tests.webhook_receiver import Receiver
 
 SUITE = """
 import pytest

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_llmperf.metrics import roofline
 from pytest_llmperf.reports import plots
-from tests.plugin.test_gate_plugin import CONFTEST, SUITE
+from tests.plugin.gate_suite import CONFTEST, SUITE
 
 LONG = "test_a_test_whose_name_says_a_lot_about_what_it_measures_and_why"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.plugin.test_gate_plugin import assert_lines
+from tests.plugin.lines import assert_lines
 
 REPO = Path(__file__).resolve().parents[2]
 TABLES = REPO / "baselines/h200/test_gpu_llama8b.toml"

@@ -21,7 +21,7 @@ from pytest_llmperf import secrets
 from pytest_llmperf.engines.kinds.vllm import LAUNCH
 from pytest_llmperf.secrets import MARKER
 from tests.conftest import REPO
-from tests.plugin.test_gate_plugin import CONFTEST
+from tests.plugin.gate_suite import CONFTEST
 
 HF_TOKEN = "hf_planted_secret_123"
 API_KEY = "sk-planted-456"

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from pytest_llmperf.machine.hardware import software_versions
-from tests.unit.test_session import TINY_LLAMA
+from tests.conftest import TINY_LLAMA
 
 CONFTEST = '''
 import json

@@ -4,11 +4,8 @@ webhook against a local receiver that takes, refuses (500) or never answers."""
 
 from __future__ import annotations
 
-import json
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -16,6 +13,7 @@ import pytest
 from pytest_llmperf.nightly import command, webhook
 from pytest_llmperf.nightly import outcomes as oc
 from pytest_llmperf.session.deadline import left_out_reason
+from tests.webhook_receiver import Receiver
 
 DEADLINE = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
 
@@ -129,37 +127,6 @@ def test_the_pytest_command_line():
                     "--llmperf-html=/r/report.html", "--junitxml=/r/junit.xml",
                     "--llmperf-log-dir=/r/logs", "--llmperf-trend",
                     "--llmperf-deadline=1800000000", "-k", "llama"]
-
-
-class Receiver(ThreadingHTTPServer):
-    """A webhook on 127.0.0.1 that keeps what it is sent and answers `status` after `delay_s`."""
-
-    def __init__(self, status: int = 200, delay_s: float = 0.0) -> None:
-        self.status, self.delay_s, self.bodies = status, delay_s, []
-        super().__init__(("127.0.0.1", 0), _Handler)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/services/T0/B0/secret"
-
-    def __exit__(self, *exc) -> None:
-        self.shutdown()
-        super().__exit__(*exc)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.server.bodies.append((self.headers["Content-Type"], json.loads(body)))
-        time.sleep(self.server.delay_s)
-        self.send_response(self.server.status)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-
-    def log_message(self, *args) -> None:  # the test's output is not the place
-        pass
 
 
 def test_the_webhook_gets_slack_json():
