@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,10 @@ def tiny_llama_hub(home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     cache = use_offline_cache(home, monkeypatch)
     add_snapshot(cache, REPO_ID, files_of(TINY_LLAMA), MAIN_COMMIT)
     return cache
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on: a Hub endpoint that refuses connections."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -17,11 +17,9 @@ import socket
 import ssl
 import struct
 import subprocess
-import threading
 import time
 import zlib
 from array import array
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -30,6 +28,16 @@ from pytest_llmperf.client.http1 import ConnectionPool
 from pytest_llmperf.client.openai import ERROR_BODY_CHARS, ClientOptions, OpenAIStreamClient
 from pytest_llmperf.client.readers import SO_TIMESTAMPNS, kernel_stamp
 from pytest_llmperf.records import Request, RequestRecord
+from tests.unit.canned_server import (
+    MODEL,
+    TEXT,
+    CannedServer,
+    Ticking,
+    client,
+    send,
+    send_all,
+    serve,
+)
 from tests.unit.vllm_chunks import (
     CHAT_ROLE,
     CHAT_TOKEN,
@@ -39,8 +47,6 @@ from tests.unit.vllm_chunks import (
     TWO_IDS,
     USAGE,
 )
-
-MODEL = "suites/models/tiny-llama"
 
 
 @pytest.fixture(autouse=True, params=["C", "Python"])
@@ -53,26 +59,7 @@ def reader(request, monkeypatch):
     if readers.reader_kind() != request.param:
         pytest.skip("the C reader is not built here")
     return request.param
-TEXT = Request(prompt="Hello world", prompt_tokens=5, output_tokens=8)
 IDS = Request(prompt=(11, 12, 13), prompt_tokens=3, output_tokens=4)
-
-
-
-class Ticking:
-    """A clock that ticks 1.0 per call, starting at `start`; `calls` counts the reads."""
-
-    def __init__(self, start: float = 1.0) -> None:
-        self.start = start
-        self.calls = 0
-
-    def __call__(self) -> float:
-        self.calls += 1
-        return self.start + self.calls - 1
-
-
-def client(api: str = "completions", **options) -> OpenAIStreamClient:
-    return OpenAIStreamClient("http://127.0.0.1:1/", MODEL, ClientOptions(api=api, **options),
-                              clock=Ticking())
 
 
 # ------------------------------------------------------------------ request bodies
@@ -146,58 +133,6 @@ def test_an_endpoint_that_is_not_an_http_url_is_refused():
 # ------------------------------------------------------------------ real HTTP, local server
 
 
-class CannedServer:
-    """An HTTP/1.1 server on 127.0.0.1 that answers every POST with `status` and `body` (one write,
-    Content-Length, keep-alive unless `close`), or with `raw`, the exact response bytes, after
-    which it closes the connection. `connections` counts the TCP connections it accepted."""
-
-    def __init__(self) -> None:
-        self.status = 200
-        self.body = b""
-        self.content_type = "text/event-stream"
-        self.close = False
-        self.raw: bytes | None = None
-        self.requests: list[tuple[str, dict]] = []
-        self.connections = 0
-        canned = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive, as uvicorn
-
-            def setup(self) -> None:
-                super().setup()
-                canned.connections += 1  # one handler per accepted connection
-
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                length = int(self.headers["Content-Length"])
-                canned.requests.append((self.path, json.loads(self.rfile.read(length))))
-                if canned.raw is not None:
-                    self.wfile.write(canned.raw)
-                    self.close_connection = True
-                    return
-                head = (f"HTTP/1.1 {canned.status} {self.responses[canned.status][0]}\r\n"
-                        f"Content-Type: {canned.content_type}\r\n"
-                        f"Content-Length: {len(canned.body)}\r\n")
-                if canned.close:
-                    head += "Connection: close\r\n"
-                    self.close_connection = True
-                self.wfile.write(head.encode() + b"\r\n" + canned.body)
-
-            def log_message(self, *args) -> None:  # keep the test output clean
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def sse(self, *lines: str) -> None:
-        self.status, self.body = 200, "".join(f"{line}\n\n" for line in lines).encode()
-
-
-@pytest.fixture
-def server():
-    yield from serve(CannedServer())
-
-
 @pytest.fixture
 def tls_server(tmp_path, monkeypatch):
     """The canned server over TLS, with a self-signed certificate the client is told to trust
@@ -213,33 +148,6 @@ def tls_server(tmp_path, monkeypatch):
     canned.httpd.socket = context.wrap_socket(canned.httpd.socket, server_side=True)
     canned.url = canned.url.replace("http://127.0.0.1", "https://localhost")
     yield from serve(canned)
-
-
-def serve(canned: CannedServer):
-    # A short poll interval: shutdown() waits for one poll, 0.5 s by default, per test.
-    thread = threading.Thread(target=canned.httpd.serve_forever, kwargs={"poll_interval": 0.01},
-                              daemon=True)
-    thread.start()
-    yield canned
-    canned.httpd.shutdown()
-    canned.httpd.server_close()
-    thread.join(timeout=5)
-
-
-def send_all(url: str, requests: list[Request], api: str = "completions", clock=None,
-             scheduled_s: float = 0.5) -> tuple[list[RequestRecord], OpenAIStreamClient]:
-    """Send `requests` one after the other on one client; returns the records and the client."""
-    async def go() -> tuple[list[RequestRecord], OpenAIStreamClient]:
-        options = ClientOptions(api=api)
-        async with OpenAIStreamClient(url, MODEL, options, clock=clock or Ticking()) as c:
-            return [await c.send(7 + i, r, scheduled_s) for i, r in enumerate(requests)], c
-
-    return asyncio.run(go())
-
-
-def send(url: str, request: Request = TEXT, api: str = "completions", clock=None,
-         scheduled_s: float = 0.5) -> RequestRecord:
-    return send_all(url, [request], api, clock, scheduled_s)[0][0]
 
 
 def assert_ticks(record: RequestRecord, clock: Ticking) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import socket
 import threading
 from types import SimpleNamespace
 
@@ -25,6 +24,7 @@ from tests.hub_cache import (
     REPO_ID,
     TINY_LLAMA,
     add_snapshot,
+    closed_port,
     files_of,
     tiny_llama_hub,
     use_offline_cache,
@@ -148,12 +148,6 @@ def test_revision_is_vllms_flag():
     assert Engine(model=REPO_ID).to_dict() == {"model": REPO_ID}  # unset: no flag, same digest
     with pytest.raises(InputError, match=r"^Engine\(revision=''\): expected a non-empty string"):
         Engine(model=REPO_ID, revision="")
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class FakeHub(http.server.BaseHTTPRequestHandler):

@@ -15,40 +15,11 @@ from pytest_llmperf.engines.errors import EngineDied, EngineError, EngineStalled
 from pytest_llmperf.engines.leases import GpuLeases, LeaseTimeout, visible_gpus
 from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
 from pytest_llmperf.engines.server import EngineStartError
+from tests.unit.fake_server import BROKEN, FakeServer
 
 DATA = Path(__file__).resolve().parent / "data"
 A = Engine(model="/m/a", tensor_parallel_size=2)
 B = Engine(model="/m/b", tensor_parallel_size=2)
-BROKEN = Engine(model="/m/broken")
-
-
-class FakeServer:
-    def __init__(self, engine, env, log):
-        self.engine, self.env, self.log = engine, env, log
-        self.base_url, self.start_time_s = f"http://fake/{engine.model}", 1.0
-        self.log_path, self.story = None, None  # story: how it died (None: alive)
-
-    def death(self):
-        return self.story
-
-    def start(self):
-        if self.engine is BROKEN:
-            raise EngineStartError("vLLM engine 'broken' exited with code 1: boom")
-        self.log.append(("start", self.engine.model, self.env.get("CUDA_VISIBLE_DEVICES")))
-        return self
-
-    def launch(self):
-        self.start()
-
-    def ready(self):
-        return True
-
-    def stop(self, kill=False):
-        self.log.append(("kill" if kill else "stop", self.engine.model,
-                         self.env.get("CUDA_VISIBLE_DEVICES")))
-
-    def state(self):
-        return "server sleeping, VLLM::EngineCore pid 7 stopped (T); /health answered 200"
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.session import LlmperfSession
 from pytest_llmperf.session.settings import resolve
 from pytest_llmperf.verdict.status import Status
+from tests.unit.fake_server import FakeServer
 from tests.unit.fingerprints import CPU, fingerprint_of
 
 TINY_LLAMA = Path(__file__).resolve().parents[2] / "suites" / "models" / "tiny-llama"
@@ -141,7 +142,6 @@ def test_ab_sides_on_gpus_of_their_own_trade_them_halfway(monkeypatch, tmp_path)
     both stop and B starts first, so each side measures half its pairs on each pair of cards."""
     from pytest_llmperf.engines.leases import GpuLeases
     from pytest_llmperf.engines.pool import EnginePool
-    from tests.unit.test_pool_and_leases import FakeServer
 
     log = []
     pool = EnginePool(lambda e, env: FakeServer(e, env, log), capacity=1,
@@ -292,7 +292,6 @@ def test_ab_sides_on_gpus_trade_them_again_halfway_through_the_confirm_pairs(mon
     each side measures 4 of its 8 pairs on each pair of cards."""
     from pytest_llmperf.engines.leases import GpuLeases
     from pytest_llmperf.engines.pool import EnginePool
-    from tests.unit.test_pool_and_leases import FakeServer
 
     log = []
     session, measured = ab_session(monkeypatch, [1.5] * 8)

@@ -1,6 +1,6 @@
 """Structured outputs (workloads/structured.py, metrics/structured.py): what a request asks for,
 how its output is checked, each bad spec's one line, and cold against warm TTFT. A real HTTP
-round trip (tests/unit/test_client.py's canned server) shows a refused output as a failed
+round trip (tests/unit/canned_server.py's server) shows a refused output as a failed
 request."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pytest_llmperf.metrics import structured as numbers
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.workloads.structured import OutputCheck, distinct_schemas
 from tests.conftest import REPO
-from tests.unit.test_client import client, send, server  # noqa: F401  (a fixture)
+from tests.unit.canned_server import client, send
 from tests.unit.vllm_chunks import DONE, USAGE
 
 TINY = REPO / "suites" / "models" / "tiny-llama"
@@ -184,7 +184,7 @@ def test_a_group_without_an_ok_request_shows_a_dash():
 
 # ------------------------------------------------------------------ through the client
 
-def test_an_output_its_check_refuses_is_a_failed_request(server):  # noqa: F811
+def test_an_output_its_check_refuses_is_a_failed_request(server):
     server.sse('data: {"choices":[{"index":0,"text":"{\\"a\\":","token_ids":[5]}]}', USAGE,
                DONE)
     request = built("json", [SCHEMA], n=1)[0]

@@ -20,8 +20,14 @@ from pytest_llmperf.engines.pool import engine_factory
 from pytest_llmperf.engines.weights import fetch_before_start
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.model_files import fetch_weights, weight_patterns
-from tests.hub_cache import REPO_ID, TINY_LLAMA, add_snapshot, files_of, use_offline_cache
-from tests.unit.test_model_files import closed_port
+from tests.hub_cache import (
+    REPO_ID,
+    TINY_LLAMA,
+    add_snapshot,
+    closed_port,
+    files_of,
+    use_offline_cache,
+)
 
 COMMIT = "abcdefabcdefabcdefabcdefabcdefabcdefabcd"
 WEIGHTS = b"\0" * 4096  # what the files hold does not matter here, only their names
