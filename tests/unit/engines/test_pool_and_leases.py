@@ -17,7 +17,7 @@ from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
 from pytest_llmperf.engines.server import EngineStartError
 from tests.unit.fake_server import BROKEN, FakeServer
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 A = Engine(model="/m/a", tensor_parallel_size=2)
 B = Engine(model="/m/b", tensor_parallel_size=2)
 

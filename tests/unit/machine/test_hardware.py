@@ -491,7 +491,7 @@ def test_current_fingerprint_imports_nothing_heavy():
         "current_fingerprint(detect_hardware()).header_line(); "
         "print(sorted(m for m in ('vllm', 'torch', 'transformers', 'pytest') if m in sys.modules))"
     )
-    repo = Path(__file__).parents[2]
+    repo = Path(__file__).parents[3]
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=repo
     )

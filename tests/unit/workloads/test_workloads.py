@@ -18,9 +18,8 @@ from pytest_llmperf.workloads.datasets import JSONL_FORMAT, DatasetError
 from pytest_llmperf.workloads.lengths import Fixed, Normal
 from pytest_llmperf.workloads.prompts import load_tokenizer
 from pytest_llmperf.workloads.workload import Workload, load_pattern
+from tests.conftest import TINY_LLAMA
 from tests.hub_cache import use_offline_cache
-
-TINY_LLAMA = Path(__file__).parents[2] / "suites" / "models" / "tiny-llama"
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from pytest_llmperf.verdict.gate import DEFAULT_GATED, check_metric
 from pytest_llmperf.verdict.status import Status
 from tests.conftest import REPO
 
-DATA = Path(__file__).parent / "data" / "h200_reruns.json"
+DATA = Path(__file__).parents[1] / "data" / "h200_reruns.json"
 RUNS = json.loads(DATA.read_text())["runs"]
 TESTS = sorted(RUNS[0]["results"])
 CLASSIFICATION, INTERACTIVE = "test_profiles[classification]", \

@@ -19,7 +19,7 @@ from pytest_llmperf.workloads.loads import knob_of, offered_rate, rate_workload,
 from pytest_llmperf.workloads.slo_check import KEEP_UP
 from pytest_llmperf.workloads.sweeps import find_capacity
 from pytest_llmperf.workloads.workload import Workload
-from tests.unit.test_sweeps import dist, run_metrics
+from tests.unit.workloads.builders import dist, run_metrics
 
 # 41 requests 0.5 s apart: 2 req/s at the trace's own pace, 2 x speedup replayed faster.
 ROWS = [{"timestamp": i * 500, "input_length": 64, "output_length": 8, "hash_ids": [i % 3]}

@@ -8,33 +8,15 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from pytest_llmperf.client.patterns import Concurrency, Ramp, Rate, arrival_offsets
-from pytest_llmperf.metrics.compute import RunMetrics, Summary
+from pytest_llmperf.metrics.compute import RunMetrics
 from pytest_llmperf.verdict.gate import SLO, UnknownMetricError
 from pytest_llmperf.workloads.loads import concurrency_workload, offered_rate, rate_workload
 from pytest_llmperf.workloads.slo_check import KEEP_UP, achieved_rate, judge_rate
 from pytest_llmperf.workloads.sweeps import Sweep, SweepPoint, find_capacity, sweep
 from pytest_llmperf.workloads.workload import Workload
+from tests.unit.workloads.builders import dist, run_metrics
 
 BASE = Workload.fixed(input_tokens=128, output_tokens=64, num_requests=200, rate=1.0, seed=3)
-
-
-def dist(p50: float, p99: float | None = None, n: int = 200) -> Summary:
-    p99 = p50 if p99 is None else p99
-    return Summary(n=n, mean=p50, std=0.0, p50=p50, p90=p99, p95=p99, p99=p99, min=p50, max=p99)
-
-
-def run_metrics(*, ttft: Summary, tpot: Summary, e2el: Summary, duration_s: float,
-                completed: int, failed: int = 0, output_tokens: int | None = None) -> RunMetrics:
-    output_tokens = completed * 64 if output_tokens is None else output_tokens
-    return RunMetrics(
-        ttft_s=ttft, tpot_s=tpot, itl_s=tpot, icl_s=tpot, e2el_s=e2el, queue_s=dist(0.0),
-        duration_s=duration_s, completed=completed, failed=failed,
-        error_rate=failed / (completed + failed), prompt_tokens=completed * 128,
-        output_tokens=output_tokens, prompt_throughput_tok_s=completed * 128 / duration_s,
-        output_throughput_tok_s=output_tokens / duration_s,
-        total_throughput_tok_s=(output_tokens + completed * 128) / duration_s,
-        request_throughput_req_s=completed / duration_s, length_mismatches=0, tokens_estimated=0,
-    )
 
 
 @dataclass

@@ -33,7 +33,7 @@ from pytest_llmperf.client.sse import StreamDecoder
 from pytest_llmperf.failures import CUT_OFF, NO_USAGE
 from pytest_llmperf.records import Request, RequestRecord
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 TEXT = Request(prompt="Hello world", prompt_tokens=5, output_tokens=8)
 IDS = Request(prompt=(11, 12, 13), prompt_tokens=3, output_tokens=4)
 

@@ -20,9 +20,9 @@ from pytest_llmperf.workloads.profiles import (
     resolve_dataset,
 )
 from pytest_llmperf.workloads.prompts import load_tokenizer
+from tests.conftest import TINY_LLAMA
 from tests.hub_cache import add_snapshot, use_offline_cache
 
-TINY_LLAMA = Path(__file__).parents[2] / "suites" / "models" / "tiny-llama"
 SENTENCES = [
     "The quick brown fox jumps over the lazy dog.",
     "Classify this ticket: the GPU node reboots under load.",

@@ -22,7 +22,7 @@ from pytest_llmperf.engines.health import (
     tree_states,
 )
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 CORE = Member(101, "VLLM::EngineCore")
 SERVER = Member(100, "server")
 

@@ -216,7 +216,7 @@ def test_a_kind_from_another_package_is_found_by_its_entry_point(monkeypatch):
 
     found = [importlib.metadata.EntryPoint("mine", "pytest_llmperf.engines.kinds.llamacpp:KIND",
                                            kinds.ENTRY_POINTS),
-             importlib.metadata.EntryPoint("other", "tests.unit.test_engine_kinds:OTHER_KIND",
+             importlib.metadata.EntryPoint("other", "tests.unit.engines.test_engine_kinds:OTHER_KIND",
                                            kinds.ENTRY_POINTS)]
     monkeypatch.setattr(importlib.metadata, "entry_points",
                         lambda group: [entry for entry in found if entry.group == group])

@@ -12,7 +12,6 @@ import math
 import pytest
 
 from pytest_llmperf.ids import MeasurementId
-from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.metrics.cost import Price
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
@@ -34,36 +33,16 @@ from pytest_llmperf.verdict import judge
 from pytest_llmperf.verdict.measurement import Extras, MeasurementRecord
 from pytest_llmperf.verdict.status import Status
 from tests.unit.fingerprints import fingerprint_of
+from tests.unit.reports.builders import ENGINE, WORKLOAD, result, streamed
 
 OK_ID = "suites/test_cpu.py::test_ok"
 FAIL_ID = "suites/test_cpu.py::test_fail"
-ENGINE = "tiny-llama eager=True"
-WORKLOAD = "fixed-16in-4out x1 @ concurrency 1"
-
-
-def streamed(ttft: float = 0.25, gap: float = 0.25, tokens: int = 4) -> RequestRecord:
-    """Scheduled at 0.9375, sent at 1.0 (62.5 ms client lag), then one token every `gap`."""
-    times = [1.0 + ttft + k * gap for k in range(tokens)]
-    return RequestRecord(
-        index=0, expected_prompt_tokens=16, expected_output_tokens=tokens, scheduled_s=0.9375,
-        sent_s=1.0, chunk_times_s=times, chunk_tokens=[1] * tokens, usage_prompt_tokens=16,
-        usage_output_tokens=tokens,
-    )
 
 
 def failed() -> RequestRecord:
     # Sent 31.25 ms late and then failed: it counts in queue_s, in no other distribution.
     return RequestRecord(index=0, expected_prompt_tokens=16, expected_output_tokens=4,
                          scheduled_s=0.0, sent_s=0.03125, error="HTTP 500: boom")
-
-
-def result(test_id: str, *runs: list[RequestRecord], server=None) -> Result:
-    metrics = [compute_metrics(records) for records in runs]
-    return Result(
-        test_id=test_id, key=test_id.split("::", 1)[1], engine={"model": "tiny"},
-        engine_label=ENGINE, workload={}, workload_label=WORKLOAD, metrics=metrics[0],
-        runs=tuple(metrics), records=tuple(runs[0]), server_metrics=server or {},
-    )
 
 
 def ok_result(**server) -> Result:
@@ -316,7 +295,6 @@ def test_extra_lines_nan_value():
     line = extra_lines([extra("t::x", {"slo_capacity_req_s": Estimate(math.nan, math.nan, 1)},
                               "d", Status.MISSED)])
     assert line == ["t::x: slo_capacity_req_s = nan (d)  MISSED TARGET"]
-
 
 
 def test_a_table_sorted_worst_first_numbers_engines_as_the_legend_does():

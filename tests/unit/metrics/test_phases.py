@@ -30,7 +30,7 @@ from pytest_llmperf.reports import html, terminal
 from pytest_llmperf.verdict import ab, gate, judge
 from pytest_llmperf.verdict.baselines import Baseline, BaselineEntry
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 START = (DATA / "vllm_metrics_warm_start.txt").read_text()
 END = (DATA / "vllm_metrics_warm_end.txt").read_text()
 INF = math.inf

@@ -18,8 +18,8 @@ from pytest_llmperf.workloads.prompts import (
     text_prompts,
     token_id_prompts,
 )
+from tests.conftest import TINY_LLAMA
 
-TINY_LLAMA = Path(__file__).parents[2] / "suites" / "models" / "tiny-llama"
 CORPUS = [
     "The quick brown fox jumps over the lazy dog.",
     "Performance regression tests for LLM inference engines, every night.",

@@ -9,7 +9,7 @@ from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.reports.junit import properties
 from pytest_llmperf.verdict.measurement import Extras, MeasurementRecord
 from pytest_llmperf.verdict.status import Status
-from tests.unit.test_report import ENGINE, WORKLOAD, result, streamed
+from tests.unit.reports.builders import ENGINE, WORKLOAD, result, streamed
 
 NODE = "suites/t.py::test_x[1]"
 

@@ -15,7 +15,7 @@ from pytest_llmperf.workloads.identity import file_identity, workload_identity
 from pytest_llmperf.workloads.text_only import as_text
 from pytest_llmperf.workloads.workload import Workload
 
-SUITE_DATA = Path(__file__).parents[2] / "suites" / "data"
+SUITE_DATA = Path(__file__).parents[3] / "suites" / "data"
 
 
 def clone(at: Path) -> Path:

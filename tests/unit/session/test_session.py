@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -26,10 +25,10 @@ from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.session import LlmperfSession
 from pytest_llmperf.session.settings import resolve
 from pytest_llmperf.verdict.status import Status
+from tests.conftest import TINY_LLAMA
 from tests.unit.fake_server import FakeServer
 from tests.unit.fingerprints import CPU, fingerprint_of
 
-TINY_LLAMA = Path(__file__).resolve().parents[2] / "suites" / "models" / "tiny-llama"
 ENGINE = Engine(model=str(TINY_LLAMA), load_format="dummy")
 TEST_X = MeasurementId("suite.py::test_x")
 
