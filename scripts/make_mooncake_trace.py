@@ -20,8 +20,8 @@ public file (docs/published-numbers.md, "Mooncake"):
   trace's deciles (linear between them).
 
 Only `random.Random(seed).random()` is used, whose sequence Python keeps the same across
-versions, so running it twice writes the same bytes (tests/unit/test_mooncake_trace_script.py
-checks the committed file against a fresh run).
+versions, so running it twice writes the same bytes
+(tests/unit/workloads/test_mooncake_trace_script.py checks the committed file against a fresh run).
 """
 
 from __future__ import annotations

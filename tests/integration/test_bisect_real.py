@@ -12,7 +12,7 @@ once more before it names it.
 CI searches two environments (two A/B steps: every module of bisect/ that runs a step, resumes,
 repeats and reports); the nightly job searches four, where the middle steps are chosen and one
 comes out good (four steps, about 90 s more on 2 cores; the search's choices are unit-tested:
-tests/unit/test_bisect_search.py).
+tests/unit/bisect/test_bisect_search.py).
 """
 
 from __future__ import annotations

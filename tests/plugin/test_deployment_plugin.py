@@ -186,7 +186,7 @@ def test_a_base_url_with_or_without_v1_works(pytester, monkeypatch, keyed, tail)
 
 
 def test_user_and_password_in_the_url_are_basic_auth(pytester):
-    """(That they are not in the Host header: tests/unit/test_access.py.)"""
+    """(That they are not in the Host header: tests/unit/client/test_access.py.)"""
     basic = base64.b64encode(f"perf:{PASSWORD}".encode()).decode()
     server = MockProcess(0.005, require_headers={"Authorization": f"Basic {basic}"})
     try:

@@ -1,5 +1,5 @@
 """A GPU measurement as a user meets it, through the real session path on this CPU machine: the
-engine's card is the NVML stand-in of tests/unit/test_disturbance.py (injected where the GPU
+engine's card is the NVML stand-in of tests/nvml_stand_in.py (injected where the GPU
 watch loads pynvml), set to the H200's recorded readings, and the client's `measure` returns
 hand-made records spread over 0.25 s of real time. The H200 under SW power cap passes and its run
 file holds the card's telemetry and the energy per token; HW slowdown fails the test as DISTURBED
