@@ -170,6 +170,9 @@ def test_a_killed_and_a_stalled_engine_each_cost_one_test_and_the_next_gets_a_fr
     assert re.search(r"healthy after [\d.]+ s, [\d.]+ s, [\d.]+ s", flat), out
 
 
+# Nightly (docs/testing.md): two starts of vLLM, one cut short. CI holds the retry to a stand-in
+# interpreter that binds its port as vLLM's API server does (tests/unit/engines/test_taken_port.py).
+@pytest.mark.nightly
 def test_a_taken_port_is_tried_again_on_another(tmp_path, monkeypatch):
     """free_port() names a port another process may take before vLLM binds it."""
     taken = socket.socket()
