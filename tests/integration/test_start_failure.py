@@ -30,6 +30,9 @@ def test_missing_model_path_fails_before_starting_vllm(tmp_path):
     assert list(tmp_path.glob("vllm-*.log")) == []
 
 
+# Nightly (docs/testing.md): the same refusal through the plugin, one vLLM start, is CI's
+# (test_every_test_of_a_broken_engine_fails_fast_with_the_same_line checks this line too).
+@pytest.mark.nightly
 def test_model_vllm_rejects_fails_with_one_line_and_leaves_nothing(tmp_path):
     """A directory without config.json: vLLM itself starts, fails, and exits."""
     (tmp_path / "empty-model").mkdir()
@@ -76,7 +79,10 @@ def test_every_test_of_a_broken_engine_fails_fast_with_the_same_line(pytester: p
     result.assert_outcomes(failed=2)
     errors = [line for line in result.stdout.lines if line.startswith("vLLM engine 'empty-model")]
     assert len(errors) == 2 and errors[0] == errors[1], result.stdout.str()
-    assert "exited with code 1: " in errors[0]
+    assert errors[0].startswith("vLLM engine 'empty-model load=dummy len=2048 kv=512MiB "
+                                "eager=True' exited with code 1: ")
+    assert "ValidationError" in errors[0], "the reason is vLLM's own error line"
+    assert re.search(r"\(full log: \S+/vllm-\d+\.log\)$", errors[0]), errors[0]
     assert "During handling" not in result.stdout.str()
     assert len(list((pytester.path / "logs").glob("vllm-*.log"))) == 1, "started once, not twice"
     assert time.monotonic() - began < START_FAILURE_BUDGET_S
