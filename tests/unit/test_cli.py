@@ -12,16 +12,14 @@ import pytest
 
 from pytest_llmperf import cli
 from pytest_llmperf.machine import hardware
-from pytest_llmperf.reports.runfile import run_document, write_run
-from pytest_llmperf.verdict.measurement import MeasurementRecord
-from tests.unit.test_runfile import FINGERPRINT, STARTED, document, make_result
-
-TEST = "suites/test_cpu.py::test_fixed[64]"
-
-
-def save_document(path: Path, doc: dict) -> str:
-    write_run(path, doc)
-    return str(path)
+from tests.unit.reports.run_files import (
+    FINGERPRINT,
+    TEST,
+    ab_run,
+    document,
+    make_result,
+    save_document,
+)
 
 
 def save(path: Path, *results, fingerprint=FINGERPRINT, commit="3f2c1e0") -> str:
@@ -306,23 +304,6 @@ def test_console_script_help_imports_nothing_heavy():
 
 
 # ---------------------------------------------------------------- compare, one A/B run file
-
-
-def ab_run(tmp_path, b_ttft: float) -> str:
-    """A run file of an --llmperf-ab session: side A at 200 ms TTFT over 4 pairs, side B at
-    `b_ttft`, B judged against A by the plugin's own path (judge.SideA)."""
-    from pytest_llmperf.verdict import judge
-
-    a = make_result(TEST, (0.2,) * 4, scales=(1.0,) * 4)
-    b = make_result(TEST, (b_ttft,) * 4, scales=(1.0, 1.01, 0.99, 1.0))
-    a = replace(a, key="test_fixed[64] (A)", test_id=f"{TEST} (A)")
-    b = replace(b, key="test_fixed[64] (B)", test_id=f"{TEST} (B)")
-    side_a = judge.SideA(tuple(run.flat() for run in a.runs), 0.1)
-    judged = judge.judge(judge.Current.of(b.runs), side_a, gated=("ttft_s.p50",))
-    records = [MeasurementRecord.of(a),
-               MeasurementRecord.of(b, judged.status, ab=judged.ab)]
-    doc = run_document(records, fingerprint=FINGERPRINT, commit="3f2c1e0", started=STARTED)
-    return save_document(tmp_path / "ab.json", doc)
 
 
 def test_one_ab_run_file_shows_its_paired_verdicts(capsys, tmp_path):

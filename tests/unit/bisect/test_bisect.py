@@ -27,7 +27,7 @@ from pytest_llmperf.bisect.step import StepPlan, StepResult, classify, step_comm
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.history import location
 from pytest_llmperf.history.store import HistoryStore
-from tests.unit.test_cli import ab_run
+from tests.unit.reports.run_files import ab_run
 
 TEST = "suites/test_cpu.py::test_fixed[64]"
 

@@ -9,7 +9,7 @@ import pytest
 from pytest_llmperf import cli
 from pytest_llmperf.history import acks, location, record
 from pytest_llmperf.history.store import HistoryStore
-from tests.unit.test_history_store import DOCUMENT
+from tests.unit.history.builders import DOCUMENT
 
 TEST = "suites/test_cpu.py::test_a"
 

@@ -10,7 +10,7 @@ import pytest
 from pytest_llmperf.cli import main
 from pytest_llmperf.reports import plots
 from pytest_llmperf.reports.plotdata import gather
-from tests.unit.test_plotdata import FILE, RATE, document, result
+from tests.unit.reports.plot_documents import FILE, RATE, document, result
 
 PNG = b"\x89PNG\r\n\x1a\n"
 STATS = {"min": 0.01, "q1": 0.02, "median": 0.03, "q3": 0.04, "max": 0.09, "rounds": 20}

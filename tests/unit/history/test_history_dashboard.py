@@ -23,7 +23,7 @@ from pytest_llmperf.cli import main
 from pytest_llmperf.history import location, record
 from pytest_llmperf.history.acks import Ack
 from pytest_llmperf.history.store import HistoryStore
-from tests.unit.test_history_store import DOCUMENT
+from tests.unit.history.builders import DOCUMENT
 
 CHAT = "suites/test_gpu_llama8b.py::test_chat"
 OFFLINE = "suites/test_gpu_llama8b.py::test_offline"
@@ -32,7 +32,7 @@ OFFLINE_TPOT_MS = [20.0, 20.2, 19.9, 26.0, 26.1, 25.9]
 H200 = {"hardware_class": "h200", "device_name": "NVIDIA H200", "device_count": 8}
 H100 = {"hardware_class": "h100", "device_name": "NVIDIA H100 80GB HBM3", "device_count": 8}
 ACK_REASON = "vLLM 0.32's new scheduler; fix tracked upstream"
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "history.md"
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "history.md"
 
 
 def ci_environ(night: int) -> dict[str, str]:

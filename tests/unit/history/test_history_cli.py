@@ -10,7 +10,7 @@ import pytest
 from pytest_llmperf.cli import main
 from pytest_llmperf.history import location, record
 from pytest_llmperf.history.store import HistoryStore
-from tests.unit.test_history_store import DOCUMENT
+from tests.unit.history.builders import DOCUMENT
 
 TEST = "suites/test_cpu.py::test_a"
 TPOTS = [0.0100, 0.0102, 0.0099, 0.0101, 0.0098, 0.0100, 0.0125, 0.0126, 0.0124]

@@ -26,7 +26,7 @@ from pytest_llmperf.verdict.status import Status
 from pytest_llmperf.verdict.stored_run import FORMAT, RunFileError, StoredRun
 from tests.unit.fingerprints import fingerprint_of
 
-OLD_FILES = sorted((Path(__file__).parent / "data" / "runfiles").glob("format1_*.json"))
+OLD_FILES = sorted((Path(__file__).parents[1] / "data" / "runfiles").glob("format1_*.json"))
 # A CPU machine: no roofline to look a model's config up for (that is test_derived's).
 FINGERPRINT = fingerprint_of({"hardware_class": "cpu", "vllm": "0.32.0"})
 STARTED = datetime(2026, 11, 22, 10, 4, 31, tzinfo=timezone.utc)

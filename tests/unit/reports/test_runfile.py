@@ -9,74 +9,29 @@ import math
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.metrics.cost import Price
-from pytest_llmperf.metrics.result import Result
-from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports.runfile import run_document, write_run
 from pytest_llmperf.reports.saved_runs import RunFileError, read_run, resolve_saved
 from pytest_llmperf.verdict.baselines import BaselineEntry
 from pytest_llmperf.verdict.gate import DEFAULT_GATED
-from pytest_llmperf.verdict.measurement import GateSettings, MeasurementRecord
+from pytest_llmperf.verdict.measurement import GateSettings
 from pytest_llmperf.verdict.status import Status
 from tests.unit.fingerprints import fingerprint_of
+from tests.unit.reports.run_files import (
+    FINGERPRINT,
+    STARTED,
+    document,
+    make_result,
+    records,
+)
 
-FINGERPRINT = fingerprint_of({"hardware_class": "cpu", "cpu_model": "Fake CPU 9000",
-                              "cpu_cores": 4, "vllm": "0.31.0", "python": "3.11.7"})
-STARTED = datetime(2026, 11, 22, 10, 4, 31, tzinfo=timezone.utc)
 FIX = "write the file again with --llmperf-json PATH or --llmperf-save NAME"
 LATENCY_NAMES = ("ttft_s", "tpot_s", "itl_s", "e2el_s")
-
-
-def record(index: int, sent: float, ttft: float, tpot: float, tokens: int) -> RequestRecord:
-    """A request sent at `sent`, first token after `ttft`, then one token every `tpot`."""
-    times = [sent + ttft + k * tpot for k in range(tokens)]
-    return RequestRecord(
-        index=index, expected_prompt_tokens=8, expected_output_tokens=tokens, scheduled_s=sent,
-        sent_s=sent, chunk_times_s=times, chunk_tokens=[1] * tokens, usage_prompt_tokens=8,
-        usage_output_tokens=tokens,
-    )
-
-
-def make_result(
-    nodeid: str = "suites/test_cpu.py::test_fixed[64]",
-    ttfts: tuple[float, ...] = (0.2, 0.2, 0.2, 0.2),
-    *,
-    tpot: float = 0.01,
-    tokens: int = 4,
-    scales: tuple[float, ...] = (1.0,),
-    keep_records: bool = True,
-) -> Result:
-    """One Result; repeat r has every TTFT multiplied by scales[r]. Requests are sent 1 s apart."""
-    runs = []
-    for scale in scales:
-        records = [record(i, float(i), t * scale, tpot, tokens) for i, t in enumerate(ttfts)]
-        runs.append((compute_metrics(records), records))
-    # As the session picks it: the repeat with the median output throughput.
-    metrics, records = sorted(runs, key=lambda run: run[0].output_throughput_tok_s)[len(runs) // 2]
-    return Result(
-        test_id=nodeid, key=nodeid.split("::", 1)[1], engine={"model": "tiny", "max_num_seqs": 8},
-        engine_label="tiny", workload={"num_prompts": len(ttfts)}, workload_label="fixed 8/4",
-        metrics=metrics, runs=tuple(run[0] for run in runs),
-        records=tuple(records) if keep_records else (), engine_start_s=12.5,
-    )
-
-
-def records(*results: Result, verdicts=None, **fields) -> list[MeasurementRecord]:
-    """The measurement records of `results`, each with its verdict from `verdicts`."""
-    return [MeasurementRecord.of(result, (verdicts or {}).get(result.test_id), **fields)
-            for result in results]
-
-
-def document(*results: Result, verdicts=None, fingerprint=FINGERPRINT, commit="3f2c1e0"):
-    return run_document(records(*results, verdicts=verdicts), fingerprint=fingerprint,
-                        commit=commit, started=STARTED)
 
 
 def strict_json(text: str):
@@ -392,7 +347,6 @@ def test_resolve_saved_says_what_it_looked_for(tmp_path):
         resolve_saved("out/x.json", runs)
     assert str(info.value) == (
         "out/x.json: no such run file; write one with --llmperf-json out/x.json")
-
 
 
 def test_the_gate_a_test_declared_travels_with_its_result(tmp_path):

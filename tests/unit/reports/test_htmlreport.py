@@ -8,7 +8,7 @@ from pytest_llmperf.reports import plots
 from pytest_llmperf.reports.html import page, pictures_of
 from pytest_llmperf.reports.markdown import Report
 from pytest_llmperf.reports.plots import Picture
-from tests.unit.test_markdown import REPORT
+from tests.unit.reports.markdown_report import REPORT
 
 HEAD = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
         "<title>pytest-llmperf report</title>"]
