@@ -2,7 +2,7 @@
 sessions whose measurements are injected (the conftest of test_gate_plugin.py), so each run says
 exactly which numbers it measured; everything after the measurement is the real plugin. The real
 engine's series is in tests/integration/test_history_real.py; PostgreSQL in
-tests/unit/test_history_store.py."""
+tests/unit/history/test_history_store.py."""
 
 from __future__ import annotations
 
