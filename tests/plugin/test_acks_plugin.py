@@ -1,5 +1,5 @@
 """A regression stays red until someone acts, on SQLite and a real PostgreSQL server: ten nights
-of one test into one store (the measurements injected: test_history_plugin.py's conftest), TPOT
+of one test into one store (the measurements injected: history_suite.py's conftest), TPOT
 25% slower from night 5; the trend gate fails every night from its detection through night 10,
 passes after `llmperf ack`, and fails again once the acknowledgement has expired (written
 expired here, not waited for). And a night on another host names both hosts."""

@@ -1,5 +1,5 @@
 """The results store, the trend gate and baselines from history as users meet them: pytester
-sessions whose measurements are injected (the conftest of test_gate_plugin.py), so each run says
+sessions whose measurements are injected (the conftest of history_suite.py), so each run says
 exactly which numbers it measured; everything after the measurement is the real plugin. The real
 engine's series is in tests/integration/test_history_real.py; PostgreSQL in
 tests/unit/history/test_history_store.py."""
