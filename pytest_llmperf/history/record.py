@@ -1,7 +1,7 @@
 """A run as the store appends it, made from the session's run file document (reports/runfile.py
 `run_document`, merged over pytest-xdist workers) read through the run file's model
 (verdict/stored_run.py): the document already holds every result's metrics with their spreads,
-its measurement record (verdict, gate settings: verdict/measurement.py), engine spec (secrets
+its measurement record (verdict, gate settings: verdict/measurement_record.py), engine spec (secrets
 hidden) and workload, the fingerprint and the commit, so the store records exactly what
 `--llmperf-json` would write.
 """
@@ -40,7 +40,7 @@ MetricValue = Estimate
 class ResultRecord:
     test_id: str
     key: str
-    status: Status | None  # the measurement record's (verdict/measurement.py)
+    status: Status | None  # the measurement record's (verdict/measurement_record.py)
     engine: dict[str, Any]
     engine_label: str
     workload: dict[str, Any]

@@ -1,6 +1,6 @@
 """Metrics a measurement finds by more than one run, so no run's requests compute them: the
 highest load that meets the test's SLO, found by the capacity search (workloads/sweeps.py) and
-gated as the measurement's extras (verdict/measurement.py).
+gated as the measurement's extras (verdict/measurement_record.py).
 """
 
 from __future__ import annotations

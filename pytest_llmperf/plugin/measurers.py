@@ -24,7 +24,7 @@ from pytest_llmperf.session.ab_run import AbPlan
 from pytest_llmperf.session.settings import Settings
 from pytest_llmperf.verdict.ab import PairedRun, ab_entry
 from pytest_llmperf.verdict.gate import DEFAULT_GATED, GateReport
-from pytest_llmperf.verdict.measurement import MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from pytest_llmperf.workloads import sweeps
 from pytest_llmperf.workloads.workload import Workload
 

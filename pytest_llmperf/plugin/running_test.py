@@ -22,7 +22,7 @@ from pytest_llmperf.session.judging import Judge
 from pytest_llmperf.session.runner import Runner
 from pytest_llmperf.session.settings import Settings, usable_cores
 from pytest_llmperf.verdict.judge import Current, Judgement, Subject, TestNode
-from pytest_llmperf.verdict.measurement import MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from pytest_llmperf.warning_types import (
     ClientLimitedWarning,
     DisturbedWarning,

@@ -17,7 +17,7 @@ from pathlib import Path
 from pytest_llmperf.ids import belongs_to
 from pytest_llmperf.metrics.cost import Price
 from pytest_llmperf.reports.model import summary_rows, verdict_text
-from pytest_llmperf.verdict.measurement import MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 
 SIGNIFICANT = "{:.6g}"  # enough for any gate, short enough to read in a CI page
 

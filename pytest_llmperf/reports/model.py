@@ -21,7 +21,7 @@ from pytest_llmperf.metrics import cost, phases, registry
 from pytest_llmperf.metrics.derived import Derived, by_test, derive_all
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.numbers import finite_or_none
-from pytest_llmperf.verdict.measurement import MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from pytest_llmperf.verdict.status import Status
 
 # {"test_id", "engine", "workload", "status": a Status' value or "", "values": {key: float|None},

@@ -89,7 +89,7 @@ from pytest_llmperf.metrics.derived import Derived, derive_all
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.verdict.atomic_file import atomic_write
-from pytest_llmperf.verdict.measurement import MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from pytest_llmperf.verdict.stored_run import FORMAT, WRITE_ONE, StoredResult, StoredRun
 
 __all__ = ["FORMAT", "WRITE_ONE", "run_document", "write_run"]
@@ -114,7 +114,7 @@ def run_document(
     derived: Sequence[Derived] | None = None,
 ) -> dict[str, Any]:
     """The run as a pytest-benchmark JSON document with our data under "llmperf": one result
-    entry per record that measured a run (verdict/measurement.py), written by the run file's
+    entry per record that measured a run (verdict/measurement_record.py), written by the run file's
     model (verdict/stored_run.py); the pytest-benchmark entries are worked out here.
 
     `usd_per_hour` (--llmperf-cost-per-hour's price, cost.for_hardware; a bare number is the

@@ -24,7 +24,7 @@ from pytest_llmperf.metrics.work import ExecutedWork
 from pytest_llmperf.session.runner import Runner
 from pytest_llmperf.verdict import judge
 from pytest_llmperf.verdict.ab import DEFAULT_AB_TOLERANCE, abba_order
-from pytest_llmperf.verdict.measurement import MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from pytest_llmperf.verdict.status import Status
 from pytest_llmperf.workloads.workload import Workload
 

@@ -25,7 +25,7 @@ from pytest_llmperf.session.settings import RUNS_DIR, Settings
 from pytest_llmperf.session.updates import BaselineUpdates, PendingUpdate
 from pytest_llmperf.verdict import baselines, gate, judge, noise, same_node, same_work, shapes
 from pytest_llmperf.verdict.ab import DEFAULT_AB_PAIRS, DEFAULT_AB_TOLERANCE, ab_line
-from pytest_llmperf.verdict.measurement import GateSettings, MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import GateSettings, MeasurementRecord
 from pytest_llmperf.verdict.status import Status
 
 __all__ = ["Judge", "JudgeConfig", "known_metric"]

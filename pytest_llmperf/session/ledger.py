@@ -1,6 +1,6 @@
-"""The session's ledger: one record per measurement (verdict/measurement.py), in the order they
-were made, and the notes under the summary in the order they happened. The runner adds what it
-measured, the judge what it made of it; the outputs and the results store read it.
+"""The session's ledger: one record per measurement (verdict/measurement_record.py), in the
+order they were made, and the notes under the summary in the order they happened. The runner adds
+what it measured, the judge what it made of it; the outputs and the results store read it.
 
 One ledger per process: under pytest-xdist each worker keeps its own, and the controller merges
 the reports they build from it (session/outputs.py).
@@ -16,7 +16,7 @@ from pytest_llmperf.machine.hardware import Fingerprint
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.reports.notes import Note
-from pytest_llmperf.verdict.measurement import ANNOTATIONS, Extras, MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import ANNOTATIONS, Extras, MeasurementRecord
 from pytest_llmperf.verdict.status import Status
 
 __all__ = ["Ledger"]

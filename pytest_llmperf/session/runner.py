@@ -35,7 +35,7 @@ from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.provenance import engine_identity
 from pytest_llmperf.session.settings import Settings, usable_cores
 from pytest_llmperf.session.target import Target
-from pytest_llmperf.verdict.measurement import MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from pytest_llmperf.verdict.status import Status
 from pytest_llmperf.workloads.identity import workload_identity
 from pytest_llmperf.workloads.text_only import as_text

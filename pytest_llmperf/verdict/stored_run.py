@@ -33,7 +33,7 @@ from pytest_llmperf.metrics.work import ExecutedWork
 from pytest_llmperf.numbers import finite_or_none, is_real, is_whole, number_or_nan
 from pytest_llmperf.verdict.baselines import BaselineEntry
 from pytest_llmperf.verdict.gate import DEFAULT_GATED, DEFAULT_TOLERANCE
-from pytest_llmperf.verdict.measurement import MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from pytest_llmperf.verdict.status import Status
 
 __all__ = ["FORMAT", "READABLE", "WRITE_ONE", "RunFileError", "StoredResult", "StoredRun"]
@@ -121,9 +121,9 @@ def _client(check: Any, error: str | None) -> dict[str, Any]:
 @dataclass(frozen=True)
 class StoredResult:
     """One result entry of a run file: a measured Result's facts and numbers, and its
-    measurement record (verdict, declared gate settings, annotations: verdict/measurement.py).
-    `metrics` are the medians over the repeats with their spread, n and direction; the other
-    numbers are the representative run's."""
+    measurement record (verdict, declared gate settings, annotations:
+    verdict/measurement_record.py). `metrics` are the medians over the repeats with their
+    spread, n and direction; the other numbers are the representative run's."""
 
     key: str
     test_id: str

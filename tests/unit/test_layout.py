@@ -57,9 +57,9 @@ def names_imported(tree: ast.Module, package_name: str, subs: set[str]) -> Count
 def allowed_folders(test_module: Path, package: Path) -> set[str]:
     subs = sub_packages(package)
     counts = names_imported(ast.parse(test_module.read_text()), package.name, subs)
-    most = {folder for folder, n in counts.items() if n == max(counts.values())} if counts else {
-        ROOT_FOLDER}
-    return most | module_folders(package).get(test_module.stem.removeprefix("test_"), set())
+    most = {folder for folder, n in counts.items() if n == max(counts.values())}
+    named = module_folders(package).get(test_module.stem.removeprefix("test_"), set())
+    return (most or {ROOT_FOLDER}) | named
 
 
 def misplaced(unit_dir: Path, package: Path) -> list[str]:

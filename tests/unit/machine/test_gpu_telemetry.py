@@ -21,7 +21,7 @@ from pytest_llmperf.reports import html, markdown
 from pytest_llmperf.reports.model import gpu_lines, shown_columns, summary_rows
 from pytest_llmperf.reports.runfile import run_document
 from pytest_llmperf.verdict import judge
-from pytest_llmperf.verdict.measurement import MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from tests.unit.fingerprints import CPU, fingerprint_of
 
 SETTINGS = CardSettings(max_sm_mhz=2000.0, power_limit_w=700.0, default_power_limit_w=700.0)

@@ -18,7 +18,7 @@ from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports.model import summary_rows
 from pytest_llmperf.reports.runfile import run_document
-from pytest_llmperf.verdict.measurement import MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from tests.unit.fingerprints import fingerprint_of
 
 H100_X8 = {"hardware_class": "h100", "device_name": "NVIDIA H100 80GB HBM3", "device_count": 8}

@@ -27,7 +27,7 @@ from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports.model import summary_rows
 from pytest_llmperf.reports.runfile import run_document
 from pytest_llmperf.reports.terminal import full_table, short_table
-from pytest_llmperf.verdict.measurement import MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from tests.unit.fingerprints import CPU
 
 MODEL = 'model_name="/work/main/suites/models/tiny-llama"'

@@ -11,7 +11,7 @@ from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports.runfile import run_document, write_run
 from pytest_llmperf.verdict import judge
-from pytest_llmperf.verdict.measurement import MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from tests.unit.fingerprints import fingerprint_of
 
 FINGERPRINT = fingerprint_of({"hardware_class": "cpu", "cpu_model": "Fake CPU 9000",

@@ -7,7 +7,7 @@ from pathlib import Path
 from pytest_llmperf.ids import MeasurementId, belongs_to
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.reports.junit import properties
-from pytest_llmperf.verdict.measurement import Extras, MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import Extras, MeasurementRecord
 from pytest_llmperf.verdict.status import Status
 from tests.unit.reports.builders import ENGINE, WORKLOAD, result, streamed
 

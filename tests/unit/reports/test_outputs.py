@@ -15,7 +15,7 @@ from pytest_llmperf.reports.outputs.base import Output, SessionOutput, Target, w
 from pytest_llmperf.reports.runfile import run_document
 from pytest_llmperf.session import outputs
 from pytest_llmperf.session.settings import resolve
-from pytest_llmperf.verdict.measurement import MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from pytest_llmperf.verdict.stored_run import StoredRun
 from tests.unit.fingerprints import CPU
 

@@ -30,7 +30,7 @@ from pytest_llmperf.reports.model import (
     verdict_counts,
 )
 from pytest_llmperf.verdict import judge
-from pytest_llmperf.verdict.measurement import Extras, MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import Extras, MeasurementRecord
 from pytest_llmperf.verdict.status import Status
 from tests.unit.fingerprints import fingerprint_of
 from tests.unit.reports.builders import ENGINE, WORKLOAD, result, streamed

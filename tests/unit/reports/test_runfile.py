@@ -19,7 +19,7 @@ from pytest_llmperf.reports.runfile import run_document, write_run
 from pytest_llmperf.reports.saved_runs import RunFileError, read_run, resolve_saved
 from pytest_llmperf.verdict.baselines import BaselineEntry
 from pytest_llmperf.verdict.gate import DEFAULT_GATED
-from pytest_llmperf.verdict.measurement import GateSettings
+from pytest_llmperf.verdict.measurement_record import GateSettings
 from pytest_llmperf.verdict.status import Status
 from tests.unit.fingerprints import fingerprint_of
 from tests.unit.reports.run_files import (

@@ -27,7 +27,7 @@ from pytest_llmperf.reports.plotdata import (
     turn_latencies,
 )
 from pytest_llmperf.reports.runfile import run_document
-from pytest_llmperf.verdict.measurement import MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from tests.unit.fingerprints import CPU
 
 PNG = b"\x89PNG\r\n\x1a\n"

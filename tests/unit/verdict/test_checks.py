@@ -18,7 +18,7 @@ from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports import saved_runs
 from pytest_llmperf.verdict import baselines, gate, judge
 from pytest_llmperf.verdict.baselines import BaselineEntry
-from pytest_llmperf.verdict.measurement import MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from pytest_llmperf.verdict.status import Status
 
 FILE = "baselines/cpu/test_cpu.toml"

@@ -1,4 +1,4 @@
-"""A measurement's record (verdict/measurement.py) and the session's ledger of them
+"""A measurement's record (verdict/measurement_record.py) and the session's ledger of them
 (session/ledger.py): what a run file keeps of it, read back from files new and old."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.session.ledger import Ledger
-from pytest_llmperf.verdict.measurement import (
+from pytest_llmperf.verdict.measurement_record import (
     Extras,
     GateSettings,
     MeasurementRecord,

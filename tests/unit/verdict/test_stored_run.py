@@ -20,7 +20,7 @@ from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports.runfile import run_document
-from pytest_llmperf.verdict.measurement import GateSettings, MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import GateSettings, MeasurementRecord
 from pytest_llmperf.verdict.mismatch import engine_changes, workload_changes
 from pytest_llmperf.verdict.status import Status
 from pytest_llmperf.verdict.stored_run import FORMAT, RunFileError, StoredRun

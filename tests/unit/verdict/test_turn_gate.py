@@ -19,7 +19,7 @@ from pytest_llmperf.session.judging import known_metric as _known_metric
 from pytest_llmperf.verdict import judge
 from pytest_llmperf.verdict.baselines import load_baseline, update_baseline
 from pytest_llmperf.verdict.gate import SLO, UnknownMetricError, check_names, make_entries
-from pytest_llmperf.verdict.measurement import MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from pytest_llmperf.verdict.status import Status
 from tests.unit.fingerprints import CPU
 
