@@ -86,7 +86,7 @@ def describe(fingerprint: Mapping[str, Any], engine: Mapping[str, Any] | None) -
 
 
 def bootstrap_command(hardware_class: str, suite: str) -> str:
-    """The command that makes a runner shape's first baselines for a suite (cli.py)."""
+    """The command that makes a runner shape's first baselines for a suite (bootstrap.py)."""
     return f"llmperf bootstrap-baselines --marker {marker_of(hardware_class)} {suite}"
 
 

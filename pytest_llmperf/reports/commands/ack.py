@@ -16,7 +16,8 @@ from datetime import datetime, timezone
 from pytest_llmperf.history import acks as acks_mod
 from pytest_llmperf.history import location
 from pytest_llmperf.history.store import HistoryError, HistoryStore
-from pytest_llmperf.reports.historycommand import EXIT_OK, EXIT_USAGE, open_store, pick
+from pytest_llmperf.reports.commands.exits import EXIT_OK, EXIT_USAGE
+from pytest_llmperf.reports.commands.history import open_store, pick
 
 __all__ = ["add_command", "run"]
 

@@ -23,12 +23,11 @@ from pathlib import Path
 from pytest_llmperf.history import location
 from pytest_llmperf.history.store import HistoryError, HistoryStore
 from pytest_llmperf.reports import history_json, history_page
+from pytest_llmperf.reports.commands.exits import EXIT_OK, EXIT_USAGE
 from pytest_llmperf.reports.files import write_text
 from pytest_llmperf.reports.history_table import table_lines
 from pytest_llmperf.reports.history_view import DEFAULT_LAST, views
 from pytest_llmperf.reports.regressions import regression_lines, regressions
-
-EXIT_OK, EXIT_USAGE = 0, 2
 
 
 def add_command(commands) -> None:

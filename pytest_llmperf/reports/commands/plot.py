@@ -1,4 +1,5 @@
-"""`llmperf plot RUN.json [RUN.json ...] -o DIR`: the run files' pictures as PNGs (plots.py).
+"""`llmperf plot RUN.json [RUN.json ...] -o DIR`: the run files' pictures as PNGs
+(reports/plots.py).
 
 One run file gives its sweeps, capacity searches, a conversation's TTFT by turn, a trace
 replay's offered against achieved rate, latency distributions and A/B ratios; several
@@ -12,9 +13,8 @@ import sys
 from pathlib import Path
 
 from pytest_llmperf.reports import plotdata, plots
+from pytest_llmperf.reports.commands.exits import EXIT_OK, EXIT_USAGE
 from pytest_llmperf.reports.saved_runs import RunFileError, load_run, read_run
-
-EXIT_OK, EXIT_USAGE = 0, 2
 
 
 def add_command(commands) -> None:
