@@ -8,7 +8,7 @@
 - `identity`: which series a result belongs to (hardware family, engine spec, workload).
 - `changepoints`: where a series' level changed (ruptures, and the rule that keeps a change).
 - `series`: a test's points and what else changed at a run.
-- `trend`: the trend gate, a reference-like check for verdict/judge.py's `judge`.
+- `trend`: the trend gate, a reference-like check for verdict/references.py's `judge`.
 - `from_history`: baseline values from the runs since the last change point.
 
 Pure of pytest: the plugin opens the store at the start of a session and records at its end.

@@ -2,7 +2,7 @@
 history read it, and what else changed at a run.
 
 A stored result is a point of its series unless its verdict says the measurement was not of the
-engine (verdict/judge.NOT_REFERENCES: CLIENT LIMITED, DISTURBED, ENGINE DIED, ENGINE STALLED):
+engine (verdict/references.NOT_REFERENCES: CLIENT LIMITED, DISTURBED, ENGINE DIED, ENGINE STALLED):
 such a run stays in the store and in `llmperf history`'s table, marked, but no change point is
 ever drawn from it. A point without a usable value of the metric (NaN, or 0 for a metric that
 must be positive to be a level) is left out of that metric's series alone.
@@ -17,7 +17,7 @@ from typing import Any
 
 from pytest_llmperf.history.changepoints import Change, find_changes
 from pytest_llmperf.history.store import Point
-from pytest_llmperf.verdict.judge import NOT_REFERENCES
+from pytest_llmperf.verdict.references import NOT_REFERENCES
 
 __all__ = ["NOT_POINTS", "Series", "changed_text", "context", "is_point", "run_name",
            "series_of", "what_changed"]

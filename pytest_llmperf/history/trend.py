@@ -2,15 +2,15 @@
 change for the worse, larger than the test's tolerance, whose first run is one of the last
 `window` runs (this one included). A change for the better is a note.
 
-`TrendCheck` is a reference-like check (verdict/judge.py's `Reference`: `compare(current, gated,
-tolerance)`), given to `judge.judge` beside the baseline: the verdict keeps one path. The series
-is the stored one (same test, hardware family, engine spec and workload: identity.py) plus this
-run's values as its last point, judged by changepoints.py's rule at the test's tolerance as the
-minimum effect. A change of the last `window` runs is judged, and so is the series' last change
-while it is for the worse: a regression nobody fixed stays red every night (not green after
+`TrendCheck` is a reference-like check (verdict/references.py's `Reference`: `compare(current,
+gated, tolerance)`), given to `references.judge` beside the baseline: the verdict keeps one path.
+The series is the stored one (same test, hardware family, engine spec and workload: identity.py)
+plus this run's values as its last point, judged by changepoints.py's rule at the test's tolerance
+as the minimum effect. A change of the last `window` runs is judged, and so is the series' last
+change while it is for the worse: a regression nobody fixed stays red every night (not green after
 `window` runs, when a runner without a committed baseline would stop failing it) until it is
-acknowledged (`llmperf ack`, acks.py: the line then says by whom, why and until when; expired,
-it is red again), the committed baseline is updated after it, or the level comes back.
+acknowledged (`llmperf ack`, acks.py: the line then says by whom, why and until when; expired, it
+is red again), the committed baseline is updated after it, or the level comes back.
 
 One line says it all: the metric, the levels before and after, the change against the allowed
 factor, the run where it changed and what else changed at that run:
@@ -40,7 +40,7 @@ from pytest_llmperf.history.store import Point
 from pytest_llmperf.metrics import phases
 from pytest_llmperf.metrics.registry import direction, formatter
 from pytest_llmperf.verdict import gate
-from pytest_llmperf.verdict.judge import Current, Judgement
+from pytest_llmperf.verdict.references import Current, Judgement
 from pytest_llmperf.verdict.status import Status
 
 __all__ = ["DEFAULT_WINDOW", "TrendCheck", "change_line", "change_phases", "is_worse",

@@ -204,7 +204,7 @@ def _check_same_node(settings: settings_mod.Settings,
                      fingerprint: hardware_mod.Fingerprint) -> None:
     """--llmperf-compare is a before/after on one node: a run saved on another host or other
     cards is refused before any engine starts. A file that cannot be read is left to each
-    test's verdict, which names the problem (session/judging.py)."""
+    test's verdict, which names the problem (session/judge.py)."""
     if not settings.compare:
         return
     try:

@@ -65,7 +65,7 @@ class Measure:
         slo = slo or options.slo
         repeat = repeat or options.repeat or test.config.repeat
         record = test.measure(workload, engine, repeat, limits=limits_of(slo))
-        test.settle(test.judge.judge(test.node, record, options, slo))
+        test.settle(test.judge.judge_record(test.node, record, options, slo))
         return record.result
 
     def ab(self, test: RunningTest, workload: Workload, a: Engine, b: Engine,
@@ -118,7 +118,7 @@ class AbMeasure(Measure):
     """--llmperf-ab: `run` measures side A (the test's engine, with --llmperf-ab-a's fields if
     any) and side B (with --llmperf-ab's) alternately and is judged on the paired ratios (and
     B on the test's SLO); it returns side B, the candidate. The other calls measure side A,
-    unjudged (session/judging.py)."""
+    unjudged (session/judge.py)."""
 
     def __init__(self, settings: Settings,
                  later: confirm_later.ConfirmLaterPlugin | None = None) -> None:

@@ -18,11 +18,11 @@ from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.plugin.marks import TestOptions, engine_of, options_of, user_nodeid
 from pytest_llmperf.session.ab_run import AbRunner
-from pytest_llmperf.session.judging import Judge
+from pytest_llmperf.session.judge import Judge
 from pytest_llmperf.session.runner import Runner
 from pytest_llmperf.session.settings import Settings, usable_cores
-from pytest_llmperf.verdict.judge import Current, Judgement, Subject, TestNode
 from pytest_llmperf.verdict.measurement_record import MeasurementRecord
+from pytest_llmperf.verdict.references import Current, Judgement, Subject, TestNode
 from pytest_llmperf.warning_types import (
     ClientLimitedWarning,
     DisturbedWarning,

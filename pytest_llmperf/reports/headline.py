@@ -20,7 +20,7 @@ from pytest_llmperf.verdict.status import Status
 
 __all__ = ["FIRST_RUN", "headline"]
 
-# The start of judge.BaselineTable's note for a measurement gated by this machine's own table.
+# The start of references.BaselineTable's note for a measurement gated by this machine's own table.
 FIRST_RUN = "gated against this machine's first-run baseline"
 _UNGATED = frozenset({Status.NO_BASELINE.value, Status.OTHER_HARDWARE.value})
 

@@ -22,7 +22,7 @@ from pytest_llmperf.metrics import goodput
 from pytest_llmperf.metrics.compute import RunMetrics
 from pytest_llmperf.metrics.work import ExecutedWork
 from pytest_llmperf.session.runner import Runner
-from pytest_llmperf.verdict import judge
+from pytest_llmperf.verdict import references
 from pytest_llmperf.verdict.ab import DEFAULT_AB_TOLERANCE, abba_order
 from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from pytest_llmperf.verdict.status import Status
@@ -180,14 +180,14 @@ class AbRun:
 
     def side_b_unsettled(self, plan: AbPlan) -> Status | None:
         """REGRESSION or INCONCLUSIVE where B's pairs so far, judged as judge_ab will judge
-        them all (judge.SideA), regressed or were too noisy to decide; else None. Either is
+        them all (references.SideA), regressed or were too noisy to decide; else None. Either is
         the question that decides whether confirm pairs follow: more pairs confirm a regression
         or settle what the first could not. Sides that did different work are not comparable
         however many pairs follow: None."""
-        side_a = judge.SideA(tuple(run.flat() for run, _ in self.runs["A"]),
+        side_a = references.SideA(tuple(run.flat() for run, _ in self.runs["A"]),
                              plan.tolerance,
                              work=ExecutedWork.of(self.runs["A"][-1][1].records))
-        current = judge.Current.of([run for run, _ in self.runs["B"]],
+        current = references.Current.of([run for run, _ in self.runs["B"]],
                                    work=ExecutedWork.of(self.runs["B"][-1][1].records))
         judgement = side_a.compare(current, plan.gated)
         if judgement.incomparable:

@@ -26,7 +26,7 @@ from pytest_llmperf.machine.hardware import Fingerprint
 from pytest_llmperf.reports.files import check_writable, merge_documents
 from pytest_llmperf.session.provenance import git_commit
 from pytest_llmperf.session.settings import Settings
-from pytest_llmperf.verdict import gate, judge
+from pytest_llmperf.verdict import gate, references
 
 __all__ = ["SessionHistory", "open_history", "record_run"]
 
@@ -46,7 +46,7 @@ class SessionHistory:
     rootdir: Path = Path(".")
     _now: dict[str, Any] = field(default_factory=dict)
 
-    def points(self, subject: judge.Subject, gated) -> tuple[list[Point], Point]:
+    def points(self, subject: references.Subject, gated) -> tuple[list[Point], Point]:
         """The stored points of the subject's series, and the run being measured."""
         recorded = self.fingerprint.to_dict()  # as the store's rows keep it
         key = series_key(subject.test_id, family(recorded),
@@ -63,7 +63,7 @@ class SessionHistory:
                     host=platform.node())
         return stored, now
 
-    def trend_checks(self, subject: judge.Subject, gated,
+    def trend_checks(self, subject: references.Subject, gated,
                      baseline_at: datetime | None = None) -> tuple[TrendCheck, ...]:
         """The trend gate's check of this measurement (the judge asks only with --llmperf-trend,
         and only of a measurement of its engine), with the test's acknowledgements and when its
@@ -73,15 +73,15 @@ class SessionHistory:
         return (TrendCheck(stored, now, self.where.shown, subject.test_id, self.window, acks,
                            baseline_at=baseline_at),)
 
-    def baseline_current(self, subject: judge.Subject, current: judge.Current, gated,
-                         tolerance: float | None) -> tuple[judge.Current, str | None]:
+    def baseline_current(self, subject: references.Subject, current: references.Current, gated,
+                         tolerance: float | None) -> tuple[references.Current, str | None]:
         """With --llmperf-from-history N, the estimates a baseline update writes
         (from_history.py), and the note that says over which runs."""
         stored, now = self.points(subject, gated)
         band = gate.DEFAULT_TOLERANCE if tolerance is None else tolerance
         estimates, note = baseline_estimates(stored, now, current.estimates, gated,
                                              self.from_history, band)
-        return judge.Current(estimates, current.runs), note
+        return references.Current(estimates, current.runs), note
 
 
 def open_history(settings: Settings, fingerprint: Fingerprint, *, worker: bool

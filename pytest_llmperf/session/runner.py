@@ -1,7 +1,7 @@
 """The session's runner: it sends each measurement's requests to its target (session/target.py:
 the engines it starts, or --llmperf-endpoint's deployment, chosen once per session), and adds
 what it measured to the ledger (session/ledger.py), a record per measurement. Judging the records
-is the judge's (session/judging.py); A/B pairs are session/ab_run.py's, on top of this runner.
+is the judge's (session/judge.py); A/B pairs are session/ab_run.py's, on top of this runner.
 """
 
 from __future__ import annotations

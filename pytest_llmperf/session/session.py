@@ -1,6 +1,6 @@
 """What one pytest session holds: its settings, the ledger of its measurements
 (session/ledger.py), the runner that measures (session/runner.py) and the A/B runs on top of it
-(session/ab_run.py), the judge (session/judging.py), the results store's side
+(session/ab_run.py), the judge (session/judge.py), the results store's side
 (session/history_run.py), and the reports pytest-xdist workers handed over (session/outputs.py).
 Each part is handed only the others it needs; nothing takes the whole session.
 
@@ -18,7 +18,7 @@ from pytest_llmperf.machine.hardware import Fingerprint
 from pytest_llmperf.session.ab_run import AbRunner
 from pytest_llmperf.session.deployment import Deployment
 from pytest_llmperf.session.history_run import SessionHistory
-from pytest_llmperf.session.judging import Judge, JudgeConfig
+from pytest_llmperf.session.judge import Judge, JudgeConfig
 from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.runner import Runner, RunnerConfig
 from pytest_llmperf.session.settings import Settings

@@ -9,13 +9,13 @@ from typing import Any
 
 from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.session.ledger import Ledger
-from pytest_llmperf.verdict import baselines, judge
+from pytest_llmperf.verdict import baselines, references
 from pytest_llmperf.verdict.status import Status
 
 
 @dataclass(frozen=True)
 class PendingUpdate:
-    ref: judge.BaselineRef
+    ref: references.BaselineRef
     entries: dict[str, baselines.BaselineEntry]
     provenance: dict[str, Any]
     id: MeasurementId  # the measurement it is made of, whose verdict says what became of it

@@ -19,7 +19,7 @@ spread)) unless history measured it: nothing says how far it moves between sessi
 The band is then max(floor, K x s), as a factor like the tolerance (gate.py): K x s above the
 baseline for a lower-is-better metric, K x s / (1 + K x s) below it for a higher-is-better one.
 A metric whose K x s exceeds NOISY_BAND is too noisy to gate: it is reported, stored and
-trended, and gated only where a test names it in `gate=` (judge.BaselineTable). Pure: no
+trended, and gated only where a test names it in `gate=` (references.BaselineTable). Pure: no
 pytest, no I/O.
 """
 

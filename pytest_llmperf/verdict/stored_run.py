@@ -152,7 +152,7 @@ class StoredResult:
 
     @property
     def verdict(self) -> str:
-        """The verdict column's words (judge.SavedRun reads them)."""
+        """The verdict column's words (references.SavedRun reads them)."""
         return self.status.summary if self.status else ""
 
     @property

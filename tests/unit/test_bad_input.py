@@ -19,9 +19,9 @@ from pytest_llmperf.engines.process import check_model_path
 from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.plugin.fixture import TestOptions
 from pytest_llmperf.records import RequestRecord
-from pytest_llmperf.session.judging import known_metric as _known_metric
+from pytest_llmperf.session.judge import known_metric as _known_metric
 from pytest_llmperf.session.settings import resolve
-from pytest_llmperf.verdict import judge
+from pytest_llmperf.verdict import references
 from pytest_llmperf.workloads.datasets import CONVERSATION_FORMAT, SHAREGPT_FORMAT
 from pytest_llmperf.workloads.vocab import vocab_from_config
 from tests.conftest import REPO
@@ -108,7 +108,7 @@ def turn_slo(name: str) -> Callable[[Path], None]:
                     done_s=chunks[-1], usage_prompt_tokens=8, usage_output_tokens=4,
                     session=session, turn=turn))
         metrics = compute_metrics(records)
-        judgement = judge.judge(judge.Current.of([metrics]), None, slo=SLO(max={name: 0.05}),
+        judgement = references.judge(references.Current.of([metrics]), None, slo=SLO(max={name: 0.05}),
                                 known=_known_metric(metrics))
         if judgement.failed:
             raise ValueError(judgement.failure_text())

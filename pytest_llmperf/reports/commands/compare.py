@@ -5,7 +5,7 @@
 
 B is the candidate (e.g. after a vLLM upgrade), A the reference: A's saved value and spread are
 the baseline, B's the current estimate, each test judged by the plugin's own path
-(verdict/judge.py). Exit status: 0 no regression, 1 a regression, 2 unusable input (one line
+(verdict/references.py). Exit status: 0 no regression, 1 a regression, 2 unusable input (one line
 on stderr says why).
 """
 
@@ -26,7 +26,7 @@ from pytest_llmperf.reports.text_table import aligned, cell_text
 from pytest_llmperf.verdict import gate
 from pytest_llmperf.verdict.ab import format_ratio
 from pytest_llmperf.verdict.baseline_entry import TOLERANCE_RULE, is_tolerance
-from pytest_llmperf.verdict.judge import Current, SavedRun, judge
+from pytest_llmperf.verdict.references import Current, SavedRun, judge
 from pytest_llmperf.verdict.status import Status
 
 __all__ = ["ab_rows", "add_command", "compare_runs", "run"]
@@ -119,7 +119,7 @@ def compare_runs(
     a: RunFile, b: RunFile, names: Sequence[str] | None = None, tolerance: float | None = None
 ) -> tuple[list[list[str]], list[gate.Verdict]]:
     """Table rows (tests in A's order, then B's extras) and every verdict, each test judged by
-    the plugin's own path (verdict/judge.py's judge against A's saved test). `names` and
+    the plugin's own path (verdict/references.py's judge against A's saved test). `names` and
     `tolerance` override every test's own: by default each is judged on the metrics and
     tolerance it declared when A was measured (as `--llmperf-compare` judges it), else the
     defaults."""

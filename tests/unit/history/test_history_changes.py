@@ -17,7 +17,7 @@ from pytest_llmperf.history.series import what_changed
 from pytest_llmperf.history.store import Point
 from pytest_llmperf.history.trend import TrendCheck
 from pytest_llmperf.metrics.stats import Estimate
-from pytest_llmperf.verdict import judge
+from pytest_llmperf.verdict import references
 from pytest_llmperf.verdict.status import Status
 
 NOISE = [1.0, 1.02, 0.99, 1.01, 0.98, 1.0, 1.02, 0.99, 1.01, 0.98, 1.0, 1.01, 0.99, 1.0]
@@ -78,7 +78,7 @@ def check(values, now_value, changed=None):
     points = [point(i + 1, v, **changed.get(i + 1, {})) for i, v in enumerate(values)]
     now = point(None, None, commit="c2", vllm="0.33.0")
     trend = TrendCheck(points, now, ".llmperf/history.sqlite", "s.py::test_a", window=3)
-    return judge.judge(judge.Current({"tpot_s.p50": Estimate(now_value, 0.0, 1)}), None,
+    return references.judge(references.Current({"tpot_s.p50": Estimate(now_value, 0.0, 1)}), None,
                        gated=("tpot_s.p50",), tolerance=0.1, also=(trend,))
 
 
@@ -165,7 +165,7 @@ def test_a_change_before_the_committed_baseline_was_updated_is_accepted():
     def judged(baseline_at):
         trend = TrendCheck(points, now, "h.sqlite", "s.py::test_a", window=3,
                            baseline_at=baseline_at)
-        return judge.judge(judge.Current({"tpot_s.p50": Estimate(0.0125, 0.0, 1)}), None,
+        return references.judge(references.Current({"tpot_s.p50": Estimate(0.0125, 0.0, 1)}), None,
                            gated=("tpot_s.p50",), tolerance=0.1, also=(trend,))
 
     assert judged(None).status == Status.REGRESSION  # run 9 (Nov 9) changed it

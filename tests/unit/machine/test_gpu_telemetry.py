@@ -20,7 +20,7 @@ from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports import html, markdown
 from pytest_llmperf.reports.model import gpu_lines, shown_columns, summary_rows
 from pytest_llmperf.reports.runfile import run_document
-from pytest_llmperf.verdict import judge
+from pytest_llmperf.verdict import references
 from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from tests.unit.fingerprints import CPU, fingerprint_of
 
@@ -130,7 +130,7 @@ def gpu_result(joules_per_run: list[float]) -> Result:
 
 
 def test_energy_reaches_the_gates_estimates_like_any_metric():
-    current = judge.Current.of(gpu_result([16.0, 24.0, 20.0]).runs)
+    current = references.Current.of(gpu_result([16.0, 24.0, 20.0]).runs)
     estimate = current.estimates["energy_per_output_token_j"]
     assert (estimate.value, estimate.n) == (2.5, 3)  # the median of 2.0, 3.0 and 2.5 J/token
     assert current.estimates["output_tokens_per_joule"].value == 0.4

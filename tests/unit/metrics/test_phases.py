@@ -27,7 +27,7 @@ from pytest_llmperf.metrics.histograms import Histogram, parse_histograms, windo
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports import html, terminal
-from pytest_llmperf.verdict import ab, gate, judge
+from pytest_llmperf.verdict import ab, gate, references
 from pytest_llmperf.verdict.baselines import Baseline, BaselineEntry
 
 DATA = Path(__file__).parents[1] / "data"
@@ -260,7 +260,7 @@ def test_a_change_point_carries_the_split():
     points = [point(i + 1, {**H200, "ttft_s.p50": 0.262 * f}) for i, f in enumerate(noise)]
     points.append(point(9, QUEUED))
     trend = TrendCheck(points, point(None, {}), "h.sqlite", "s.py::test_x", window=3)
-    current = judge.Current({name: Estimate(value, 0.0, 1) for name, value in QUEUED.items()})
+    current = references.Current({name: Estimate(value, 0.0, 1) for name, value in QUEUED.items()})
     [failure] = trend.compare(current, ("ttft_s.p50",), 0.1).report.failures
     assert f"; {SPLIT_TEXT}; see: llmperf history" in failure.message
 

@@ -10,7 +10,7 @@ from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports.runfile import run_document, write_run
-from pytest_llmperf.verdict import judge
+from pytest_llmperf.verdict import references
 from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from tests.unit.fingerprints import fingerprint_of
 
@@ -72,13 +72,13 @@ def save_document(path: Path, doc: dict) -> str:
 
 def ab_run(tmp_path, b_ttft: float) -> str:
     """A run file of an --llmperf-ab session: side A at 200 ms TTFT over 4 pairs, side B at
-    `b_ttft`, B judged against A by the plugin's own path (judge.SideA)."""
+    `b_ttft`, B judged against A by the plugin's own path (references.SideA)."""
     a = make_result(TEST, (0.2,) * 4, scales=(1.0,) * 4)
     b = make_result(TEST, (b_ttft,) * 4, scales=(1.0, 1.01, 0.99, 1.0))
     a = replace(a, key="test_fixed[64] (A)", test_id=f"{TEST} (A)")
     b = replace(b, key="test_fixed[64] (B)", test_id=f"{TEST} (B)")
-    side_a = judge.SideA(tuple(run.flat() for run in a.runs), 0.1)
-    judged = judge.judge(judge.Current.of(b.runs), side_a, gated=("ttft_s.p50",))
+    side_a = references.SideA(tuple(run.flat() for run in a.runs), 0.1)
+    judged = references.judge(references.Current.of(b.runs), side_a, gated=("ttft_s.p50",))
     records = [MeasurementRecord.of(a),
                MeasurementRecord.of(b, judged.status, ab=judged.ab)]
     doc = run_document(records, fingerprint=FINGERPRINT, commit="3f2c1e0", started=STARTED)

@@ -29,7 +29,7 @@ from pytest_llmperf.reports.model import (
     summary_rows,
     verdict_counts,
 )
-from pytest_llmperf.verdict import judge
+from pytest_llmperf.verdict import references
 from pytest_llmperf.verdict.measurement_record import Extras, MeasurementRecord
 from pytest_llmperf.verdict.status import Status
 from tests.unit.fingerprints import fingerprint_of
@@ -174,7 +174,7 @@ def test_a_repeat_with_no_ttft_shows_a_dash_as_the_gate_sees_nan():
     # Repeat 3 failed every request. The gate (stats.combine_repeats) makes the whole estimate
     # NaN so a partly missing run cannot pass; the table must not show a TTFT for it either.
     res = result(OK_ID, [streamed(ttft=0.25)], [streamed(ttft=0.5)], [failed()])
-    assert math.isnan(judge.Current.of(res.runs).estimates["ttft_s.p50"].value)
+    assert math.isnan(references.Current.of(res.runs).estimates["ttft_s.p50"].value)
     [row] = summary_rows(records(res))
     assert row["values"]["ttft_s.p50"] is None and cells(row)[4] == "-"
 

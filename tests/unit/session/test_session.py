@@ -332,10 +332,10 @@ def test_ab_sides_on_gpus_trade_them_again_halfway_through_the_confirm_pairs(mon
 
 def test_a_baseline_the_disk_refuses_fails_that_test_in_one_line_and_keeps_the_rest(tmp_path):
     from pytest_llmperf.session.updates import BaselineUpdates, PendingUpdate
-    from pytest_llmperf.verdict import judge
+    from pytest_llmperf.verdict import references
 
     (tmp_path / "afile").write_text("")  # where the baseline folder should be: a file
-    ref = judge.BaselineRef(tmp_path / "afile" / "cpu" / "t.toml", "test_x", "t.py::test_x")
+    ref = references.BaselineRef(tmp_path / "afile" / "cpu" / "t.toml", "test_x", "t.py::test_x")
     updates, ledger = BaselineUpdates(), Ledger(CPU)
     updates.add("t.py::test_x", PendingUpdate(ref, {}, {}, MeasurementId("t.py::test_x")))
     errors = updates.apply("t.py::test_x", True, ledger)

@@ -16,7 +16,7 @@ from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports import saved_runs
-from pytest_llmperf.verdict import baselines, gate, judge
+from pytest_llmperf.verdict import baselines, gate, references
 from pytest_llmperf.verdict.baselines import BaselineEntry
 from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from pytest_llmperf.verdict.status import Status
@@ -45,12 +45,12 @@ ON_BASELINE = {"ttft_s.p50": est(0.1), "output_throughput_tok_s": est(1000.0)}
 
 
 @pytest.fixture
-def ref(tmp_path, monkeypatch) -> judge.BaselineRef:
+def ref(tmp_path, monkeypatch) -> references.BaselineRef:
     monkeypatch.chdir(tmp_path)
-    return judge.BaselineRef(tmp_path / FILE, KEY, NODEID)
+    return references.BaselineRef(tmp_path / FILE, KEY, NODEID)
 
 
-def write(ref: judge.BaselineRef, engine=ENGINE, fingerprint=HERE,
+def write(ref: references.BaselineRef, engine=ENGINE, fingerprint=HERE,
           **entries: BaselineEntry) -> None:
     metrics = entries or {"ttft_s.p50": TTFT, "output_throughput_tok_s": TPUT}
     provenance = baselines.make_provenance(fingerprint, engine, {"num_prompts": 64})
@@ -59,8 +59,8 @@ def write(ref: judge.BaselineRef, engine=ENGINE, fingerprint=HERE,
 
 def against(estimates, ref, engine=ENGINE, *, require: bool, fingerprint=HERE):
     """The one judging path, against the baseline table (gating what the table gates)."""
-    table = judge.BaselineTable(ref, engine, fingerprint, require=require)
-    return judge.judge(judge.Current(estimates), table)
+    table = references.BaselineTable(ref, engine, fingerprint, require=require)
+    return references.judge(references.Current(estimates), table)
 
 
 def saved_result(entries) -> saved_runs.SavedResult:
@@ -75,15 +75,15 @@ def saved_result(entries) -> saved_runs.SavedResult:
 def against_saved(estimates, entries):
     """The one judging path, against a saved run's test (None: the run lacks the test)."""
     saved = None if entries is None else saved_result(entries)
-    return judge.judge(judge.Current(estimates), judge.SavedRun(SAVED, KEY, saved))
+    return references.judge(references.Current(estimates), references.SavedRun(SAVED, KEY, saved))
 
 
 def verdict(status: str) -> gate.Verdict:
     return gate.Verdict("ttft_s.p50", Status(status), 0.1, 0.1, 0.0, 0.01, 10.0, f"ttft_s.p50 {status}")
 
 
-def judged(*statuses: str, **kwargs) -> judge.Judgement:
-    return judge.Judgement(report=gate.GateReport(tuple(verdict(s) for s in statuses)), **kwargs)
+def judged(*statuses: str, **kwargs) -> references.Judgement:
+    return references.Judgement(report=gate.GateReport(tuple(verdict(s) for s in statuses)), **kwargs)
 
 
 # ------------------------------------------------------------------ Judgement.label
@@ -120,7 +120,7 @@ def test_label_stale_baseline():
 
 def test_label_pass():
     assert judged("pass", "pass").label() == "pass"
-    assert judge.Judgement().label() == "pass"  # nothing to check is not a failure
+    assert references.Judgement().label() == "pass"  # nothing to check is not a failure
 
 
 def test_failed_warnings_and_failure_text():
@@ -128,7 +128,7 @@ def test_failed_warnings_and_failure_text():
     assert judgement.failed
     assert judgement.warnings == ["ttft_s.p50 improvement"]
     assert judgement.failure_text() == "ttft_s.p50 regression"
-    broken = judge.Judgement(error="bad file")
+    broken = references.Judgement(error="bad file")
     assert broken.failed and broken.failure_text() == "bad file"
     assert not judged("pass", "improvement").failed
 
@@ -136,8 +136,8 @@ def test_failed_warnings_and_failure_text():
 def test_combine_keeps_the_first_error_all_notes_and_every_verdict():
     first = judged("pass", notes=["a"])
     second = judged("regression", error="e1", notes=["b"])
-    third = judge.Judgement(error="e2")
-    combined = judge.combine(first, second, third)
+    third = references.Judgement(error="e2")
+    combined = references.combine(first, second, third)
     assert combined.error == "e1"
     assert combined.notes == ["a", "b"]
     assert [v.status for v in combined.report.verdicts] == ["pass", "regression"]
@@ -154,28 +154,28 @@ def test_the_current_estimates_are_the_median_over_repeats():
                                chunk_tokens=[1, 1], usage_output_tokens=2)
         return compute_metrics([record])
 
-    estimates = judge.Current.of([run(0.25), run(1.0), run(0.5)]).estimates
+    estimates = references.Current.of([run(0.25), run(1.0), run(0.5)]).estimates
     assert estimates["ttft_s.p50"].value == 0.5
     assert estimates["ttft_s.p50"].n == 3
     assert estimates["completed"] == Estimate(1.0, 0.0, 3)
 
 
 def test_check_slo_without_slo_is_an_empty_pass():
-    judgement = judge.check_slo(ON_BASELINE, None, known=ON_BASELINE.__contains__)
+    judgement = references.check_slo(ON_BASELINE, None, known=ON_BASELINE.__contains__)
     assert judgement.report.verdicts == ()
     assert judgement.label() == "pass"
 
 
 def test_check_slo_met_and_missed():
     slo = gate.SLO(max={"ttft_s.p50": 0.05}, min={"output_throughput_tok_s": 500})
-    judgement = judge.check_slo(ON_BASELINE, slo, known=ON_BASELINE.__contains__)
+    judgement = references.check_slo(ON_BASELINE, slo, known=ON_BASELINE.__contains__)
     assert judgement.label() == "MISSED TARGET"
     assert judgement.failure_text() == "ttft_s.p50 missed its target: 100.0 ms, target <= 50.0 ms"
 
 
 def test_check_slo_unknown_metric_is_one_error_line():
     slo = gate.SLO(max={"ttft_s.p5": 0.1})
-    judgement = judge.check_slo(ON_BASELINE, slo, known=ON_BASELINE.__contains__)
+    judgement = references.check_slo(ON_BASELINE, slo, known=ON_BASELINE.__contains__)
     assert judgement.error == (
         "SLO: SLO names unknown metric 'ttft_s.p5'; use the metric names of the report, "
         "e.g. 'ttft_s.p50' or 'output_throughput_tok_s'"
@@ -397,7 +397,7 @@ def test_label_of_an_improvement_over_a_saved_run_does_not_say_stale():
 
 
 def test_updated_entries_for_a_new_baseline(ref):
-    entries = judge.updated_entries(ON_BASELINE, ref, None)
+    entries = references.updated_entries(ON_BASELINE, ref, None)
     # Only the gated metrics the run measured; default tolerance and each metric's direction.
     assert entries == {
         "output_throughput_tok_s": BaselineEntry(1000.0, 0.0, "higher", 0.1, 1),
@@ -408,7 +408,7 @@ def test_updated_entries_for_a_new_baseline(ref):
 def test_updated_entries_keep_a_hand_edited_tolerance(ref):
     edited = BaselineEntry(value=0.1, spread=0.0, direction="lower", tolerance=0.25, n=1)
     write(ref, **{"ttft_s.p50": edited, "output_throughput_tok_s": TPUT})
-    entries = judge.updated_entries({**ON_BASELINE, "ttft_s.p50": est(0.12)}, ref, None)
+    entries = references.updated_entries({**ON_BASELINE, "ttft_s.p50": est(0.12)}, ref, None)
     assert entries["ttft_s.p50"] == BaselineEntry(0.12, 0.0, "lower", 0.25, 1)
     assert entries["output_throughput_tok_s"].tolerance == 0.1
 
@@ -417,7 +417,7 @@ def test_updated_entries_keep_a_metric_added_by_hand(ref):
     p99 = BaselineEntry(value=0.3, spread=0.0, direction="lower", tolerance=0.5, n=1)
     write(ref, **{"ttft_s.p99": p99})
     current = {**ON_BASELINE, "ttft_s.p99": est(0.4)}
-    entries = judge.updated_entries(current, ref, None)
+    entries = references.updated_entries(current, ref, None)
     assert entries["ttft_s.p99"] == BaselineEntry(0.4, 0.0, "lower", 0.5, 1)
     assert sorted(entries) == ["output_throughput_tok_s", "ttft_s.p50", "ttft_s.p99"]
 
@@ -425,7 +425,7 @@ def test_updated_entries_keep_a_metric_added_by_hand(ref):
 def test_updated_entries_marker_tolerance_overrides_every_entry(ref):
     edited = BaselineEntry(value=0.1, spread=0.0, direction="lower", tolerance=0.25, n=1)
     write(ref, **{"ttft_s.p50": edited})
-    entries = judge.updated_entries(ON_BASELINE, ref, 0.05)
+    entries = references.updated_entries(ON_BASELINE, ref, 0.05)
     assert {name: e.tolerance for name, e in entries.items()} == {
         "output_throughput_tok_s": 0.05, "ttft_s.p50": 0.05,
     }
@@ -434,20 +434,20 @@ def test_updated_entries_marker_tolerance_overrides_every_entry(ref):
 def test_updated_entries_replace_a_broken_table_whole(ref):
     ref.path.parent.mkdir(parents=True)
     ref.path.write_text(f'["{KEY}".metrics."ttft_s.p50"]\nvalue = "fast"\n')
-    entries = judge.updated_entries(ON_BASELINE, ref, None)
+    entries = references.updated_entries(ON_BASELINE, ref, None)
     assert entries["ttft_s.p50"] == BaselineEntry(0.1, 0.0, "lower", 0.1, 1)
 
 
 def test_updated_entries_with_explicit_gated_names(ref):
     # Capacity and offline tests gate whatever they measured, not the run defaults.
     capacity = {"slo_capacity_req_s": Estimate(12.5, 0.5, 3)}
-    entries = judge.updated_entries(capacity, ref, None, gated=("slo_capacity_req_s",))
+    entries = references.updated_entries(capacity, ref, None, gated=("slo_capacity_req_s",))
     assert entries == {"slo_capacity_req_s": BaselineEntry(12.5, 0.5, "higher", 0.1, 3)}
 
 
 def test_updated_entries_round_trip_through_the_file(ref):
     # What is written must load back and pass against the run it came from.
-    baselines.update_baseline(ref.path, ref.key, judge.updated_entries(ON_BASELINE, ref, None),
+    baselines.update_baseline(ref.path, ref.key, references.updated_entries(ON_BASELINE, ref, None),
                               baselines.make_provenance(HERE, ENGINE, {}))
     judgement = against(ON_BASELINE, ref, require=True)
     assert judgement.label() == "pass"
@@ -458,31 +458,31 @@ def test_updated_entries_round_trip_through_the_file(ref):
 
 
 def test_side_a_judges_the_paired_ratios_and_keeps_them_for_the_run_file():
-    side_a = judge.SideA(({"ttft_s.p50": 0.1},) * 4, tolerance=0.1)
-    current = judge.Current({"ttft_s.p50": est(0.13)}, ({"ttft_s.p50": 0.13},) * 4)
-    judgement = judge.judge(current, side_a, gated=("ttft_s.p50",))
+    side_a = references.SideA(({"ttft_s.p50": 0.1},) * 4, tolerance=0.1)
+    current = references.Current({"ttft_s.p50": est(0.13)}, ({"ttft_s.p50": 0.13},) * 4)
+    judgement = references.judge(current, side_a, gated=("ttft_s.p50",))
     assert judgement.status == Status.REGRESSION and judgement.label() == "REGRESSION"
     assert judgement.failure_text() == (
         "ttft_s.p50 regressed in A/B: B/A median 1.300 (88% interval 1.300-1.300 over 4 ABBA "
         "pairs), allowed <= 1.100 (lower is better; A/B tolerance 0.1)")
     assert judgement.ab["metrics"]["ttft_s.p50"]["ratios"] == pytest.approx([1.3] * 4)
     # Better than A beyond the band: reported as improved, never as a stale baseline.
-    faster = judge.Current({}, ({"ttft_s.p50": 0.07},) * 4)
-    assert judge.judge(faster, side_a, gated=("ttft_s.p50",)).label() == "pass (improved)"
+    faster = references.Current({}, ({"ttft_s.p50": 0.07},) * 4)
+    assert references.judge(faster, side_a, gated=("ttft_s.p50",)).label() == "pass (improved)"
 
 
 def test_targets_are_judged_before_any_reference_and_without_one():
     slo = gate.SLO(max={"ttft_s.p50": 0.05})
-    alone = judge.judge(judge.Current(ON_BASELINE), None, slo=slo)
+    alone = references.judge(references.Current(ON_BASELINE), None, slo=slo)
     assert alone.label() == "MISSED TARGET"
-    why = judge.NotJudged("measured on side A only")
-    judgement = judge.judge(judge.Current(ON_BASELINE), why, slo=slo)
+    why = references.NotJudged("measured on side A only")
+    judgement = references.judge(references.Current(ON_BASELINE), why, slo=slo)
     assert judgement.label() == "MISSED TARGET" and judgement.notes == ["measured on side A only"]
-    assert judge.judge(judge.Current(ON_BASELINE), why).label() == "not compared"
+    assert references.judge(references.Current(ON_BASELINE), why).label() == "not compared"
 
 
 def test_an_unusable_reference_is_its_one_line():
-    judgement = judge.judge(judge.Current(ON_BASELINE), judge.Unusable("x.json: broken"))
+    judgement = references.judge(references.Current(ON_BASELINE), references.Unusable("x.json: broken"))
     assert judgement.failed and judgement.failure_text() == "x.json: broken"
     assert judgement.status == Status.ERROR
 
@@ -497,20 +497,20 @@ def test_every_status_has_its_words_and_only_verdicts_of_the_gate_fail():
 
 def test_a_committed_baseline_from_other_hardware_gives_way_to_this_machines_own(ref, tmp_path):
     write(ref, fingerprint={**HERE, "cpu_cores": 16})
-    local = judge.BaselineRef(tmp_path / ".llmperf/baselines/here/cpu/test_cpu.toml", KEY,
+    local = references.BaselineRef(tmp_path / ".llmperf/baselines/here/cpu/test_cpu.toml", KEY,
                                NODEID)
-    table = judge.BaselineTable(ref, ENGINE, HERE, local=local)
-    first = judge.judge(judge.Current(ON_BASELINE), table)
+    table = references.BaselineTable(ref, ENGINE, HERE, local=local)
+    first = references.judge(references.Current(ON_BASELINE), table)
     assert first.label() == "other hardware" and first.record_local  # the session records it
     write(local, **{"ttft_s.p50": TTFT})
-    second = judge.judge(judge.Current({"ttft_s.p50": est(0.2)}), table)
+    second = references.judge(references.Current({"ttft_s.p50": est(0.2)}), table)
     assert second.label() == "REGRESSION" and not second.record_local
     assert second.failure_text().endswith(
         '[.llmperf/baselines/here/cpu/test_cpu.toml :: "test_fixed[64]"]; if this change is '
         f"intended, update with: {UPDATE}")
     # Its own spec changed: the machine-local table no longer describes it; recorded anew.
-    other_engine = judge.BaselineTable(ref, {**ENGINE, "max_num_seqs": 16}, HERE, local=local)
-    assert judge.judge(judge.Current(ON_BASELINE), other_engine).record_local
+    other_engine = references.BaselineTable(ref, {**ENGINE, "max_num_seqs": 16}, HERE, local=local)
+    assert references.judge(references.Current(ON_BASELINE), other_engine).record_local
 
 
 # ---------------------------------------------------------------- only comparable references
@@ -520,9 +520,9 @@ EDITED = {"num_prompts": 32}  # the test's workload now; write() records {"num_p
 
 def test_a_baseline_of_another_workload_is_not_compared_and_says_what_changed(ref):
     write(ref)
-    table = judge.BaselineTable(ref, ENGINE, HERE, workload=EDITED)
+    table = references.BaselineTable(ref, ENGINE, HERE, workload=EDITED)
     slower = {"ttft_s.p50": est(0.5), "output_throughput_tok_s": est(100.0)}  # would regress
-    judgement = judge.judge(judge.Current(slower), table)
+    judgement = references.judge(references.Current(slower), table)
     assert judgement.status == Status.NOT_COMPARED and not judgement.failed
     assert judgement.notes == [
         f'{FILE}: ["{KEY}"]: baseline was measured with another workload (num_prompts 64 -> '
@@ -532,33 +532,33 @@ def test_a_baseline_of_another_workload_is_not_compared_and_says_what_changed(re
 
 def test_the_workloads_name_is_a_label_and_the_same_workload_is_compared(ref):
     write(ref)
-    same = judge.BaselineTable(ref, ENGINE, HERE, workload={"num_prompts": 64, "name": "new"})
-    assert judge.judge(judge.Current(ON_BASELINE), same).status == Status.PASS
+    same = references.BaselineTable(ref, ENGINE, HERE, workload={"num_prompts": 64, "name": "new"})
+    assert references.judge(references.Current(ON_BASELINE), same).status == Status.PASS
 
 
 def test_with_require_baseline_another_workload_is_an_error(ref):
     write(ref)
-    table = judge.BaselineTable(ref, ENGINE, HERE, require=True, workload=EDITED)
-    judgement = judge.judge(judge.Current(ON_BASELINE), table)
+    table = references.BaselineTable(ref, ENGINE, HERE, require=True, workload=EDITED)
+    judgement = references.judge(references.Current(ON_BASELINE), table)
     assert judgement.status == Status.ERROR
     assert judgement.error.endswith("(--llmperf-require-baseline)")
 
 
 def test_a_machine_local_baseline_of_another_workload_is_recorded_anew(ref, tmp_path):
     write(ref, fingerprint={**HERE, "cpu_cores": 16})
-    local = judge.BaselineRef(tmp_path / ".llmperf/baselines/here/cpu/test_cpu.toml", KEY,
+    local = references.BaselineRef(tmp_path / ".llmperf/baselines/here/cpu/test_cpu.toml", KEY,
                               NODEID)
     write(local)
-    table = judge.BaselineTable(ref, ENGINE, HERE, local=local, workload=EDITED)
-    assert judge.judge(judge.Current(ON_BASELINE), table).record_local
+    table = references.BaselineTable(ref, ENGINE, HERE, local=local, workload=EDITED)
+    assert references.judge(references.Current(ON_BASELINE), table).record_local
 
 
 @pytest.mark.parametrize("verdict", ["CLIENT LIMITED", "ENGINE DIED", "ENGINE STALLED"])
 def test_a_saved_result_that_says_nothing_of_its_engine_is_no_reference(verdict):
     record = MeasurementRecord(MeasurementId.parse(NODEID), status=Status.from_summary(verdict))
     saved = dataclasses.replace(saved_result({"ttft_s.p50": TTFT}), record=record)
-    judgement = judge.judge(judge.Current({"ttft_s.p50": est(0.5)}),
-                            judge.SavedRun(SAVED, KEY, saved))
+    judgement = references.judge(references.Current({"ttft_s.p50": est(0.5)}),
+                            references.SavedRun(SAVED, KEY, saved))
     assert judgement.status == Status.NOT_COMPARED and not judgement.failed
     assert judgement.notes == [f'{SAVED} :: "{KEY}": the saved result was {verdict}, no '
                                "reference; not compared"]
@@ -566,8 +566,8 @@ def test_a_saved_result_that_says_nothing_of_its_engine_is_no_reference(verdict)
 
 def test_a_saved_result_of_another_workload_is_not_compared():
     saved = dataclasses.replace(saved_result({"ttft_s.p50": TTFT}), workload={"num_prompts": 64})
-    judgement = judge.judge(judge.Current({"ttft_s.p50": est(0.5)}),
-                            judge.SavedRun(SAVED, KEY, saved, workload=EDITED))
+    judgement = references.judge(references.Current({"ttft_s.p50": est(0.5)}),
+                            references.SavedRun(SAVED, KEY, saved, workload=EDITED))
     assert judgement.notes == [f'{SAVED} :: "{KEY}": saved with another workload (num_prompts '
                                "64 -> 32); not compared; save the run again with --llmperf-save "
                                "NAME"]

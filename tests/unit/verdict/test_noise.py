@@ -14,7 +14,7 @@ import pytest
 
 from pytest_llmperf.history.record import MetricValue, from_document
 from pytest_llmperf.metrics.stats import Estimate, combine_repeats, relative_spread
-from pytest_llmperf.verdict import baselines, judge, noise
+from pytest_llmperf.verdict import baselines, noise, references
 from pytest_llmperf.verdict.baselines import BaselineEntry
 from pytest_llmperf.verdict.gate import DEFAULT_GATED, check_metric
 from pytest_llmperf.verdict.status import Status
@@ -38,20 +38,20 @@ def measured(run: int, test: str, **worse: float) -> dict[str, Estimate]:
 
 
 def written(tmp_path: Path, test: str, run: int, gate: tuple[str, ...] = (),
-            kind: str | None = noise.GPU) -> judge.BaselineTable:
+            kind: str | None = noise.GPU) -> references.BaselineTable:
     """The baseline --llmperf-update-baselines writes from one run (gate: the names a test
     gave in gate=), as the table that judges the next runs."""
-    ref = judge.BaselineRef(tmp_path / "baselines/h200/test_gpu.toml", test,
+    ref = references.BaselineRef(tmp_path / "baselines/h200/test_gpu.toml", test,
                             f"suites/test_gpu.py::{test}")
-    entries = judge.updated_entries(measured(run, test), ref, None, gate or DEFAULT_GATED,
+    entries = references.updated_entries(measured(run, test), ref, None, gate or DEFAULT_GATED,
                                     exact=bool(gate), kind=kind)
     baselines.update_baseline(ref.path, ref.key, entries, {})
-    return judge.BaselineTable(ref, {}, H200, exact=bool(gate))
+    return references.BaselineTable(ref, {}, H200, exact=bool(gate))
 
 
-def against(table: judge.BaselineTable, current: dict[str, Estimate],
-            gate: tuple[str, ...] = ()) -> judge.Judgement:
-    return judge.judge(judge.Current(current), table, gated=gate or DEFAULT_GATED)
+def against(table: references.BaselineTable, current: dict[str, Estimate],
+            gate: tuple[str, ...] = ()) -> references.Judgement:
+    return references.judge(references.Current(current), table, gated=gate or DEFAULT_GATED)
 
 
 def where(test: str) -> str:
@@ -136,9 +136,9 @@ def test_a_named_cold_start_is_gated_and_one_start_carries_no_spread_of_its_own(
     assert [v.message for v in slow.report.failures] == [
         "engine_start_s regressed: 167.949 s vs baseline 67.180 s (+150.0%, allowed +96.0% by 3 "
         f"x run-to-run spread 32.0% (prior), lower is better) {where(INTERACTIVE)}"]
-    current = judge.Current.of([], engine_start_s=20.5)
+    current = references.Current.of([], engine_start_s=20.5)
     assert current.estimates == {"engine_start_s": Estimate(20.5, 0.0, 1)}
-    assert judge.Current.of([]).estimates == {}
+    assert references.Current.of([]).estimates == {}
 
 
 def test_the_cold_start_lands_in_history_as_a_metric_series():
@@ -187,7 +187,7 @@ def test_kinds():
 
 
 def test_the_users_tolerance_is_kept_and_the_floor_written_otherwise(tmp_path):
-    ref = judge.BaselineRef(tmp_path / "b.toml", "test_a", "t.py::test_a")
+    ref = references.BaselineRef(tmp_path / "b.toml", "test_a", "t.py::test_a")
     old = BaselineEntry(0.1, 0.0, "lower", 0.1, 1)  # as every entry was written before
     baselines.update_baseline(ref.path, "test_a", {
         "ttft_s.p50": old, "tpot_s.p50": BaselineEntry(0.01, 0.0, "lower", 0.25, 1),
@@ -195,13 +195,13 @@ def test_the_users_tolerance_is_kept_and_the_floor_written_otherwise(tmp_path):
     now = {"ttft_s.p50": Estimate(0.1, 0.0, 1), "tpot_s.p50": Estimate(0.01, 0.0, 1),
            "e2el_s.p50": Estimate(0.2, 0.0, 1), "ttft_s.mean": Estimate(0.3, 0.0, 1)}
     gated = ("ttft_s.p50", "tpot_s.p50", "e2el_s.p50", "ttft_s.mean")
-    entries = judge.updated_entries(now, ref, None, gated, kind=noise.CPU)
+    entries = references.updated_entries(now, ref, None, gated, kind=noise.CPU)
     assert {n: (e.tolerance, e.spread_source) for n, e in entries.items()} == {
         "ttft_s.p50": (noise.FLOOR, "prior"), "tpot_s.p50": (0.25, "prior"),
         "e2el_s.p50": (noise.FLOOR, "prior"),
         "ttft_s.mean": (0.1, None)}  # no CPU prior: the tolerance band, as before
     assert entries["tpot_s.p50"].spread == pytest.approx(0.09 * 0.01)
-    declared = judge.updated_entries(now, ref, 0.5, gated, kind=noise.CPU)
+    declared = references.updated_entries(now, ref, 0.5, gated, kind=noise.CPU)
     assert {e.tolerance for e in declared.values()} == {0.5}
 
 

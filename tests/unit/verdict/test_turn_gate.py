@@ -15,8 +15,8 @@ from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports.runfile import run_document
 from pytest_llmperf.reports.saved_runs import read_run
-from pytest_llmperf.session.judging import known_metric as _known_metric
-from pytest_llmperf.verdict import judge
+from pytest_llmperf.session.judge import known_metric as _known_metric
+from pytest_llmperf.verdict import references
 from pytest_llmperf.verdict.baselines import load_baseline, update_baseline
 from pytest_llmperf.verdict.gate import SLO, UnknownMetricError, check_names, make_entries
 from pytest_llmperf.verdict.measurement_record import MeasurementRecord
@@ -86,13 +86,13 @@ def test_every_run_of_a_conversation_carries_its_turns_metrics():
 
 def test_a_slo_gates_a_turn_and_names_a_turn_the_run_lacks():
     metrics = compute_metrics(conversations())
-    current = judge.Current.of([metrics])
-    judgement = judge.judge(current, None, slo=SLO(max={"turn1:ttft_s.p50": 0.03}),
+    current = references.Current.of([metrics])
+    judgement = references.judge(current, None, slo=SLO(max={"turn1:ttft_s.p50": 0.03}),
                             known=_known_metric(metrics))
     assert judgement.status == Status.MISSED
     assert judgement.failure_text() == ("turn1:ttft_s.p50 missed its target: 33.0 ms, target "
                                         "<= 30.0 ms")
-    missing = judge.judge(current, None, slo=SLO(max={"turn9:ttft_s.p50": 0.03,
+    missing = references.judge(current, None, slo=SLO(max={"turn9:ttft_s.p50": 0.03,
                                                       "turn1:tpot_s.p50": 0.01}),
                           known=_known_metric(metrics))
     assert missing.error == ("SLO: SLO names unknown metrics 'turn1:tpot_s.p50' (a turn has "
@@ -112,18 +112,18 @@ def test_a_turn_name_among_others_keeps_the_reports_hint():
 def test_a_baseline_stores_turn_metrics_and_gates_them(tmp_path):
     path = tmp_path / "baselines/cpu/test_chat.toml"
     path.parent.mkdir(parents=True)
-    before = judge.Current.of([compute_metrics(conversations()) for _ in range(2)])
+    before = references.Current.of([compute_metrics(conversations()) for _ in range(2)])
     update_baseline(path, "test_chat", make_entries(before.estimates, names=GATED), {})
     assert '[test_chat.metrics."turn2:ttft_s.p50"]' in path.read_text()
     baseline = load_baseline(path, "test_chat")
     assert sorted(baseline.metrics) == sorted(GATED)
     assert baseline.metrics["turn2:ttft_s.p50"].direction == "lower"
-    ref = judge.BaselineRef(path, "test_chat", "suites/test_chat.py::test_chat")
-    table = judge.BaselineTable(ref, {}, {}, exact=True)
-    same = judge.judge(before, table, gated=GATED)
+    ref = references.BaselineRef(path, "test_chat", "suites/test_chat.py::test_chat")
+    table = references.BaselineTable(ref, {}, {}, exact=True)
+    same = references.judge(before, table, gated=GATED)
     assert same.status == Status.PASS and len(same.report.verdicts) == 3
-    slower = judge.Current.of([compute_metrics(conversations(second=0.03))])
-    regressed = judge.judge(slower, table, gated=GATED)
+    slower = references.Current.of([compute_metrics(conversations(second=0.03))])
+    regressed = references.judge(slower, table, gated=GATED)
     assert regressed.status == Status.REGRESSION
     assert [v.name for v in regressed.report.failures] == ["turn2:ttft_s.p50"]
     assert regressed.report.failures[0].message.startswith(
@@ -142,11 +142,11 @@ def test_a_saved_run_and_an_ab_pair_compare_turn_metrics(tmp_path):
     path.write_text(json.dumps(document))
     entry = read_run(path).results["test_chat"]
     assert entry.directions["turn2:ttft_s.p50"] == "lower"
-    slower = judge.Current.of([compute_metrics(conversations(second=0.03))])
-    against_saved = judge.judge(slower, judge.SavedRun(path, "test_chat", entry), gated=GATED)
+    slower = references.Current.of([compute_metrics(conversations(second=0.03))])
+    against_saved = references.judge(slower, references.SavedRun(path, "test_chat", entry), gated=GATED)
     assert [v.name for v in against_saved.report.failures] == ["turn2:ttft_s.p50"]
-    side_a = judge.SideA((metrics.flat(),) * 2, tolerance=0.1)
-    paired = judge.judge(judge.Current.of([compute_metrics(conversations(second=0.03))] * 2),
+    side_a = references.SideA((metrics.flat(),) * 2, tolerance=0.1)
+    paired = references.judge(references.Current.of([compute_metrics(conversations(second=0.03))] * 2),
                          side_a, gated=("turn2:ttft_s.p50",))
     assert paired.ab["metrics"]["turn2:ttft_s.p50"]["ratios"] == pytest.approx([2.0, 2.0])
     assert paired.ab["metrics"]["turn2:ttft_s.p50"]["status"] == "regression"

@@ -23,14 +23,31 @@ from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.provenance import git_commit
 from pytest_llmperf.session.settings import RUNS_DIR, Settings
 from pytest_llmperf.session.updates import BaselineUpdates, PendingUpdate
-from pytest_llmperf.verdict import baselines, gate, judge, noise, same_node, same_work, shapes
+from pytest_llmperf.verdict import baselines, gate, noise, same_node, same_work, shapes
 from pytest_llmperf.verdict.ab import DEFAULT_AB_PAIRS, DEFAULT_AB_TOLERANCE, ab_line
 from pytest_llmperf.verdict.measurement_record import GateSettings, MeasurementRecord
+from pytest_llmperf.verdict.references import (
+    ENGINE_START,
+    NOT_REFERENCES,
+    BaselineRef,
+    BaselineTable,
+    Current,
+    Judgement,
+    NotJudged,
+    Reference,
+    SavedRun,
+    SideA,
+    Subject,
+    TestNode,
+    Unusable,
+    judge,
+    updated_entries,
+)
 from pytest_llmperf.verdict.status import Status
 
 __all__ = ["Judge", "JudgeConfig", "known_metric"]
 
-# Machine-local first-run baselines (judge.BaselineTable.local): never committed.
+# Machine-local first-run baselines (BaselineTable.local): never committed.
 LOCAL_BASELINES_DIR = Path(".llmperf/baselines")
 
 # A run one of these judged says nothing of its engine: it keeps its verdict, and no baseline.
@@ -91,15 +108,15 @@ class Judge:
         return self.ledger.hardware_class
 
     def baseline_ref(self, suite_path: Path, nodeid: str, key: str,
-                     engine: dict[str, Any] | None = None) -> judge.BaselineRef:
+                     engine: dict[str, Any] | None = None) -> BaselineRef:
         """The table of a test whose engine is `engine`: in its runner shape's folder
         (verdict/shapes.py: baselines/h200/ for an engine on one H200, h200-8gpu/ on eight)."""
         directory = self.config.baseline_dir / shapes.folder(
             self.hardware_class, shapes.engine_gpus(engine))
-        return judge.BaselineRef(directory / f"{Path(suite_path).stem}.toml", key, nodeid)
+        return BaselineRef(directory / f"{Path(suite_path).stem}.toml", key, nodeid)
 
-    def judge(self, test: judge.TestNode, record: MeasurementRecord, options,
-              slo) -> judge.Judgement:
+    def judge_record(self, test: TestNode, record: MeasurementRecord, options,
+              slo) -> Judgement:
         """A measured run: its SLOs over every metric, its reference over the gated ones (the
         test's `gate=` list, else the baseline's own, else gate.DEFAULT_GATED)."""
         result = record.result
@@ -109,25 +126,25 @@ class Judge:
             try:
                 gate.check_names(list(options.gate), known, what="gate")
             except gate.UnknownMetricError as exc:
-                judgement = judge.Judgement(error=f"@pytest.mark.llmperf(gate=...): {exc}")
+                judgement = Judgement(error=f"@pytest.mark.llmperf(gate=...): {exc}")
                 record.status = judgement.status
                 return judgement
-        subject = judge.Subject(test, record.test_id, record.key, result.engine, result.workload)
-        current = judge.Current.of(result.runs, result.engine_start_s, work=result.work)
+        subject = Subject(test, record.test_id, record.key, result.engine, result.workload)
+        current = Current.of(result.runs, result.engine_start_s, work=result.work)
         return self.judge_estimates(record.id, subject, current, options, slo=slo, known=known,
                                     gated=tuple(options.gate or gate.DEFAULT_GATED),
                                     exact=bool(options.gate))
 
     def judge_ab(self, record_a: MeasurementRecord, record_b: MeasurementRecord, options,
-                 slo) -> judge.Judgement:
+                 slo) -> Judgement:
         """--llmperf-ab: side B's SLOs, then side B against side A on the paired B/A ratios of
         the gated metrics (the test's `gate=` list, else gate.DEFAULT_GATED) under
         --llmperf-ab-tolerance."""
         result_a, result_b = record_a.result, record_b.result
-        side_a = judge.SideA(tuple(run.flat() for run in result_a.runs),
+        side_a = SideA(tuple(run.flat() for run in result_a.runs),
                               self.config.ab_tolerance, self.config.ab_pairs,
                               work=result_a.work, work_rule=self.work_rule)
-        judgement = judge.judge(judge.Current.of(result_b.runs, work=result_b.work), side_a,
+        judgement = judge(Current.of(result_b.runs, work=result_b.work), side_a,
                                  gated=options.gate or gate.DEFAULT_GATED, slo=slo,
                                  known=known_metric(result_b.metrics))
         record_b.ab = judgement.ab
@@ -143,9 +160,9 @@ class Judge:
                 self.ledger.note(record_b.test_id, verdict.message)
         return judgement
 
-    def judge_estimates(self, id: MeasurementId, subject: judge.Subject, current: judge.Current,
+    def judge_estimates(self, id: MeasurementId, subject: Subject, current: Current,
                         options, *, slo, known, gated: tuple[str, ...],
-                        exact: bool = True) -> judge.Judgement:
+                        exact: bool = True) -> Judgement:
         """Any named metrics of the measurement `id` (a run's, an SLO capacity, an offline
         throughput) through the SLO check and then this session's reference (reference_for),
         or into a pending baseline update. `exact`: gate exactly `gated`, whatever else an
@@ -153,7 +170,7 @@ class Judge:
         ref = self.baseline_ref(subject.test.path, user_nodeid(subject.test.nodeid), subject.key,
                                 subject.engine)
         reference = None if self.config.updating else self.reference_for(subject, ref, exact)
-        judgement = judge.judge(current, reference, gated=gated, tolerance=options.tolerance,
+        judgement = judge(current, reference, gated=gated, tolerance=options.tolerance,
                                  slo=slo, known=known,
                                  also=self._trend_checks(id, subject, gated, ref))
         limited = self.ledger.status(id)
@@ -175,10 +192,10 @@ class Judge:
     def _of_the_engine(self, id: MeasurementId) -> bool:
         """Is the measurement one of its engine (not CLIENT LIMITED, DISTURBED, ...)? Only such
         a one is a point of its series in the results store."""
-        return self.ledger.status(id) not in judge.NOT_REFERENCES
+        return self.ledger.status(id) not in NOT_REFERENCES
 
-    def _trend_checks(self, id: MeasurementId, subject: judge.Subject, gated,
-                      ref: judge.BaselineRef):
+    def _trend_checks(self, id: MeasurementId, subject: Subject, gated,
+                      ref: BaselineRef):
         """The trend gate's check of this measurement, when --llmperf-trend is on; a change
         before the committed table's date was accepted by updating it (history/trend.py)."""
         history = self.history
@@ -187,8 +204,8 @@ class Judge:
             return ()
         return history.trend_checks(subject, gated, baseline_date(ref))
 
-    def _from_history(self, id: MeasurementId, subject: judge.Subject, current: judge.Current,
-                      gated, tolerance: float | None) -> judge.Current:
+    def _from_history(self, id: MeasurementId, subject: Subject, current: Current,
+                      gated, tolerance: float | None) -> Current:
         """With --llmperf-from-history N, the estimates a baseline update writes; the note says
         over which runs."""
         history = self.history
@@ -199,48 +216,49 @@ class Judge:
             self.ledger.note(subject.test_id, note)
         return written
 
-    def _owe_update(self, id: MeasurementId, subject: judge.Subject, ref: judge.BaselineRef,
-                    current: judge.Current, options, gated: tuple[str, ...], exact: bool,
+    def _owe_update(self, id: MeasurementId, subject: Subject, ref: BaselineRef,
+                    current: Current, options, gated: tuple[str, ...], exact: bool,
                     local: bool = False) -> None:
         """A baseline update for `ref` from this measurement, written once the test passed."""
-        entries = judge.updated_entries(dict(current.estimates), ref, options.tolerance, gated,
+        entries = updated_entries(dict(current.estimates), ref, options.tolerance, gated,
                                         exact=exact, kind=noise.kind_of(self.hardware_class))
         # The baseline file's provenance: the fingerprint as the file keeps it.
         provenance = baselines.make_provenance(self.ledger.fingerprint.to_dict(), subject.engine,
                                                subject.workload,
                                                commit=git_commit(self.config.rootdir),
                                                server=self.server_of(subject.engine))
-        if current.work is not None:  # what a later run must also execute (judge._work_differs)
+        # What a later run must also execute (verdict/references.py, _work_differs).
+        if current.work is not None:
             provenance["work"] = current.work.to_dict(digests=False)
         self.updates.add(subject.test.nodeid, PendingUpdate(ref, entries, provenance, id, local))
 
-    def reference_for(self, subject: judge.Subject, ref: judge.BaselineRef,
-                      exact: bool) -> judge.Reference:
+    def reference_for(self, subject: Subject, ref: BaselineRef,
+                      exact: bool) -> Reference:
         """What this session judges a measurement against: --llmperf-compare's saved run, else
         the suite's baseline table. In an A/B session only llmperf.run is paired; a sweep,
         capacity or offline run measured side A only."""
         if self.config.reference == SIDE_A:
-            return judge.NotJudged("measured on side A only; --llmperf-ab judges llmperf.run")
+            return NotJudged("measured on side A only; --llmperf-ab judges llmperf.run")
         if self.config.reference == SAVED_RUN:
             return self._saved_reference(subject.key, subject.workload)
-        return judge.BaselineTable(ref, subject.engine, self.ledger.fingerprint.to_dict(),
+        return BaselineTable(ref, subject.engine, self.ledger.fingerprint.to_dict(),
                                    require=self.config.require_baseline, exact=exact,
                                    local=self.local_ref(ref), workload=subject.workload)
 
-    def local_ref(self, ref: judge.BaselineRef) -> judge.BaselineRef:
+    def local_ref(self, ref: BaselineRef) -> BaselineRef:
         """The machine-local stand-in for a committed baseline table: the same file name and
         key under .llmperf/baselines/<machine>/<hardware class>/."""
         directory = (self.config.path(LOCAL_BASELINES_DIR)
                      / baselines.machine_id(self.ledger.fingerprint.to_dict())
                      / ref.path.parent.name)
-        return judge.BaselineRef(directory / ref.path.name, ref.key, ref.nodeid)
+        return BaselineRef(directory / ref.path.name, ref.key, ref.nodeid)
 
     @property
     def work_rule(self) -> same_work.Rule:
         """How a comparison checks that both sides did the same work (--llmperf-outputs)."""
         return same_work.Rule(outputs_must_match=self.config.outputs_must_match)
 
-    def _saved_reference(self, key: str, workload: dict[str, Any]) -> judge.Reference:
+    def _saved_reference(self, key: str, workload: dict[str, Any]) -> Reference:
         """The --llmperf-compare run's test `key`; read once per session. The note names what
         changed since it was saved (driver, CUDA, vLLM: same_node.py)."""
         try:
@@ -249,11 +267,11 @@ class Judge:
                                                 self.config.path(RUNS_DIR))
                 self._saved_run = (path, saved_runs.read_run(path))
         except saved_runs.RunFileError as exc:
-            return judge.Unusable(str(exc))
+            return Unusable(str(exc))
         path, saved = self._saved_run
         # Another node was refused before anything was measured (plugin/hooks.py).
         changes = same_node.stack_changes(saved.fingerprint, self.ledger.fingerprint.to_dict())
-        return judge.SavedRun(Path(os.path.relpath(path)), key, saved.results.get(key), workload,
+        return SavedRun(Path(os.path.relpath(path)), key, saved.results.get(key), workload,
                               work_rule=self.work_rule,
                               changed=f"changed since the saved run: {', '.join(changes)}"
                               if changes else None)
@@ -263,7 +281,7 @@ class Judge:
         return self.updates.apply(nodeid, passed, self.ledger)
 
 
-def baseline_date(ref: judge.BaselineRef) -> datetime | None:
+def baseline_date(ref: BaselineRef) -> datetime | None:
     """When the committed table `ref` was written (its provenance's date); None without one."""
     try:
         table = baselines.load_baseline(ref.shown, ref.key)
@@ -277,7 +295,7 @@ def known_metric(metrics: RunMetrics, engine_start_s: float | None = None):
     """Can a test name `name` for this run? Its engine's start time only where this session
     started that engine."""
     def known(name: str) -> bool:
-        if name == judge.ENGINE_START:
+        if name == ENGINE_START:
             return engine_start_s is not None
         try:
             metrics.get(name)
