@@ -23,7 +23,7 @@ class ClientLimitedWarning(LlmperfWarning):
 
 
 class InconclusiveWarning(LlmperfWarning):
-    """A paired A/B metric too noisy to decide on this machine (verdict/ab.py): neither a
+    """A paired A/B metric too noisy to decide on this machine (verdict/paired_ratios.py): neither a
     regression nor a pass; the message says what would settle it. --llmperf-inconclusive
     fail makes it a failure, pass silences it."""
 

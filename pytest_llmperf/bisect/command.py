@@ -21,7 +21,7 @@ from pytest_llmperf.bisect.step import DEFAULT_MAX_PAIRS, StepPlan
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.history import location
 from pytest_llmperf.history.store import HistoryStore
-from pytest_llmperf.verdict.ab import (
+from pytest_llmperf.verdict.paired_ratios import (
     DEFAULT_AB_CONFIRM_PAIRS,
     DEFAULT_AB_PAIRS,
     DEFAULT_AB_TOLERANCE,

@@ -23,7 +23,7 @@ from pytest_llmperf.bisect.environments import Environment
 from pytest_llmperf.bisect.search import Outcome
 from pytest_llmperf.metrics import registry
 from pytest_llmperf.reports.saved_runs import RunFileError, read_run
-from pytest_llmperf.verdict.ab import PairedRatios, ab_entry, judge_pairs
+from pytest_llmperf.verdict.paired_ratios import PairedRatios, ab_entry, judge_pairs
 from pytest_llmperf.verdict.status import Status
 
 __all__ = ["DEFAULT_MAX_PAIRS", "StepPlan", "StepResult", "classify", "merge", "pairs_wanted",
@@ -149,7 +149,7 @@ def classify(plan: StepPlan, run_file: Path, log_file: Path, failure: str | None
 
 def merge(plan: StepPlan, first: StepResult, more: StepResult) -> StepResult:
     """A step's pairs and the pairs a later session measured for it, judged as one set by the
-    paired rule (verdict/ab.py), as if one session had measured them all."""
+    paired rule (verdict/paired_ratios.py), as if one session had measured them all."""
     names = sorted(set(first.paired) & set(more.paired))
     if not names:  # a step remembered from before ratios were kept: nothing to add them to
         return first

@@ -17,7 +17,7 @@ from pytest_llmperf.numbers import is_whole
 from pytest_llmperf.plugin.marks import TestOptions, engine_of, options_of, user_nodeid
 from pytest_llmperf.plugin.measurers import Measurer
 from pytest_llmperf.plugin.running_test import RunningTest
-from pytest_llmperf.verdict.ab import DEFAULT_AB_PAIRS, PairedRun
+from pytest_llmperf.verdict.paired_ratios import DEFAULT_AB_PAIRS, PairedRun
 from pytest_llmperf.workloads import sweeps
 from pytest_llmperf.workloads.workload import Workload
 

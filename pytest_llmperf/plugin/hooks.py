@@ -426,7 +426,7 @@ def order_by_engine(items: list[pytest.Item]) -> list[pytest.Item]:
 def llmperf(request: pytest.FixtureRequest) -> Llmperf:
     """Run a workload against an engine and get the measured Result: `llmperf.run(workload)`."""
     session, config = request.config.stash[SESSION_KEY], request.config
-    test = RunningTest(request.node, session.runner, session.ab, session.judge,
+    test = RunningTest(request.node, session.runner, session.ab_runner, session.judge,
                        FixtureConfig.of(config.stash[SETTINGS_KEY]))
     return Llmperf(test, config.stash[MEASURER_KEY])
 

@@ -22,9 +22,9 @@ from pytest_llmperf.plugin import check_baselines, confirm_later
 from pytest_llmperf.plugin.running_test import RunningTest, engine_or_fail, limits_of
 from pytest_llmperf.session.ab_run import AbPlan
 from pytest_llmperf.session.settings import Settings
-from pytest_llmperf.verdict.ab import PairedRun, ab_entry
 from pytest_llmperf.verdict.gate import DEFAULT_GATED, GateReport
 from pytest_llmperf.verdict.measurement_record import MeasurementRecord
+from pytest_llmperf.verdict.paired_ratios import PairedRun, ab_entry
 from pytest_llmperf.workloads import sweeps
 from pytest_llmperf.workloads.workload import Workload
 
@@ -70,7 +70,7 @@ class Measure:
 
     def ab(self, test: RunningTest, workload: Workload, a: Engine, b: Engine,
            pairs: int) -> PairedRun:
-        record_a, record_b = engine_or_fail(test.ab.run_ab, test.next_id(), a, b, workload,
+        record_a, record_b = engine_or_fail(test.ab_runner.run_ab, test.next_id(), a, b, workload,
                                             AbPlan(pairs))
         run = PairedRun(record_a.result, record_b.result)
         # The run file keeps the ratios of the gated metrics, unjudged: the test judges them.
@@ -146,7 +146,7 @@ class AbMeasure(Measure):
         plan = AbPlan(self.plan.pairs, self.plan.confirm_pairs,
                       tuple(test.options.gate or DEFAULT_GATED), defer, self.plan.tolerance)
         try:  # both sides' goodput against the test's per-request limits
-            record_a, record_b = engine_or_fail(test.ab.run_ab, test.next_id(),
+            record_a, record_b = engine_or_fail(test.ab_runner.run_ab, test.next_id(),
                                                 *self.sides(engine), workload, plan,
                                                 limits_of(slo))
         except confirm_later.ConfirmLater:

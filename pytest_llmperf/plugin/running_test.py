@@ -53,10 +53,10 @@ class RunningTest:
     """One test's side of the session: its measurements are numbered here, recorded by the
     runner and judged by the judge; a failure or warning is raised in the test."""
 
-    def __init__(self, item: pytest.Item, runner: Runner, ab: AbRunner, judge: Judge,
+    def __init__(self, item: pytest.Item, runner: Runner, ab_runner: AbRunner, judge: Judge,
                  config: FixtureConfig) -> None:
         self.item = item
-        self.runner, self.ab, self.judge, self.config = runner, ab, judge, config
+        self.runner, self.ab_runner, self.judge, self.config = runner, ab_runner, judge, config
         self.node = TestNode(item.nodeid, Path(item.path))
         self.measurements = 0
         self.results: list[Result] = []

@@ -1,6 +1,6 @@
 """One paired A/B measurement: engines A and B measured alternately in ABBA order on the same
-requests, with confirm pairs when B looks worse (verdict/ab.py says why), measured at once or
-after the test's rerun (plugin/confirm_later.py). It runs on the session's runner
+requests, with confirm pairs when B looks worse (verdict/paired_ratios.py says why), measured at
+once or after the test's rerun (plugin/confirm_later.py). It runs on the session's runner
 (session/runner.py), whose ledger gets both sides' records.
 
 On GPUs with room for both, each side has its own cards: halfway through a round they trade them,
@@ -23,8 +23,8 @@ from pytest_llmperf.metrics.compute import RunMetrics
 from pytest_llmperf.metrics.work import ExecutedWork
 from pytest_llmperf.session.runner import Runner
 from pytest_llmperf.verdict import references
-from pytest_llmperf.verdict.ab import DEFAULT_AB_TOLERANCE, abba_order
 from pytest_llmperf.verdict.measurement_record import MeasurementRecord
+from pytest_llmperf.verdict.paired_ratios import DEFAULT_AB_TOLERANCE, abba_order
 from pytest_llmperf.verdict.status import Status
 from pytest_llmperf.workloads.workload import Workload
 
@@ -101,17 +101,17 @@ def side_id(id: MeasurementId, side: str) -> MeasurementId:
 
 
 class AbRun:
-    def __init__(self, ab: AbRunner, id: MeasurementId, sides: dict[str, Engine],
+    def __init__(self, ab_runner: AbRunner, id: MeasurementId, sides: dict[str, Engine],
                  workload: Workload, limits: goodput.Limits | None) -> None:
-        runner = ab.runner
-        self.ab, self.runner, self.id, self.limits = ab, runner, id, limits
+        runner = ab_runner.runner
+        self.ab_runner, self.runner, self.id, self.limits = ab_runner, runner, id, limits
         self.sides, self.workload = sides, workload
         self.test_id = id.format()
         built = {side: spec.tokenizer or spec.model for side, spec in sides.items()}
         self.requests = {side: workload.build(runner.tokenizer_for(spec))
                          for side, spec in sides.items()
                          if built[side] != built["A"] or side == "A"}
-        paused = ab.paused.pop(id, None)
+        paused = ab_runner.paused.pop(id, None)
         if paused is not None and (paused.sides, paused.workload) != (sides, workload):
             paused = None  # the rerun measures something else: start afresh
         self.resumed = paused is not None
@@ -138,7 +138,7 @@ class AbRun:
             unsettled = self.side_b_unsettled(plan) if complete and not died else None
             confirm = bool(confirm_pairs and unsettled)
             if confirm and plan.defer:
-                self.ab.paused[self.id] = PausedAb(self.sides, self.workload, self.runs,
+                self.ab_runner.paused[self.id] = PausedAb(self.sides, self.workload, self.runs,
                                                    self.starts, unsettled)
                 raise ConfirmLater(self.test_id)
         if confirm:

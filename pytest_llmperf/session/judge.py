@@ -24,8 +24,8 @@ from pytest_llmperf.session.provenance import git_commit
 from pytest_llmperf.session.settings import RUNS_DIR, Settings
 from pytest_llmperf.session.updates import BaselineUpdates, PendingUpdate
 from pytest_llmperf.verdict import baselines, gate, noise, same_node, same_work, shapes
-from pytest_llmperf.verdict.ab import DEFAULT_AB_PAIRS, DEFAULT_AB_TOLERANCE, ab_line
 from pytest_llmperf.verdict.measurement_record import GateSettings, MeasurementRecord
+from pytest_llmperf.verdict.paired_ratios import DEFAULT_AB_PAIRS, DEFAULT_AB_TOLERANCE, ab_line
 from pytest_llmperf.verdict.references import (
     ENGINE_START,
     NOT_REFERENCES,

@@ -32,7 +32,7 @@ class LlmperfSession:
     settings: Settings
     ledger: Ledger
     runner: Runner
-    ab: AbRunner
+    ab_runner: AbRunner
     judge: Judge
     history: SessionHistory | None = None
     # Report payloads (outputs.payload) of this process and, on an xdist controller, its workers.

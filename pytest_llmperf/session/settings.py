@@ -21,7 +21,7 @@ from pytest_llmperf.history.location import parse_history
 from pytest_llmperf.machine.expect import Expectation, parse_expectations
 from pytest_llmperf.metrics.cost import CostSetting, parse_cost_per_hour
 from pytest_llmperf.secrets import parse_names
-from pytest_llmperf.verdict.ab import (
+from pytest_llmperf.verdict.paired_ratios import (
     DEFAULT_AB_CONFIRM_PAIRS,
     DEFAULT_AB_PAIRS,
     DEFAULT_AB_TOLERANCE,
@@ -238,7 +238,7 @@ OPTIONS: tuple[Option, ...] = (
            None, metavar="NAME"),
     Option("compare", "gate against the saved run NAME (or a JSON path) instead of baselines",
            None, metavar="NAME"),
-    # Paired A/B (pytest_llmperf/verdict/ab.py, docs/ab.md)
+    # Paired A/B (pytest_llmperf/verdict/paired_ratios.py, docs/ab.md)
     Option("ab", "paired A/B: a JSON object of Engine fields that turns each test's engine into "
            "side B (e.g. '{\"max_num_seqs\": 8}', '{\"python\": \"/opt/vllm-next/bin/python\"}'); "
            "each test measures A and B alternately and is judged on the B/A ratios",

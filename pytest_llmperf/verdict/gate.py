@@ -432,7 +432,8 @@ class GateReport:
 
     @property
     def inconclusive(self) -> list[str]:
-        """A/B metrics whose pairs were too noisy to decide (verdict/ab.py): said, not failed."""
+        """A/B metrics whose pairs were too noisy to decide (verdict/paired_ratios.py): said, not
+        failed."""
         return [v.message for v in self.verdicts if v.status == INCONCLUSIVE]
 
     def failure_text(self) -> str:

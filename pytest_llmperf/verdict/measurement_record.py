@@ -93,7 +93,7 @@ class MeasurementRecord:
     result: Result | None = None  # None: read back from a file, or metrics that are no run's
     status: Status | None = None  # None: never judged (a sweep's or a search's point)
     gate: GateSettings = field(default_factory=GateSettings)
-    ab: dict[str, Any] | None = None  # side B's paired judgement (verdict/ab.ab_entry)
+    ab: dict[str, Any] | None = None  # side B's paired judgement (verdict/paired_ratios.ab_entry)
     capacity: dict[str, Any] | None = None  # a capacity probe's SLO and outcome
     by_turn: dict[str, Any] | None = None  # a conversation's latencies by turn
     # structured outputs' TTFT of each spec's first request and of the later ones, and the

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from pytest_llmperf.metrics.stats import Estimate, combine_runs
 from pytest_llmperf.metrics.work import ExecutedWork
 from pytest_llmperf.verdict import baselines, gate, noise, same_work, shapes
-from pytest_llmperf.verdict.ab import ab_entry, judge_pairs, paired_ratios
+from pytest_llmperf.verdict.paired_ratios import ab_entry, judge_pairs, paired_ratios
 from pytest_llmperf.verdict.status import Status
 
 # The engine's cold start, a metric when this session started the engine (registry.py).

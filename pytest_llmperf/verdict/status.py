@@ -19,8 +19,8 @@ class Status(StrEnum):
     REGRESSION = "regression"
     IMPROVEMENT = "improvement"  # beyond the band, in the better direction
     MISSED = "missed"  # a hard target (SLO)
-    # A paired A/B whose pairs spread too widely for its tolerance (verdict/ab.py): neither a
-    # regression nor a pass; the line says what would settle it.
+    # A paired A/B whose pairs spread too widely for its tolerance (verdict/paired_ratios.py):
+    # neither a regression nor a pass; the line says what would settle it.
     INCONCLUSIVE = "inconclusive"
     # The two sides of a comparison executed different work (metrics/work.py): no verdict on
     # their numbers; the line names the difference.

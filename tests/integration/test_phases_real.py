@@ -40,8 +40,9 @@ from pytest_llmperf.engines.spec import thaw_pairs
 from pytest_llmperf.metrics import phases
 from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.metrics.stats import Estimate
-from pytest_llmperf.verdict import ab, gate
+from pytest_llmperf.verdict import gate
 from pytest_llmperf.verdict.baselines import Baseline
+from pytest_llmperf.verdict.paired_ratios import abba_order, judge_pairs, paired_ratios
 from pytest_llmperf.verdict.status import Status
 from pytest_llmperf.workloads.prompts import load_tokenizer
 from suites.tiny import TINY_CPU
@@ -92,7 +93,7 @@ def abba(a, b, workload: Workload, pairs: int = PAIRS
     """Both sides in ABBA order, each run with its own prompts (seed): a prompt repeated on the
     same engine would hit its prefix cache and shorten that side's prefill."""
     runs: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
-    for seed, side in enumerate(ab.abba_order(pairs)):
+    for seed, side in enumerate(abba_order(pairs)):
         runs[side].append(measured(a if side == "A" else b, replace(workload, seed=seed)))
     for side, found in runs.items():
         print(f"side {side}: {phases.split(phases.medians(found)).line()}")
@@ -100,7 +101,7 @@ def abba(a, b, workload: Workload, pairs: int = PAIRS
 
 
 def ab_verdict(a_runs, b_runs, name: str = "ttft_s.p50") -> gate.Verdict:
-    [verdict] = ab.judge_pairs(ab.paired_ratios(a_runs, b_runs, [name]), 0.1).verdicts
+    [verdict] = judge_pairs(paired_ratios(a_runs, b_runs, [name]), 0.1).verdicts
     print(verdict.message)
     return verdict
 

@@ -24,8 +24,8 @@ from pytest_llmperf.reports.commands.exits import EXIT_OK, EXIT_REGRESSION, CliE
 from pytest_llmperf.reports.saved_runs import RunFile, RunFileError, SavedResult, read_run
 from pytest_llmperf.reports.text_table import aligned, cell_text
 from pytest_llmperf.verdict import gate
-from pytest_llmperf.verdict.ab import format_ratio
 from pytest_llmperf.verdict.baseline_entry import TOLERANCE_RULE, is_tolerance
+from pytest_llmperf.verdict.paired_ratios import format_ratio
 from pytest_llmperf.verdict.references import Current, SavedRun, judge
 from pytest_llmperf.verdict.status import Status
 

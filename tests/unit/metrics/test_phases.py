@@ -27,8 +27,9 @@ from pytest_llmperf.metrics.histograms import Histogram, parse_histograms, windo
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports import html, terminal
-from pytest_llmperf.verdict import ab, gate, references
+from pytest_llmperf.verdict import gate, references
 from pytest_llmperf.verdict.baselines import Baseline, BaselineEntry
+from pytest_llmperf.verdict.paired_ratios import judge_pairs, paired_ratios
 
 DATA = Path(__file__).parents[1] / "data"
 START = (DATA / "vllm_metrics_warm_start.txt").read_text()
@@ -239,13 +240,13 @@ def test_without_the_references_phases_the_gate_line_is_as_before():
 
 
 def test_an_ab_regression_names_the_phase_that_grew():
-    ratios = ab.paired_ratios([H200] * 3, [QUEUED] * 3, ["ttft_s.p50"])
-    [verdict] = ab.judge_pairs(ratios, 0.1).verdicts
+    ratios = paired_ratios([H200] * 3, [QUEUED] * 3, ["ttft_s.p50"])
+    [verdict] = judge_pairs(ratios, 0.1).verdicts
     assert verdict.message == (
         "ttft_s.p50 regressed in A/B: B/A median 1.412 (75% interval 1.412-1.412 over 3 ABBA "
         f"pairs), allowed <= 1.100 (lower is better; A/B tolerance 0.1); {SPLIT_TEXT}")
-    bare = ab.paired_ratios([{"ttft_s.p50": 0.262}] * 3, [QUEUED] * 3, ["ttft_s.p50"])
-    assert ab.judge_pairs(bare, 0.1).verdicts[0].message.endswith("A/B tolerance 0.1)")
+    bare = paired_ratios([{"ttft_s.p50": 0.262}] * 3, [QUEUED] * 3, ["ttft_s.p50"])
+    assert judge_pairs(bare, 0.1).verdicts[0].message.endswith("A/B tolerance 0.1)")
 
 
 def point(run_id: int | None, values: dict[str, float]) -> Point:

@@ -149,7 +149,7 @@ def test_ab_sides_on_gpus_of_their_own_trade_them_halfway(monkeypatch, tmp_path)
     on_gpus(session, pool)
     a = ENGINE.replace(tensor_parallel_size=2)
     b = a.replace(max_num_seqs=8)
-    session.ab.run_ab(TEST_X, a, b, fixed(concurrency=2), AbPlan(pairs=4))
+    session.ab_runner.run_ab(TEST_X, a, b, fixed(concurrency=2), AbPlan(pairs=4))
     assert [entry for entry in log if entry[0] == "start"] == [
         ("start", a.model, "0,1"), ("start", b.model, "2,3"),  # pair 1
         ("start", b.model, "0,1"), ("start", a.model, "2,3"),  # before pair 3
@@ -203,7 +203,7 @@ def on_gpus(session, pool) -> None:
 
 def run_ab(session, confirm_pairs, defer=False, workload=None):
     """Both sides' results."""
-    records = session.ab.run_ab(TEST_X, ENGINE, ENGINE.replace(max_num_seqs=8),
+    records = session.ab_runner.run_ab(TEST_X, ENGINE, ENGINE.replace(max_num_seqs=8),
                                 workload or fixed(concurrency=2),
                                 AbPlan(4, confirm_pairs, ("tpot_s.p50",), defer))
     return tuple(record.result for record in records)
@@ -263,7 +263,7 @@ def test_a_deferred_confirm_keeps_the_first_pairs_and_the_rerun_goes_on_from_the
     judgement = judge_ab(session)
     assert not judgement.failed
     assert judgement.ab["metrics"]["tpot_s.p50"]["ratios"] == pytest.approx([1.3] * 4 + [0.8] * 4)
-    assert session.ab.paused == {}
+    assert session.ab_runner.paused == {}
 
 
 def test_a_rerun_that_measures_another_workload_starts_afresh(monkeypatch):
@@ -310,7 +310,7 @@ def test_ab_sides_on_gpus_trade_them_again_halfway_through_the_confirm_pairs(mon
                                pattern, **kwargs)
 
     monkeypatch.setattr(runner_mod, "measure", measure)
-    record_a, _ = session.ab.run_ab(TEST_X, a, b, fixed(concurrency=2),
+    record_a, _ = session.ab_runner.run_ab(TEST_X, a, b, fixed(concurrency=2),
                                     AbPlan(4, 4, ("tpot_s.p50",)))
     assert len(record_a.result.runs) == 8
     # Both sides start at once, the leases taken in this order: the side on the back cards

@@ -1,4 +1,4 @@
-"""Paired A/B judging (pytest_llmperf/verdict/ab.py): order, ratios, the median's interval, verdicts."""
+"""Paired A/B judging (pytest_llmperf/verdict/paired_ratios.py): order, ratios, the median's interval, verdicts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 
 from pytest_llmperf.engines.overrides import parse_overrides, with_overrides
 from pytest_llmperf.engines.spec import Engine
-from pytest_llmperf.verdict.ab import (
+from pytest_llmperf.verdict.gate import IMPROVEMENT, INCONCLUSIVE, PASS, REGRESSION
+from pytest_llmperf.verdict.paired_ratios import (
     PairedRatios,
     ab_entry,
     ab_line,
@@ -19,7 +20,6 @@ from pytest_llmperf.verdict.ab import (
     paired_ratios,
     pairs_to_settle,
 )
-from pytest_llmperf.verdict.gate import IMPROVEMENT, INCONCLUSIVE, PASS, REGRESSION
 
 
 def test_abba_order_alternates_which_side_goes_first():
