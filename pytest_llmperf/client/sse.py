@@ -13,7 +13,7 @@ Two ways through, one meaning:
 - the line path, for everything else (comments, other fields, CRLF, text without token ids,
   error events, malformed JSON): the events one by one, as they have always been read.
 The bulk path gives up on a part, before it changes anything, wherever its result could differ
-from the line path's; tests/unit/test_sse.py feeds both the same streams.
+from the line path's; tests/unit/client/test_sse.py feeds both the same streams.
 """
 
 from __future__ import annotations

@@ -97,7 +97,7 @@ def _best_split(logs: np.ndarray, start: int, end: int) -> tuple[float, int] | N
 def _candidates(logs: np.ndarray, sigma: float) -> list[int]:
     """Binary segmentation with the L1 cost, stopped by the penalty: ruptures'
     Binseg(model="l1", min_size=MIN_SIZE, jump=1).predict(pen=...), which
-    tests/unit/test_history_changes.py checks this against breakpoint for breakpoint."""
+    tests/unit/history/test_history_changes.py checks this against breakpoint for breakpoint."""
     penalty = PENALTY * sigma * math.log(len(logs))
     bounds = [len(logs)]
     while True:

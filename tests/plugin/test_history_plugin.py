@@ -1,8 +1,8 @@
 """The results store, the trend gate and baselines from history as users meet them: pytester
 sessions whose measurements are injected (the conftest of history_suite.py), so each run says
 exactly which numbers it measured; everything after the measurement is the real plugin. The real
-engine's series is in tests/integration/test_history_real.py; PostgreSQL in
-tests/unit/history/test_history_store.py."""
+engine's series of nights is scripts/calibrate_nights.py's (docs/noise.md has its runs); PostgreSQL
+in tests/unit/history/test_history_store.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A conversation's metrics by turn as gate names ("turn2:ttft_s.p50"): the registry resolves
 them, every run's metrics carry them, and SLOs, baselines, saved runs and A/B pairs judge them
-like any other metric. The pytest side is in tests/plugin/test_turn_gate_plugin.py."""
+like any other metric. The pytest side is in tests/plugin/test_trace_and_turns_plugin.py."""
 
 from __future__ import annotations
 
