@@ -36,7 +36,9 @@ def test_two_workers_bind_their_engines_to_two_cores(pytester: pytest.Pytester):
                      "gw1": {"VLLM_CPU_OMP_THREADS_BIND": str(cores[1])}}
 
 
-def test_a_plain_run_binds_nothing(pytester: pytest.Pytester):
+def test_a_plain_run_binds_nothing(pytester: pytest.Pytester, monkeypatch):
+    # In-process: this session's own pytest-xdist worker name (CI's first step) must not leak in.
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     pytester.makeconftest(CONFTEST.replace('os.environ.get("PYTEST_XDIST_WORKER")', '"main"'))
     pytester.makepyfile(test_one="def test_a():\n    pass\n")
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
