@@ -131,6 +131,22 @@ def main(argv: list[str] | None = None) -> int:
     return soak(specs)
 
 
+def run_pytest(command: list[str], work: Path) -> tuple[int | str, list[str], float]:
+    """The soak's one pytest run, its output in work/pytest.out: its exit code (or "timeout"),
+    the processes of ours it left, and how long it took."""
+    began = time.monotonic()
+    with open(work / "pytest.out", "w") as out:
+        pytest = subprocess.Popen(command, cwd=work, stdout=out, stderr=subprocess.STDOUT,
+                                  env={**os.environ, "PYTHONPATH": str(REPO)})
+        try:
+            code: int | str = pytest.wait(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            pytest.kill()
+            code = "timeout"
+        left = our_processes(pytest.pid)
+    return code, left, time.monotonic() - began
+
+
 def soak(specs: int) -> int:
     crashes = 2 * specs
     work = Path(tempfile.mkdtemp(prefix="llmperf-soak-"))
@@ -140,17 +156,7 @@ def soak(specs: int) -> int:
                "--llmperf-log-dir", str(logs),
                "--llmperf-baseline-dir", str(baselines), "--llmperf-update-baselines",
                "--llmperf-json", str(run_file), "--llmperf-summary", "full"]
-    began = time.monotonic()
-    with open(work / "pytest.out", "w") as out:
-        pytest = subprocess.Popen(command, cwd=work, stdout=out, stderr=subprocess.STDOUT,
-                                  env={**os.environ, "PYTHONPATH": str(REPO)})
-        try:
-            code = pytest.wait(timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            pytest.kill()
-            code = "timeout"
-        left = our_processes(pytest.pid)
-    took = time.monotonic() - began
+    code, left, took = run_pytest(command, work)
     text = (work / "pytest.out").read_text()
     lines = text.splitlines()
     outcome = re.search(r"=+ (.*) in [\d.]+s", text)
