@@ -212,8 +212,9 @@ def test_invalid_toml(path):
     with pytest.raises(BaselineError) as info:
         load_baseline(path, "test_fixed[64]")
     assert str(info.value) == (
-        "baselines/cpu/test_cpu.toml: not valid TOML (Unexpected character: '\\n' at line 1 "
-        "col 25); fix the file, or delete it and regenerate it with --llmperf-update-baselines"
+        "baselines/cpu/test_cpu.toml: not valid TOML (Expected ']' at the end of a table "
+        "declaration (at line 1, column 26)); fix the file, or delete it and regenerate it with "
+        "--llmperf-update-baselines"
     )
 
 
