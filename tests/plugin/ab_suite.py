@@ -81,3 +81,11 @@ def pytest_unconfigure(config):
         import json
         json.dump(EVENTS, f)
 '''
+
+
+def with_factors(factors: str) -> str:
+    """CONFTEST with its B_FACTORS table replaced by `factors` (the text of another
+    `B_FACTORS = {...}` table, one entry per test of the suite that uses it)."""
+    start = CONFTEST.index("B_FACTORS = {")
+    end = CONFTEST.index("}\n", start) + 2
+    return CONFTEST[:start] + factors + CONFTEST[end:]

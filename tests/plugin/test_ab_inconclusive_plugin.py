@@ -11,7 +11,7 @@ import json
 import pytest
 
 from tests.conftest import TINY_LLAMA
-from tests.plugin.ab_suite import CONFTEST
+from tests.plugin.ab_suite import with_factors
 
 FACTORS = '''B_FACTORS = {
     "test_noisy": [0.5, 2.0, 0.4, 2.5, 0.45, 2.2, 0.5, 1.9],
@@ -40,9 +40,7 @@ def test_slower(llmperf):
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester):
-    start, end = CONFTEST.index("B_FACTORS = {"), CONFTEST.index("}\n", CONFTEST.index(
-        "B_FACTORS = {")) + 2
-    pytester.makeconftest(CONFTEST[:start] + FACTORS + CONFTEST[end:])
+    pytester.makeconftest(with_factors(FACTORS))
     pytester.makepyfile(test_suite=SUITE)
     return pytester
 

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from tests.conftest import TINY_LLAMA
-from tests.plugin.ab_suite import CONFTEST
+from tests.plugin.ab_suite import with_factors
 
 FACTORS = '''B_FACTORS = {
     "test_b_slower": [1.5, 1.5, 1.5],
@@ -48,15 +48,9 @@ def test_concurrency_sweep(llmperf):
 """
 
 
-def _conftest() -> str:
-    start = CONFTEST.index("B_FACTORS = {")
-    end = CONFTEST.index("}\n", start) + 2
-    return CONFTEST[:start] + FACTORS + CONFTEST[end:]
-
-
 @pytest.fixture
 def suite(pytester: pytest.Pytester):
-    pytester.makeconftest(_conftest())
+    pytester.makeconftest(with_factors(FACTORS))
     pytester.makepyfile(test_suite="import pytest\n" + SUITE)
     return pytester
 

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from tests.conftest import TINY_LLAMA
-from tests.plugin.ab_suite import CONFTEST
+from tests.plugin.ab_suite import with_factors
 
 FACTORS = '''B_FACTORS = {
     "test_noisy": [0.5, 2.0, 0.4, 2.5, 0.45, 2.2, 0.5, 1.9],
@@ -54,9 +54,7 @@ SUITE = ENGINE_AND_WORKLOAD + "".join(ONE_TEST.format(name=name) for name in (
 
 
 def _conftest() -> str:
-    start = CONFTEST.index("B_FACTORS = {")
-    end = CONFTEST.index("}\n", start) + 2
-    text = CONFTEST[:start] + FACTORS + CONFTEST[end:]
+    text = with_factors(FACTORS)
     old = '''
             usage_prompt_tokens=r.prompt_tokens, usage_output_tokens=3)
             for i, r in enumerate(requests)])
