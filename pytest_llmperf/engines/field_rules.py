@@ -13,6 +13,7 @@ from numbers import Integral, Real
 from typing import Any, Callable
 
 from pytest_llmperf.engines.kinds import KINDS
+from pytest_llmperf.metrics.spec_pin import synthetic_problem
 from pytest_llmperf.numbers import is_real, is_whole
 
 DEFAULT = ", or None for vLLM's default"
@@ -83,4 +84,7 @@ def field_problem(name: str, value: Any) -> str | None:
     if name not in ("model", "kind") and (value is None or value == not_given):
         return None
     accepts, rule = RULES.get(name, _OPTIONAL_TEXT)
-    return None if accepts(value) else f"Engine({name}={value!r}): expected {rule}"
+    if not accepts(value):
+        return f"Engine({name}={value!r}): expected {rule}"
+    # A pinned acceptance out of range: vLLM would say so only once its engine starts.
+    return synthetic_problem(value) if name == "speculative_config" else None

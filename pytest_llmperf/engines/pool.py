@@ -30,7 +30,9 @@ from pytest_llmperf.engines.health import death_line, given_up_line, stall_line
 from pytest_llmperf.engines.leases import GpuLeases, Lease
 from pytest_llmperf.engines.server import HEALTH_POLL_S, EngineServer
 from pytest_llmperf.engines.spec import Engine
+from pytest_llmperf.engines.speculative import cpu_build_problem
 from pytest_llmperf.engines.weights import fetch_before_start
+from pytest_llmperf.errors import InputError
 
 MAX_DEATHS = 3
 DURING_TEST = "during the test"
@@ -305,10 +307,13 @@ def engine_factory(log_dir: Path, startup_timeout_s: float,
                    say: Callable[[str], None] | None = None) -> ServerFactory:
     """Servers of each spec's kind (engines/kinds/), logging into `log_dir`. A real-weight Hub
     model's weights are fetched first, before its start's clock (weights.py); `say` shows the
-    lines that say so (default: standard error)."""
+    lines that say so (default: standard error). A spec that pins a synthetic acceptance on a
+    vLLM CPU build without it is refused first, in one line (speculative.py)."""
     fetched: set[tuple] = set()
 
     def make(engine: Engine, lease_env: dict[str, str]) -> EngineServer:
+        if problem := cpu_build_problem(engine):  # it would start, then die at its first draft
+            raise InputError(problem)
         fetch_before_start([engine], fetched, say or _to_stderr)
         return EngineServer(engine, log_dir, extra_env={**(extra_env or {}), **lease_env},
                             startup_timeout_s=startup_timeout_s, nice=nice,

@@ -11,7 +11,7 @@ from pytest_llmperf.failures import count_kinds, describe_counts
 from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.machine.gpu_telemetry import GpuTelemetry
 from pytest_llmperf.machine.hardware import Fingerprint
-from pytest_llmperf.metrics import phases, structured
+from pytest_llmperf.metrics import phases, spec_pin, structured
 from pytest_llmperf.metrics.client_check import ClientCheck
 from pytest_llmperf.metrics.compute import RunMetrics, Summary
 from pytest_llmperf.metrics.facts import EngineFacts, WorkloadFacts
@@ -112,6 +112,15 @@ class Result:
         """A metric by name ("ttft_s.p50", "output_throughput_tok_s"), median over repeats."""
         # The gate's own statistic, so the table shows exactly what was judged (NaN included).
         return combine_repeats([run.get(name) for run in self.runs]).value
+
+    def expect_acceptance(self, length: float | None = None,
+                          tolerance: float = spec_pin.DEFAULT_TOLERANCE) -> float:
+        """Speculative decoding's self-check: the mean accepted length the engine's counters
+        measured (pooled over the runs) against the engine's pinned acceptance, or against
+        `length`, a golden length the test holds; AssertionError naming both where they differ
+        by more than `tolerance` tokens (metrics/spec_pin.py). Returns the measured length."""
+        return spec_pin.expect(self.engine.get("speculative_config"),
+                               [run.flat() for run in self.runs], length, tolerance)
 
     def first_errors(self, limit: int = 3) -> list[str]:
         return [f"request {r.index}: {r.error}" for r in self.records if r.error][:limit]

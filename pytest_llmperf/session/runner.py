@@ -28,7 +28,7 @@ from pytest_llmperf.failures import describe_counts
 from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.machine.hardware import is_gpu_class
-from pytest_llmperf.metrics import energy, goodput, structured
+from pytest_llmperf.metrics import energy, goodput, spec_pin, structured
 from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.session.ledger import Ledger
@@ -226,6 +226,8 @@ class Runner:
         record = self.ledger.add(id, result)
         if turns := result.by_turn:  # a conversation's latencies by turn, for the run file
             record.by_turn = turns
+        if line := spec_pin.note(engine.speculative_config, [run.flat() for run in result.runs]):
+            self.ledger.note(result.test_id, line)  # a pinned acceptance against the counters
         if result.disturbed:  # the neighbour, not the engine (nor the client), set the numbers
             record.status = Status.DISTURBED
         elif result.client_error or result.client.limited:

@@ -31,6 +31,9 @@ ARCH = REPO / "suites" / "models" / "tiny-llama-arch"  # a config.json and nothi
 NODEID = "suites/test_x.py::test_x"
 WHOLE = "expected a whole number >= 1"
 DEFAULT = ", or None for vLLM's default"
+# A synthetic acceptance pin's config without the pin (engines/speculative.py writes one).
+PIN = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2,
+       "prompt_lookup_max": 4, "rejection_sample_method": "synthetic"}
 
 
 def engine(**fields) -> Callable[[Path], None]:
@@ -143,6 +146,17 @@ CASES: list[tuple[str, Callable[[Path], None], str]] = [
     ('Engine(model=M, speculative_config="ngram")', engine(speculative_config="ngram"),
      "Engine(speculative_config='ngram'): expected a dict (or its JSON string), e.g. "
      f"{{'method': 'ngram', 'num_speculative_tokens': 3}}{DEFAULT}"),
+    ('Engine(model=M, speculative_config={"num_speculative_tokens": 3, "rejection_sample_method": '
+     '"synthetic", "synthetic_acceptance_rates": [1.2, 0.5, 0.1], ...})',
+     engine(speculative_config={**PIN, "synthetic_acceptance_rates": [1.2, 0.5, 0.1]}),
+     "Engine(speculative_config=...): synthetic_acceptance_rates=[1.2, 0.5, 0.1] has a rate "
+     "outside [0, 1]: each is the chance that the draft's tokens up to that position are all "
+     "accepted"),
+    ('Engine(model=M, speculative_config={"num_speculative_tokens": 3, "rejection_sample_method": '
+     '"synthetic", "synthetic_acceptance_length": 4.5, ...})',
+     engine(speculative_config={**PIN, "synthetic_acceptance_length": 4.5}),
+     "Engine(speculative_config=...): synthetic_acceptance_length=4.5 is outside [1, 4]: a draft "
+     "of num_speculative_tokens=3 accepts 1 to 4 tokens, the bonus token included"),
     ('Engine(model=M, extra_args={"swap-space": None})', engine(extra_args={"swap-space": None}),
      "Engine(extra_args={'swap-space': None}): expected a dict of vLLM flag names to values "
      "(True for a bare flag, False for --no-<flag>, a list for a flag of several values), e.g. "
