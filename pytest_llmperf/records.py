@@ -80,6 +80,9 @@ class RequestRecord:
     # The spec a structured output was checked against ("json spec 2": Request.check's name);
     # None for a request without a check.
     output_check: str | None = None
+    # The model the request named in its body: a LoRA adapter (workloads/lora.py); None: the
+    # client's own, the engine's model.
+    model: str | None = None
 
     @property
     def ok(self) -> bool:

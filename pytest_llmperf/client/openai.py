@@ -116,6 +116,7 @@ class OpenAIStreamClient:
             output_token_ids=[] if request.keep_output else None,
             output_text=[] if request.keep_output else None,
             output_check=request.check.name if request.check is not None else None,
+            model=next((value for name, value in request.body if name == "model"), None),
         )
         decoder = StreamDecoder(record, self.options.server.chunk_per_token)
         self.in_flight[id(record)] = record

@@ -20,8 +20,10 @@ DEFAULT = ", or None for vLLM's default"
 
 _WHOLE_FROM_1 = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
                  "max_model_len", "max_num_seqs", "max_num_batched_tokens",
-                 "kv_cache_memory_bytes", "block_size")
-_FLAGS = ("enable_prefix_caching", "enable_chunked_prefill", "enforce_eager")
+                 "kv_cache_memory_bytes", "block_size", "max_loras")
+_FLAGS = ("enable_prefix_caching", "enable_chunked_prefill", "enforce_eager", "enable_lora")
+# What vLLM's --max-lora-rank takes (MaxLoRARanks in vllm/config/lora.py, 0.32.0).
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 _SCALARS = (str, Integral, Real)  # bool is an Integral
 
 
@@ -66,6 +68,11 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
         lambda v: isinstance(v, Mapping) or (_text(v) and v.lstrip().startswith("{")),
         "a dict (or its JSON string), e.g. {'method': 'ngram', 'num_speculative_tokens': 3}"
         + DEFAULT),
+    "max_lora_rank": (lambda v: is_whole(v, 1) and v in LORA_RANKS,
+                      "one of " + ", ".join(map(str, LORA_RANKS)) + DEFAULT),
+    "lora_modules": (_mapping(_text, _text),
+                     "a dict of adapter names to PEFT adapter directories, e.g. "
+                     "{'sql-lora': '/adapters/sql'}"),
     "extra_args": (_mapping(_text, _flag_value),
                    "a dict of vLLM flag names to values (True for a bare flag, False for "
                    "--no-<flag>, a list for a flag of several values), e.g. "
@@ -80,7 +87,7 @@ _OPTIONAL_TEXT = (_text, "a non-empty string" + DEFAULT)
 def field_problem(name: str, value: Any) -> str | None:
     """None when `value` suits field `name`; else the one-line error for `Engine(name=value)`
     (the value's repr shows a wrong type: `'2'` is a string)."""
-    not_given = () if name in ("extra_args", "env") else None
+    not_given = () if name in ("extra_args", "env", "lora_modules") else None
     if name not in ("model", "kind") and (value is None or value == not_given):
         return None
     accepts, rule = RULES.get(name, _OPTIONAL_TEXT)

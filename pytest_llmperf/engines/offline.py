@@ -38,8 +38,9 @@ OFFLINE = " (offline)"  # in error messages, after the engine's label
 OFFLINE_TIMEOUT_S = STARTUP_TIMEOUT_S + 900.0
 JOB_VERSION = 1
 
-# Engine fields that are not LLM(...) keyword arguments.
-_NOT_KWARGS = ("extra_args", "env", "python", "kind")
+# Engine fields that are not LLM(...) keyword arguments. `lora_modules` is the API server's
+# (an offline request names its adapter itself: LoRARequest), so offline runs send none.
+_NOT_KWARGS = ("extra_args", "env", "python", "kind", "lora_modules")
 _RUN_IDS = itertools.count()
 
 

@@ -20,6 +20,7 @@ import httpx
 
 from pytest_llmperf.engines.cpu_cores import control_cores, pin_control
 from pytest_llmperf.engines.health import ProcessWatch, group_members, how_it_died, tree_states
+from pytest_llmperf.engines.lora_adapters import check_adapters
 from pytest_llmperf.engines.process import (
     CPU_ENGINE_NICE,
     STOP_TIMEOUT_S,
@@ -101,6 +102,7 @@ class EngineServer:
         when the *thread* that spawned a process ends, not only its process (prctl(2),
         https://man7.org/linux/man-pages/man2/prctl.2.html)."""
         check_model_path(self.engine)
+        check_adapters(self.engine)  # a missing or unfit LoRA adapter, before the start
         self._began = time.perf_counter()
         self._attempt = 1
         self._spawn()

@@ -68,6 +68,13 @@ class Engine:
     enable_chunked_prefill: bool | None = None
     enforce_eager: bool | None = None
     speculative_config: Any = None
+    # LoRA adapters served beside the model, each under its name (vLLM's --enable-lora,
+    # --lora-modules, --max-loras, --max-lora-rank; docs/workloads.md, "LoRA adapters"):
+    # `lora_modules` maps a name to a PEFT adapter directory and turns LoRA on by itself.
+    enable_lora: bool | None = None
+    lora_modules: Any = field(default=())
+    max_loras: int | None = None
+    max_lora_rank: int | None = None
     distributed_executor_backend: str | None = None
     chat_template: str | None = None
     served_model_name: str | None = None
@@ -87,7 +94,7 @@ class Engine:
             problem = field_problem(f.name, getattr(self, f.name))
             if problem:
                 raise InputError(problem)
-        for name in ("speculative_config", "extra_args", "env"):
+        for name in ("speculative_config", "lora_modules", "extra_args", "env"):
             object.__setattr__(self, name, _freeze(getattr(self, name)))
         problem = self.engine_kind.field_problem(self)
         if problem:
@@ -113,7 +120,7 @@ class Engine:
     def replace(self, **changes: Any) -> "Engine":
         """A copy with some fields changed (dataclasses.replace, re-frozen)."""
         current = {f.name: getattr(self, f.name) for f in fields(self)}
-        for name in ("speculative_config", "extra_args", "env"):
+        for name in ("speculative_config", "lora_modules", "extra_args", "env"):
             current[name] = thaw_pairs(current[name]) if is_pairs(current[name]) else current[name]
         current.update(changes)
         return Engine(**current)
@@ -167,7 +174,8 @@ class Engine:
             if key in ("model", "env", "tokenizer", "chat_template", "served_model_name",
                        "python", "kind"):
                 continue
-            parts.append(f"{_SHORT.get(key, key)}={_short_value(value)}")
+            shown = ",".join(value) if key == "lora_modules" else _short_value(value)
+            parts.append(f"{_SHORT.get(key, key)}={shown}")
         return " ".join(parts)
 
     def __repr__(self) -> str:
@@ -193,6 +201,7 @@ _SHORT = {
     "enforce_eager": "eager",
     "speculative_config": "spec",
     "revision": "rev",
+    "lora_modules": "lora",
 }
 
 

@@ -27,6 +27,7 @@ from pytest_llmperf.metrics import (
     energy,
     engine_start,
     goodput,
+    lora,
     request_metrics,
     server,
     spec_decode,
@@ -45,7 +46,8 @@ SERVER_PREFIX = server.PREFIX
 # What a run computes, in this order (a metric's `needs` come before it): as RunMetrics.flat()
 # lists them.
 COMPUTED: tuple[Metric | Family, ...] = (
-    *request_metrics.METRICS, *goodput.METRICS, turns.FAMILY, *server.METRICS,
+    *request_metrics.METRICS, *goodput.METRICS, turns.FAMILY, lora.FAMILY,
+    *server.METRICS,
     *spec_decode.METRICS, spec_decode.FAMILY, *energy.METRICS, *engine_start.METRICS)
 METRICS: tuple[Metric, ...] = (
     *(metric for metric in COMPUTED if isinstance(metric, Metric)),

@@ -11,7 +11,7 @@ from pytest_llmperf.failures import count_kinds, describe_counts
 from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.machine.gpu_telemetry import GpuTelemetry
 from pytest_llmperf.machine.hardware import Fingerprint
-from pytest_llmperf.metrics import phases, spec_pin, structured
+from pytest_llmperf.metrics import lora, phases, spec_pin, structured
 from pytest_llmperf.metrics.client_check import ClientCheck
 from pytest_llmperf.metrics.compute import RunMetrics, Summary
 from pytest_llmperf.metrics.facts import EngineFacts, WorkloadFacts
@@ -75,6 +75,12 @@ class Result:
     def by_turn(self) -> dict[str, dict[str, float]]:
         """A conversation's latencies by turn index (metrics/turns.py); {} for other runs."""
         return by_turn(self.records)
+
+    @property
+    def by_adapter(self) -> dict[str, dict[str, float]]:
+        """A LoRA split's TTFT and TPOT by adapter, the base model's apart (metrics/lora.py);
+        {} for other runs."""
+        return lora.by_adapter(self.records)
 
     @property
     def structured_outputs(self) -> dict[str, Any] | None:

@@ -42,6 +42,9 @@ Our own complete data sits under the top-level "llmperf" key, which those tools 
      Workload.prefix_cache),
      "structured_outputs": {"kind": "json", "specs": 4, "invalid": 0, "cold": {"requests": 4,
      "ttft_s.p50": ...}, "warm": {...}} (structured outputs only, metrics/structured.py),
+     "by_adapter": {"base": {"requests": 8, "failed": 0, "ttft_s.p50": ..., "tpot_s.p50": ...},
+     "sql-lora": {...}} (a LoRA split only, metrics/lora.py; its gate names,
+     "lora:sql-lora:ttft_s.p50", are under "metrics" too),
      "by_turn": {"1": {"requests": 8, "ttft_s.p50": ..., ...}, ...} (a conversation only,
      metrics/turns.py; its gate names, "turn1:ttft_s.p50", are under "metrics" too),
      "rate_over_time": {"bin_s": 1.0, "scheduled": [4, 7, ...], "completed": [2, 6, ...]}

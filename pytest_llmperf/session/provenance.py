@@ -40,4 +40,14 @@ def engine_identity(engine: Engine, rootdir: Path) -> dict[str, Any]:
                 identity[name] = str(Path(value).relative_to(rootdir))
             except ValueError:
                 pass
+    if "lora_modules" in identity:  # adapters inside the project likewise
+        identity["lora_modules"] = {name: _in_project(path, rootdir)
+                                    for name, path in identity["lora_modules"].items()}
     return identity
+
+
+def _in_project(path: str, rootdir: Path) -> str:
+    try:
+        return str(Path(path).relative_to(rootdir)) if path.startswith("/") else path
+    except ValueError:
+        return path

@@ -28,16 +28,17 @@ from pytest_llmperf.failures import describe_counts
 from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.machine.hardware import is_gpu_class
-from pytest_llmperf.metrics import energy, goodput, spec_pin, structured
+from pytest_llmperf.metrics import energy, goodput, lora, spec_pin, structured
 from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.provenance import engine_identity
 from pytest_llmperf.session.settings import Settings, usable_cores
-from pytest_llmperf.session.target import Target
+from pytest_llmperf.session.target import OurEngines, Target
 from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from pytest_llmperf.verdict.status import Status
 from pytest_llmperf.workloads.identity import workload_identity
+from pytest_llmperf.workloads.lora import check_served
 from pytest_llmperf.workloads.text_only import as_text
 from pytest_llmperf.workloads.workload import Workload
 
@@ -141,6 +142,8 @@ class Runner:
         # The same requests and arrival schedule every repeat: only the engine's timing varies.
         # Built first: a bad dataset or config fails before an engine start is paid for.
         # A server that takes no token-id prompts gets them as text (workloads/text_only.py).
+        if isinstance(self.target, OurEngines):  # an endpoint's adapters are its own to know
+            check_served(workload.source, engine)  # an adapter it does not serve: one line
         kind = self.server_kind(engine)
         as_sent = workload if kind.token_id_prompts else as_text(workload)
         text_prompts = as_sent is not workload
@@ -226,6 +229,10 @@ class Runner:
         record = self.ledger.add(id, result)
         if turns := result.by_turn:  # a conversation's latencies by turn, for the run file
             record.by_turn = turns
+        if adapters := result.by_adapter:  # a LoRA split's latencies by adapter, likewise
+            record.by_adapter = adapters
+            for line in lora.notes(adapters):
+                self.ledger.note(result.test_id, line)
         if line := spec_pin.note(engine.speculative_config, [run.flat() for run in result.runs]):
             self.ledger.note(result.test_id, line)  # a pinned acceptance against the counters
         if result.disturbed:  # the neighbour, not the engine (nor the client), set the numbers

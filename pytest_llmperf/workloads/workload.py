@@ -21,6 +21,7 @@ from pytest_llmperf.workloads import (
     conversation_files,
     datasets,
     lengths,
+    lora,
     profiles,
     prompts,
     structured,
@@ -271,6 +272,22 @@ class Workload:
                                                 max_tokens=max_tokens,
                                                 prompt_format=prompt_format)
         name = options.pop("name", f"structured-{kind}-{len(source.specs)}")
+        return cls.of(source, name=name, num_requests=num_requests, **options)
+
+    @classmethod
+    def lora(cls, adapters: dict[str, float], *, base: float = 0.0, input_tokens: int,
+             output_tokens: int, num_requests: int, prompt_format: PromptFormat = "token_ids",
+             **options: Any) -> "Workload":
+        """LoRA traffic (workloads/lora.py): exact lengths, each request's `model` naming one
+        of `adapters` (name -> weight) or, for the `base` weight's share, the engine's own
+        model; exact counts by weight, in a seeded order. Any source splits so:
+        `Workload.of(lora.AdapterSplit.of(source, adapters, base), ...)`."""
+        inner = Synthetic(input_tokens=lengths.Fixed(tokens=input_tokens),
+                          output_tokens=lengths.Fixed(tokens=output_tokens),
+                          prompt_format=prompt_format)
+        source = lora.AdapterSplit.of(inner, adapters, base)
+        name = options.pop("name", f"lora-{len(source.names)}adapters-{input_tokens}in-"
+                                   f"{output_tokens}out")
         return cls.of(source, name=name, num_requests=num_requests, **options)
 
     @classmethod

@@ -61,6 +61,8 @@ VALUE_FLAGS = {name: name for name in (
     "chat_template",
     "served_model_name",
     "seed",
+    "max_loras",
+    "max_lora_rank",
 )}
 # vLLM's default for these differs by version, so False is said (`--no-...`), never left out.
 BOTH_WAYS = ("enable_prefix_caching", "enable_chunked_prefill")
@@ -91,8 +93,12 @@ class VllmKind:
     offline = True
     arg_checked_by = "vllm serve"
 
-    def field_problem(self, spec: SpecFields) -> str | None:
-        return None  # every Engine field is a vLLM flag
+    def field_problem(self, spec: Any) -> str | None:
+        # Every Engine field is a vLLM flag; adapters to serve need LoRA on.
+        if spec.lora_modules and spec.enable_lora is False:
+            return ("Engine(enable_lora=False, lora_modules=...): serving adapters needs LoRA "
+                    "on; leave enable_lora unset (lora_modules turns it on) or True")
+        return None
 
     def server_args(self, spec: Any) -> list[str]:
         args = ["--model", spec.model, *value_flags(spec, VALUE_FLAGS, STYLE)]
@@ -102,6 +108,11 @@ class VllmKind:
                 args += STYLE.pair(name, value)
         if spec.enforce_eager:  # False is vLLM's default and it has no --no-enforce-eager
             args.append("--enforce-eager")
+        if spec.enable_lora or spec.lora_modules:  # False is vLLM's default, no --no- form
+            args.append("--enable-lora")
+        if spec.lora_modules:  # JSON, which any path fits (name=path splits at "=" and ",")
+            args += ["--lora-modules", *(json.dumps({"name": name, "path": path})
+                                         for name, path in spec.lora_modules)]
         if isinstance(spec.speculative_config, str):  # already JSON, as vLLM's CLI takes it
             args += ["--speculative-config", spec.speculative_config]
         elif spec.speculative_config:
