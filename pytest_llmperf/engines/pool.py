@@ -98,6 +98,7 @@ class EnginePool:
             return self._running[engine]
         if engine in self._failed:
             raise self._failed[engine]
+        refuse_unservable(engine)
         self._make_room(1)
         server, lease, error = self._begin_start(engine)
         return self._finish_start(engine, server, lease, error or _start_quietly(server))
@@ -111,6 +112,8 @@ class EnginePool:
         A start that fails is kept as `get` keeps it: the `get` for that spec raises it."""
         wanted = [engine for engine in dict.fromkeys(engines)
                   if engine not in self._failed and not self._serving(engine)]
+        for engine in wanted:
+            refuse_unservable(engine)
         if len(wanted) < 2:
             return  # nothing to overlap: `get` starts it as always
         self._make_room(len(wanted), keep=engines)
@@ -301,19 +304,24 @@ def _launch_side_by_side(servers: list[Server]) -> dict[int, EngineStartError | 
     return ended
 
 
+def refuse_unservable(engine: Engine) -> None:
+    """InputError (one line) for a spec its vLLM would start and then lose at its first
+    request: a synthetic acceptance pin on a CPU build without it (speculative.py). Asked before
+    any running engine is stopped to make room, or any GPU leased, for a start that cannot serve."""
+    if problem := cpu_build_problem(engine):
+        raise InputError(problem)
+
+
 def engine_factory(log_dir: Path, startup_timeout_s: float,
                    extra_env: dict[str, str] | None = None, nice: int = 0,
                    separate_control: bool = False,
                    say: Callable[[str], None] | None = None) -> ServerFactory:
     """Servers of each spec's kind (engines/kinds/), logging into `log_dir`. A real-weight Hub
     model's weights are fetched first, before its start's clock (weights.py); `say` shows the
-    lines that say so (default: standard error). A spec that pins a synthetic acceptance on a
-    vLLM CPU build without it is refused first, in one line (speculative.py)."""
+    lines that say so (default: standard error)."""
     fetched: set[tuple] = set()
 
     def make(engine: Engine, lease_env: dict[str, str]) -> EngineServer:
-        if problem := cpu_build_problem(engine):  # it would start, then die at its first draft
-            raise InputError(problem)
         fetch_before_start([engine], fetched, say or _to_stderr)
         return EngineServer(engine, log_dir, extra_env={**(extra_env or {}), **lease_env},
                             startup_timeout_s=startup_timeout_s, nice=nice,

