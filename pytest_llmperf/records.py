@@ -29,7 +29,7 @@ class Request:
     # conversation's earlier turns (client/sessions.py). A completions prompt has none.
     history: tuple[tuple[str, str], ...] = ()
     # Body fields of this request beyond the prompt and length (structured outputs, tools:
-    # workloads/structured.py); they replace the client's own.
+    # workloads/structured.py, workloads/tool_calls.py); they replace the client's own.
     body: tuple[tuple[str, Any], ...] = ()
     # False: `output_tokens` is a cap (max_tokens) and the output ends where the model or its
     # grammar stops; no min_tokens/ignore_eos, which would force tokens past a grammar's end.
@@ -80,6 +80,11 @@ class RequestRecord:
     # The spec a structured output was checked against ("json spec 2": Request.check's name);
     # None for a request without a check.
     output_check: str | None = None
+    # A request that sent `tools`: its calls as they streamed in `delta.tool_calls`, [name,
+    # arguments] per call index, and when the last piece of any call arrived (the calls were
+    # then complete); None for other requests (workloads/tool_calls.py).
+    tool_calls: list[list[str]] | None = None
+    tool_calls_done_s: float | None = None
     # The model the request named in its body: a LoRA adapter (workloads/lora.py); None: the
     # client's own, the engine's model.
     model: str | None = None

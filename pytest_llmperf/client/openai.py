@@ -116,6 +116,7 @@ class OpenAIStreamClient:
             output_token_ids=[] if request.keep_output else None,
             output_text=[] if request.keep_output else None,
             output_check=request.check.name if request.check is not None else None,
+            tool_calls=[] if any(name == "tools" for name, _ in request.body) else None,
             model=next((value for name, value in request.body if name == "model"), None),
         )
         decoder = StreamDecoder(record, self.options.server.chunk_per_token)
@@ -185,7 +186,9 @@ def _check_complete(record: RequestRecord, saw_done: bool, usage_required: bool 
 def _check_output(record: RequestRecord, check: Any) -> None:
     """A complete output its request's check refuses (not the JSON its schema asks for) is a
     failed request: the engine was asked for that shape and did not deliver it."""
-    problem = check.problem("".join(record.output_text or ()))
+    # A tool-call request's check reads its calls (workloads/tool_calls.py), others the text.
+    calls = record.tool_calls
+    problem = check.problem("".join(record.output_text or ()) if calls is None else calls)
     if problem:
         _fail(record, failures.INVALID_OUTPUT, problem)
 

@@ -35,8 +35,21 @@ ERROR_BODY_CHARS = 300
 DONE = b"[DONE]"
 
 
+class _Function(msgspec.Struct):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class _ToolCall(msgspec.Struct):
+    index: int = 0
+    function: _Function | None = None
+
+
 class _Delta(msgspec.Struct):
     content: str | None = None
+    # A chat stream's tool calls (vLLM: the first piece of a call carries its name, the later
+    # ones more of its arguments; vllm/tool_parsers/streaming.py in vLLM 0.32.0).
+    tool_calls: list[_ToolCall] | None = None
 
 
 class _Choice(msgspec.Struct):
@@ -83,6 +96,18 @@ def _take_usage(record: RequestRecord, usage: _Usage) -> None:
         record.cached_prompt_tokens = usage.prompt_tokens_details.cached_tokens
 
 
+def _take_tool_calls(record: RequestRecord, pieces: list[_ToolCall], now: float) -> None:
+    """Append each piece to its call's [name, arguments]; the calls are complete as of `now`."""
+    calls = record.tool_calls
+    for piece in pieces:
+        while len(calls) <= piece.index:
+            calls.append(["", ""])
+        if piece.function is not None:
+            calls[piece.index][0] += piece.function.name or ""
+            calls[piece.index][1] += piece.function.arguments or ""
+    record.tool_calls_done_s = now
+
+
 def _digest(record: RequestRecord, ids) -> None:
     """Fold token ids into the record's output digest: one C call over the part's ids (CRC-32
     continues across calls, so chunking does not change the digest)."""
@@ -119,7 +144,8 @@ class StreamDecoder:
             ends = list(map(add, ends, repeat(shift)))
             self._partial = b""
         cut = body.rfind(b"\n\n") + 2  # the end of the part's last whole event
-        bulk = cut > 1 and not self.chunk_per_token
+        # A request's tool calls are read on the line path only (the bulk path keeps no pieces).
+        bulk = cut > 1 and not self.chunk_per_token and self.record.tool_calls is None
         start = cut if bulk and self._bulk(body, cut, ends, stamps) else 0
         if start == len(body) or self.finished:
             return
@@ -196,6 +222,7 @@ class StreamDecoder:
         self._partial = lines.pop()  # b"" when the read ended on a line break
         record = self.record
         text_kept = record.output_text  # a conversation's turn (sessions.py), else None
+        calls_kept = record.tool_calls  # a request that sent tools, else None
         for line in lines:
             if line[:5] != b"data:":
                 continue  # blank separators, comments, event:/id: fields
@@ -223,6 +250,8 @@ class StreamDecoder:
             for choice in event.choices:
                 if text_kept is not None and (piece := _text(choice)):
                     text_kept.append(piece)
+                if calls_kept is not None and choice.delta is not None and choice.delta.tool_calls:
+                    _take_tool_calls(record, choice.delta.tool_calls, now)
                 if choice.finish_reason is not None:
                     record.finish_reason = choice.finish_reason
                 if choice.token_ids is not None:

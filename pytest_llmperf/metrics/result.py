@@ -11,7 +11,7 @@ from pytest_llmperf.failures import count_kinds, describe_counts
 from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.machine.gpu_telemetry import GpuTelemetry
 from pytest_llmperf.machine.hardware import Fingerprint
-from pytest_llmperf.metrics import lora, phases, spec_pin, structured
+from pytest_llmperf.metrics import lora, phases, spec_pin, structured, tool_calls
 from pytest_llmperf.metrics.client_check import ClientCheck
 from pytest_llmperf.metrics.compute import RunMetrics, Summary
 from pytest_llmperf.metrics.facts import EngineFacts, WorkloadFacts
@@ -87,6 +87,12 @@ class Result:
         """Structured outputs' TTFT with the grammar compiled cold and warm, and the outputs
         that failed their check (metrics/structured.py); None for other runs."""
         return structured.summary(self.records)
+
+    @property
+    def tool_calls(self) -> dict[str, Any] | None:
+        """Tool calls: the calls, those that failed their check, and the time to complete calls
+        (metrics/tool_calls.py); None for runs that sent no tools."""
+        return tool_calls.summary(self.records)
 
     @property
     def ttft_split(self) -> phases.Split | None:

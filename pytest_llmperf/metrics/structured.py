@@ -20,7 +20,8 @@ def summary(records: Sequence[RequestRecord]) -> dict[str, Any] | None:
     """{"kind", "specs", "requests", "invalid", "cold": {...}, "warm": {...}}, each group with
     its ok requests and their TTFT p50 and mean (None without any); None for a run without
     checked outputs. A spec's first request is the first sent."""
-    checked = sorted((r for r in records if r.output_check is not None), key=_sent)
+    checked = sorted((r for r in records if r.output_check is not None
+                      and r.tool_calls is None), key=_sent)  # tool calls: metrics/tool_calls.py
     if not checked:
         return None
     firsts: dict[str, RequestRecord] = {}

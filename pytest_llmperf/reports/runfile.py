@@ -42,6 +42,8 @@ Our own complete data sits under the top-level "llmperf" key, which those tools 
      Workload.prefix_cache),
      "structured_outputs": {"kind": "json", "specs": 4, "invalid": 0, "cold": {"requests": 4,
      "ttft_s.p50": ...}, "warm": {...}} (structured outputs only, metrics/structured.py),
+     "tool_calls": {"requests": 16, "calls": 16, "invalid": 0, "complete_call_s.p50": ...,
+     "complete_call_s.p90": ...} (tool calls only, metrics/tool_calls.py),
      "by_adapter": {"base": {"requests": 8, "failed": 0, "ttft_s.p50": ..., "tpot_s.p50": ...},
      "sql-lora": {...}} (a LoRA split only, metrics/lora.py; its gate names,
      "lora:sql-lora:ttft_s.p50", are under "metrics" too),

@@ -28,7 +28,7 @@ from pytest_llmperf.failures import describe_counts
 from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.machine.hardware import is_gpu_class
-from pytest_llmperf.metrics import energy, goodput, lora, spec_pin, structured
+from pytest_llmperf.metrics import energy, goodput, lora, spec_pin, structured, tool_calls
 from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.session.ledger import Ledger
@@ -162,6 +162,9 @@ class Runner:
         if found := record.result.structured_outputs:
             record.structured_outputs = found  # cold and warm grammars' TTFT, for the run file
             self.ledger.note(record.test_id, structured.note(found))
+        if found := record.result.tool_calls:
+            record.tool_calls = found  # the calls and the time to complete them, for the run file
+            self.ledger.note(record.test_id, tool_calls.note(found))
         # What the server could not do, one line each, never measured wrong in silence.
         for line in server_limits(kind, record.result.records, text_prompts):
             self.ledger.note(record.test_id, line)

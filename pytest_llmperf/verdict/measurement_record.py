@@ -26,7 +26,7 @@ from pytest_llmperf.verdict.status import Status
 __all__ = ["Extras", "GateSettings", "MeasurementRecord", "status_from_plain"]
 
 # The annotations a run file keeps with a result beyond its metrics, in the order written.
-ANNOTATIONS = ("ab", "capacity", "by_turn", "structured_outputs", "by_adapter")
+ANNOTATIONS = ("ab", "capacity", "by_turn", "structured_outputs", "tool_calls", "by_adapter")
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,9 @@ class MeasurementRecord:
     # structured outputs' TTFT of each spec's first request and of the later ones, and the
     # outputs that failed their check (metrics/structured.summary)
     structured_outputs: dict[str, Any] | None = None
+    # tool calls' count, those that failed their check, the time to complete calls
+    # (metrics/tool_calls.summary)
+    tool_calls: dict[str, Any] | None = None
     by_adapter: dict[str, Any] | None = None  # a LoRA split's latencies by adapter
     extras: Extras | None = None
 

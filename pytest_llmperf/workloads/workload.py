@@ -16,6 +16,7 @@ import numpy as np
 
 from pytest_llmperf.client.patterns import Concurrency, LoadPattern, Ramp, Rate, Trace
 from pytest_llmperf.client.sessions import Sessions
+from pytest_llmperf.errors import InputError
 from pytest_llmperf.records import Request
 from pytest_llmperf.workloads import (
     conversation_files,
@@ -25,6 +26,7 @@ from pytest_llmperf.workloads import (
     profiles,
     prompts,
     structured,
+    tool_calls,
     traces,
 )
 from pytest_llmperf.workloads.conversations import ConversationSource, as_distribution
@@ -289,6 +291,24 @@ class Workload:
         name = options.pop("name", f"lora-{len(source.names)}adapters-{input_tokens}in-"
                                    f"{output_tokens}out")
         return cls.of(source, name=name, num_requests=num_requests, **options)
+
+    @classmethod
+    def tool_calls(cls, tools: Any, *, num_requests: int, input_tokens: int = 32,
+                   max_tokens: int = 128, parallel_tool_calls: bool = False,
+                   **options: Any) -> "Workload":
+        """Tool calls (workloads/tool_calls.py): chat requests that each send every tool in
+        `tools` (OpenAI's form) with tool_choice="required"; each call the engine streams back
+        is checked against its tool. The tools are checked here: one the server could not
+        take fails where the workload is written."""
+        api = options.pop("api", "chat")
+        if api != "chat":
+            raise InputError(f"{tool_calls.WHERE}: tools need /v1/chat/completions, got "
+                             f"api={api!r}; leave api at 'chat', its default here")
+        source = tool_calls.ToolCallSource.of(tools, input_tokens=input_tokens,
+                                              max_tokens=max_tokens,
+                                              parallel_tool_calls=parallel_tool_calls)
+        name = options.pop("name", f"tool-calls-{len(source.tools)}")
+        return cls.of(source, name=name, num_requests=num_requests, api=api, **options)
 
     @classmethod
     def of(cls, source: Source, *, name: str, num_requests: int, concurrency: int | None = None,

@@ -1,0 +1,37 @@
+"""The CPU suite, tool calls: chat requests with `tools` and tool_choice="required" on real vLLM,
+every streamed call parsed and checked against its tool, the time to complete calls measured.
+
+vLLM 0.32.0 serves "required" only with `--enable-auto-tool-choice` and a `--tool-call-parser`
+(docs/workloads.md, "Tool calls"), and random weights fill a JSON object only when the server
+allows no whitespace in it, so this file's engine is the suite's TINY_CPU with those three
+flags: an engine of its own (about 50 s to start here), hence `nightly`
+(`pytest -m cpu suites/ --llmperf-nightly`; docs/testing.md).
+"""
+
+import pytest
+
+from pytest_llmperf import Workload
+from pytest_llmperf.workloads.tool_calls import bounded_tools
+from suites.tiny import CPU_GATED, CPU_TOLERANCE, TINY_CPU
+
+# "pythonic" takes "required" through the JSON schema vLLM builds from the tools
+# (`supports_required_and_named`) and needs no special token in the tokenizer.
+TINY_TOOLS = TINY_CPU.replace(extra_args={
+    "enable-auto-tool-choice": True, "tool-call-parser": "pythonic",
+    "structured-outputs-config": {"backend": "xgrammar", "disable_any_whitespace": True}})
+
+pytestmark = [pytest.mark.cpu, pytest.mark.nightly, pytest.mark.engine(TINY_TOOLS),
+              pytest.mark.llmperf(tolerance=CPU_TOLERANCE, gate=CPU_GATED)]
+
+
+def test_required_tool_calls_are_parsed_and_timed(llmperf):
+    """16 chat requests, each offered 3 tools, 2 at a time: each must call one of them with
+    arguments its schema accepts (one call: parallel_tool_calls=False); the -v line and the run
+    file hold the calls, the invalid ones and the time to complete calls."""
+    result = llmperf.run(Workload.tool_calls(bounded_tools(3), num_requests=16,
+                                             input_tokens=32, concurrency=2))
+    assert result.completed == 16, result.failures_text()
+    found = result.tool_calls
+    assert (found["requests"], found["calls"], found["invalid"]) == (16, 16, 0)
+    assert 0 < found["complete_call_s.p50"] <= found["complete_call_s.p90"]
+    assert {r.finish_reason for r in result.records} == {"tool_calls"}
