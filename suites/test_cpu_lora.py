@@ -68,10 +68,11 @@ def test_adapters_against_the_base_model_on_one_engine(llmperf):
     assert all(run["failed"] == 0 for run in runs["A"] + runs["B"])
     print(f"LoRA A/B, B/A per pair: TPOT p50 {ratios['tpot_s.p50'].ratios}, output "
           f"throughput {ratios['output_throughput_tok_s'].ratios}")
-    # Measured 1.79 and 1.71 (TPOT), 0.48 and 0.37 (throughput), docs/workloads.md: the bounds
-    # sit well inside, and fail if the adapters cost nothing (LoRA off, or every request
-    # served by the base model).
-    assert ratios["tpot_s.p50"].median > 1.2
+    # Measured under other agents' load (docs/workloads.md, "LoRA adapters"): TPOT 1.79 and
+    # 1.71, then 1.62 and 1.00 (a disturbed pair); throughput 0.48 and 0.37, then 0.52 and
+    # 0.18. The bounds sit inside both, and fail if the adapters cost nothing (LoRA off, or
+    # every request served by the base model).
+    assert ratios["tpot_s.p50"].median > 1.1
     assert ratios["output_throughput_tok_s"].median < 0.8
 
 
