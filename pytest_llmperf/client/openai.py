@@ -19,6 +19,7 @@ import msgspec
 
 from pytest_llmperf import failures
 from pytest_llmperf.client.access import Access
+from pytest_llmperf.client.embeddings import EmbeddingsResponse, embeddings_body, input_count
 from pytest_llmperf.client.http1 import Aborted, ConnectionPool, StreamClosed
 from pytest_llmperf.client.server_kind import VLLM, ServerKind
 from pytest_llmperf.client.sse import ERROR_BODY_CHARS, StreamDecoder
@@ -29,7 +30,9 @@ __all__ = ["ERROR_BODY_CHARS", "ClientOptions", "OpenAIStreamClient"]
 REQUEST_TIMEOUT_S = 600.0  # one request, first byte to last; a long generation on CPU is slow
 CONNECT_TIMEOUT_S = 10.0
 
-Api = Literal["completions", "chat"]
+Api = Literal["completions", "chat", "embeddings"]
+PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions",
+         "embeddings": "/v1/embeddings"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,9 +80,11 @@ class OpenAIStreamClient:
 
     @property
     def path(self) -> str:
-        return "/v1/chat/completions" if self.options.api == "chat" else "/v1/completions"
+        return PATHS[self.options.api]
 
     def body(self, request: Request) -> dict[str, Any]:
+        if self.options.api == "embeddings":  # no stream, no lengths (client/embeddings.py)
+            return embeddings_body(self.model, request, self.options.extra_body)
         body: dict[str, Any] = {
             "model": self.model,
             "max_tokens": request.output_tokens,
@@ -119,7 +124,9 @@ class OpenAIStreamClient:
             tool_calls=[] if any(name == "tools" for name, _ in request.body) else None,
             model=next((value for name, value in request.body if name == "model"), None),
         )
-        decoder = StreamDecoder(record, self.options.server.chunk_per_token)
+        decoder = (EmbeddingsResponse(record, input_count(request))
+                   if self.options.api == "embeddings"
+                   else StreamDecoder(record, self.options.server.chunk_per_token))
         self.in_flight[id(record)] = record
         try:
             raw = self._pool.request_bytes(self.path, _encode(self.body(request)))
@@ -140,7 +147,9 @@ class OpenAIStreamClient:
             record.done_s = self.clock()
             self.coalesced_chunks += decoder.coalesced
             del self.in_flight[id(record)]
-        if record.error is None:
+        if record.error is None and isinstance(decoder, EmbeddingsResponse):
+            decoder.judge()  # one JSON document, read whole
+        elif record.error is None:
             _check_complete(record, decoder.finished, self.options.server.usage_required)
         if record.error is None and request.check is not None:
             _check_output(record, request.check)

@@ -14,6 +14,7 @@ from pytest_llmperf.machine.hardware import Fingerprint
 from pytest_llmperf.metrics import lora, phases, spec_pin, structured, tool_calls
 from pytest_llmperf.metrics.client_check import ClientCheck
 from pytest_llmperf.metrics.compute import RunMetrics, Summary
+from pytest_llmperf.metrics.embeddings import of_run as embeddings_of_run
 from pytest_llmperf.metrics.facts import EngineFacts, WorkloadFacts
 from pytest_llmperf.metrics.stats import combine_repeats
 from pytest_llmperf.metrics.turns import by_turn
@@ -93,6 +94,12 @@ class Result:
         """Tool calls: the calls, those that failed their check, and the time to complete calls
         (metrics/tool_calls.py); None for runs that sent no tools."""
         return tool_calls.summary(self.records)
+
+    @property
+    def embeddings(self) -> dict[str, Any] | None:
+        """An embeddings run's requests/s, inputs/s, input tokens/s and latency percentiles
+        (metrics/embeddings.py); None for other runs."""
+        return embeddings_of_run(self.workload.fields, self.metrics.flat())
 
     @property
     def ttft_split(self) -> phases.Split | None:

@@ -47,6 +47,10 @@ Our own complete data sits under the top-level "llmperf" key, which those tools 
      "by_adapter": {"base": {"requests": 8, "failed": 0, "ttft_s.p50": ..., "tpot_s.p50": ...},
      "sql-lora": {...}} (a LoRA split only, metrics/lora.py; its gate names,
      "lora:sql-lora:ttft_s.p50", are under "metrics" too),
+     "embeddings": {"batch_size": 8, "requests": 32, "failed": 0,
+     "request_throughput_req_s": ..., "input_throughput_inputs_s": ...,
+     "input_throughput_tok_s": ..., "latency_s": {"p50": ..., "p90": ..., "p99": ...,
+     "mean": ...}} (embeddings only, metrics/embeddings.py),
      "by_turn": {"1": {"requests": 8, "ttft_s.p50": ..., ...}, ...} (a conversation only,
      metrics/turns.py; its gate names, "turn1:ttft_s.p50", are under "metrics" too),
      "rate_over_time": {"bin_s": 1.0, "scheduled": [4, 7, ...], "completed": [2, 6, ...]}

@@ -22,6 +22,7 @@ from pytest_llmperf.client.server_kind import limits as server_limits
 from pytest_llmperf.client.watchdog import DEFAULT_STALL_TIMEOUT_S
 from pytest_llmperf.engines.errors import EngineDied, EngineStalled
 from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
+from pytest_llmperf.engines.runner_type import check_api
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.failures import describe_counts
@@ -30,6 +31,7 @@ from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.machine.hardware import is_gpu_class
 from pytest_llmperf.metrics import energy, goodput, lora, spec_pin, structured, tool_calls
 from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
+from pytest_llmperf.metrics.embeddings import note as embeddings_note
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.provenance import engine_identity
@@ -142,6 +144,7 @@ class Runner:
         # The same requests and arrival schedule every repeat: only the engine's timing varies.
         # Built first: a bad dataset or config fails before an engine start is paid for.
         # A server that takes no token-id prompts gets them as text (workloads/text_only.py).
+        check_api(engine, workload.name, workload.api)  # the model serves it: one line
         if isinstance(self.target, OurEngines):  # an endpoint's adapters are its own to know
             check_served(workload.source, engine)  # an adapter it does not serve: one line
         kind = self.server_kind(engine)
@@ -165,6 +168,9 @@ class Runner:
         if found := record.result.tool_calls:
             record.tool_calls = found  # the calls and the time to complete them, for the run file
             self.ledger.note(record.test_id, tool_calls.note(found))
+        if found := record.result.embeddings:
+            record.embeddings = found  # requests/s, inputs/s, latency, for the run file
+            self.ledger.note(record.test_id, embeddings_note(found))
         # What the server could not do, one line each, never measured wrong in silence.
         for line in server_limits(kind, record.result.records, text_prompts):
             self.ledger.note(record.test_id, line)

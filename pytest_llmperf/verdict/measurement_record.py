@@ -26,7 +26,8 @@ from pytest_llmperf.verdict.status import Status
 __all__ = ["Extras", "GateSettings", "MeasurementRecord", "status_from_plain"]
 
 # The annotations a run file keeps with a result beyond its metrics, in the order written.
-ANNOTATIONS = ("ab", "capacity", "by_turn", "structured_outputs", "tool_calls", "by_adapter")
+ANNOTATIONS = ("ab", "capacity", "by_turn", "structured_outputs", "tool_calls", "by_adapter",
+               "embeddings")
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,8 @@ class MeasurementRecord:
     # (metrics/tool_calls.summary)
     tool_calls: dict[str, Any] | None = None
     by_adapter: dict[str, Any] | None = None  # a LoRA split's latencies by adapter
+    # embeddings' requests/s, inputs/s, input tokens/s and latency (metrics/embeddings.py)
+    embeddings: dict[str, Any] | None = None
     extras: Extras | None = None
 
     @classmethod

@@ -48,7 +48,7 @@ _FIELDS = ("key", "test_id", "status", "verdict", "gate", "engine", "engine_labe
            "workload_label", "prefix_cache", "metrics", "server_metrics", "engine_start_s",
            "server", "failures", "work", "client", "disturbance", "gpu_telemetry", "cost",
            "per_gpu", "roofline", "rate_over_time", "ab", "capacity", "by_turn",
-           "structured_outputs", "tool_calls", "by_adapter", "extras")
+           "structured_outputs", "tool_calls", "by_adapter", "embeddings", "extras")
 
 
 class RunFileError(InputError):

@@ -21,6 +21,7 @@ from pytest_llmperf.records import Request
 from pytest_llmperf.workloads import (
     conversation_files,
     datasets,
+    embeddings,
     lengths,
     lora,
     profiles,
@@ -121,7 +122,7 @@ class Workload:
     seed: int = 0
     warmup_requests: int = 0
     duration_s: float | None = None
-    api: Literal["completions", "chat"] = "completions"
+    api: Literal["completions", "chat", "embeddings"] = "completions"
     # "cold": the engine's prefix cache is emptied after the warm-up, before each measured run
     # (client/cache_reset.py); "warm", the default: whatever earlier requests left in it.
     prefix_cache: Literal["warm", "cold"] = "warm"
@@ -309,6 +310,18 @@ class Workload:
                                               parallel_tool_calls=parallel_tool_calls)
         name = options.pop("name", f"tool-calls-{len(source.tools)}")
         return cls.of(source, name=name, num_requests=num_requests, api=api, **options)
+
+    @classmethod
+    def embeddings(cls, *, input_tokens: int, batch_size: int = 1, num_requests: int,
+                   prompt_format: PromptFormat = "token_ids", **options: Any) -> "Workload":
+        """Embeddings (workloads/embeddings.py): each request to /v1/embeddings carries
+        `batch_size` inputs of `input_tokens` random tokens; its latency, requests/s and input
+        tokens/s are what is measured (metrics/embeddings.py)."""
+        source = embeddings.EmbeddingsSource(input_tokens=input_tokens, batch_size=batch_size,
+                                             prompt_format=prompt_format)
+        name = options.pop("name", f"embed-{batch_size}x{input_tokens}in")
+        return cls.of(source, name=name, num_requests=num_requests, api="embeddings",
+                      **options)
 
     @classmethod
     def of(cls, source: Source, *, name: str, num_requests: int, concurrency: int | None = None,

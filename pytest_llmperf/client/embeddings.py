@@ -1,0 +1,101 @@
+"""/v1/embeddings: the request body, and the response read into one RequestRecord.
+
+An embeddings response is one JSON document, not a stream: the record gets one "chunk", timed
+at the read that completed the body, carrying no generated tokens, so its E2EL (and its TTFT,
+the same instant) is the request's latency, and the server's `usage.prompt_tokens` its input
+tokens. A response is complete when it holds one non-empty embedding per input sent; anything
+else fails the request (`invalid_output`, `malformed`), never counted as done. The fields read
+are OpenAI's (`data[].embedding`, `usage`), which vLLM 0.32 sends
+(`EmbeddingResponse` in vllm/entrypoints/pooling/embed/protocol.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from pytest_llmperf.failures import INVALID_OUTPUT, MALFORMED
+from pytest_llmperf.records import Request, RequestRecord
+
+__all__ = ["EmbeddingsResponse", "embeddings_body", "input_count"]
+
+SHOWN_BYTES = 200  # of a body that is not an embeddings response, in the failure's line
+
+
+class _Item(msgspec.Struct):
+    embedding: str | list[float] = ""
+
+
+class _Usage(msgspec.Struct):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class _Response(msgspec.Struct):
+    data: list[_Item]
+    usage: _Usage | None = None
+
+
+_decode = msgspec.json.Decoder(_Response).decode
+
+
+def input_count(request: Request) -> int:
+    """How many inputs `request` asks to embed: its `input` field's length, else 1 (its
+    prompt)."""
+    found = dict(request.body).get("input")
+    return len(found) if isinstance(found, list) else 1
+
+
+def embeddings_body(model: str, request: Request,
+                    extra: tuple[tuple[str, Any], ...] = ()) -> dict[str, Any]:
+    """The request's body: its own fields (workloads/embeddings.py puts its inputs there), else
+    its prompt as the one input."""
+    prompt = request.prompt
+    body: dict[str, Any] = {"model": model,
+                            "input": [prompt if isinstance(prompt, str) else list(prompt)]}
+    body.update(request.body)
+    body.update(dict(extra))
+    return body
+
+
+class EmbeddingsResponse:
+    """The body sink of one response (http1.BodySink): it keeps the bytes and the time of the
+    last read; `judge` reads them once the response has ended."""
+
+    __slots__ = ("record", "inputs", "coalesced", "_body", "_last_read_s")
+
+    def __init__(self, record: RequestRecord, inputs: int) -> None:
+        self.record = record
+        self.inputs = inputs
+        self.coalesced = 0  # the client adds it to its count of coalesced token chunks
+        self._body = bytearray()
+        self._last_read_s: float | None = None
+
+    def feed_reads(self, body: bytes, ends: list[int], stamps: list[float]) -> None:
+        self._body += body
+        if stamps:
+            self._last_read_s = stamps[-1]
+
+    def judge(self) -> None:
+        """Fill the record from the complete body, or fail it naming what is wrong."""
+        record = self.record
+        try:
+            response = _decode(self._body)
+        except msgspec.DecodeError as exc:
+            shown = bytes(self._body[:SHOWN_BYTES])
+            record.error, record.error_kind = (f"not an embeddings response ({exc}): {shown!r}",
+                                               MALFORMED)
+            return
+        sizes = [len(item.embedding) for item in response.data]
+        if len(sizes) != self.inputs or 0 in sizes:
+            record.error = (f"the response holds {len(sizes)} embeddings "
+                            f"({sizes.count(0)} empty) for {self.inputs} inputs")
+            record.error_kind = INVALID_OUTPUT
+            return
+        if response.usage is not None:
+            record.usage_prompt_tokens = response.usage.prompt_tokens
+            record.usage_output_tokens = response.usage.completion_tokens or 0
+        record.chunk_times_s.append(self._last_read_s if self._last_read_s is not None
+                                    else record.done_s)
+        record.chunk_tokens.append(0)

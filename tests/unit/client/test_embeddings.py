@@ -1,0 +1,90 @@
+"""The client's /v1/embeddings path (client/embeddings.py): the body, and real round trips
+against the canned server, a complete response and the ones that fail."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_llmperf.client.embeddings import EmbeddingsResponse, embeddings_body, input_count
+from pytest_llmperf.failures import INVALID_OUTPUT, MALFORMED
+from pytest_llmperf.records import Request, RequestRecord
+from tests.unit.canned_server import MODEL, CannedServer, client, send, serve
+
+BATCH = Request(prompt=(5, 6), prompt_tokens=4, output_tokens=0, forced_length=False,
+                body=(("input", [[5, 6], [7, 8]]), ("encoding_format", "base64")))
+
+
+def response(*embeddings, prompt_tokens: int = 4) -> bytes:
+    return json.dumps({
+        "object": "list", "model": MODEL,
+        "data": [{"index": i, "object": "embedding", "embedding": e}
+                 for i, e in enumerate(embeddings)],
+        "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens,
+                  "completion_tokens": 0}}).encode()
+
+
+@pytest.fixture
+def server():
+    canned = CannedServer()
+    canned.content_type = "application/json"
+    yield from serve(canned)
+
+
+def test_the_body_is_the_requests_inputs_and_no_generation_fields():
+    c = client("embeddings", extra_body=(("dimensions", 64),))
+    assert c.path == "/v1/embeddings"
+    assert c.body(BATCH) == {"model": MODEL, "input": [[5, 6], [7, 8]],
+                             "encoding_format": "base64", "dimensions": 64}
+
+
+def test_a_request_without_inputs_embeds_its_prompt():
+    plain = Request(prompt="Hello world", prompt_tokens=2, output_tokens=1)
+    assert embeddings_body(MODEL, plain) == {"model": MODEL, "input": ["Hello world"]}
+    assert (input_count(plain), input_count(BATCH)) == (1, 2)
+
+
+def test_a_complete_response_is_one_chunk_of_no_tokens_at_its_last_read(server):
+    server.body = response("AAAAPw==", "AACAPw==")
+    record = send(server.url, BATCH, api="embeddings")
+    assert record.error is None and record.ok
+    assert record.chunk_tokens == [0]
+    assert record.sent_s < record.chunk_times_s[0] < record.done_s
+    assert (record.usage_prompt_tokens, record.output_tokens) == (4, 0)
+    assert not record.length_mismatch
+    path, body = server.requests[0]
+    assert (path, body["input"], body["encoding_format"]) == (
+        "/v1/embeddings", [[5, 6], [7, 8]], "base64")
+
+
+def test_float_embeddings_count_as_well(server):
+    server.body = response([0.5, 0.25], [0.1, 0.2])
+    assert send(server.url, BATCH, api="embeddings").ok
+
+
+@pytest.mark.parametrize("embeddings, error", [
+    (("AAAAPw==",), "the response holds 1 embeddings (0 empty) for 2 inputs"),
+    (("AAAAPw==", ""), "the response holds 2 embeddings (1 empty) for 2 inputs"),
+])
+def test_a_response_without_an_embedding_per_input_fails(server, embeddings, error):
+    server.body = response(*embeddings)
+    record = send(server.url, BATCH, api="embeddings")
+    assert (record.error, record.error_kind, record.ok) == (error, INVALID_OUTPUT, False)
+
+
+def test_a_body_that_is_not_an_embeddings_response_is_malformed():
+    record = RequestRecord(index=0, expected_prompt_tokens=4, expected_output_tokens=0,
+                           scheduled_s=0.0)
+    sink = EmbeddingsResponse(record, 2)
+    sink.feed_reads(b'{"choices": []}', [15], [3.0])
+    sink.judge()
+    assert record.error_kind == MALFORMED
+    assert record.error == ("not an embeddings response (Object missing required field `data`): "
+                            "b'{\"choices\": []}'")
+
+
+def test_a_generating_servers_404_fails_the_request_with_its_words(server):
+    server.status, server.body = 404, b'{"detail":"Not Found"}'
+    record = send(server.url, BATCH, api="embeddings")
+    assert (record.error, record.error_kind) == ('HTTP 404: {"detail":"Not Found"}', "bad_request")
