@@ -77,6 +77,9 @@ class RequestRecord:
     finish_reason: str | None = None
     cached_prompt_tokens: int | None = None
     output_digest: int = 0
+    # The requests the engine counts for this one: an embeddings request's inputs, each of
+    # which vLLM runs and times as a request of its own (client/embeddings.py); else 1.
+    engine_requests: int = 1
     # The spec a structured output was checked against ("json spec 2": Request.check's name);
     # None for a request without a check.
     output_check: str | None = None

@@ -68,6 +68,7 @@ class EmbeddingsResponse:
     def __init__(self, record: RequestRecord, inputs: int) -> None:
         self.record = record
         self.inputs = inputs
+        record.engine_requests = inputs  # vLLM counts each input as a request
         self.coalesced = 0  # the client adds it to its count of coalesced token chunks
         self._body = bytearray()
         self._last_read_s: float | None = None

@@ -63,7 +63,8 @@ def finished(records: list[RequestRecord], sampler: ServerMetricsSampler, stats:
     warning says so (metrics/phases.py)."""
     summary = sampler.summary()
     completed = sum(record.ok for record in records)
-    mismatch = phases.count_note(summary.get("e2el_s.n"), completed, len(records) - completed)
+    served = sum(record.engine_requests for record in records if record.ok)  # vLLM's count
+    mismatch = phases.count_note(summary.get("e2el_s.n"), served, len(records) - completed)
     warning = "; ".join(text for text in (sampler.warning, mismatch) if text) or None
     return Measurement(records, summary, warning, stats, client_error,
                        stall=watchdog.stall and str(watchdog.stall))

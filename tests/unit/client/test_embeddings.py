@@ -4,12 +4,14 @@ against the canned server, a complete response and the ones that fail."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
 from pytest_llmperf.client.embeddings import EmbeddingsResponse, embeddings_body, input_count
+from pytest_llmperf.client.measurement import finished
 from pytest_llmperf.failures import INVALID_OUTPUT, MALFORMED
-from pytest_llmperf.records import Request, RequestRecord
+from pytest_llmperf.records import ClientStats, Request, RequestRecord
 from tests.unit.canned_server import MODEL, CannedServer, client, send, serve
 
 BATCH = Request(prompt=(5, 6), prompt_tokens=4, output_tokens=0, forced_length=False,
@@ -52,6 +54,7 @@ def test_a_complete_response_is_one_chunk_of_no_tokens_at_its_last_read(server):
     assert record.chunk_tokens == [0]
     assert record.sent_s < record.chunk_times_s[0] < record.done_s
     assert (record.usage_prompt_tokens, record.output_tokens) == (4, 0)
+    assert record.engine_requests == 2  # vLLM runs each input as a request of its own
     assert not record.length_mismatch
     path, body = server.requests[0]
     assert (path, body["input"], body["encoding_format"]) == (
@@ -88,3 +91,27 @@ def test_a_generating_servers_404_fails_the_request_with_its_words(server):
     server.status, server.body = 404, b'{"detail":"Not Found"}'
     record = send(server.url, BATCH, api="embeddings")
     assert (record.error, record.error_kind) == ('HTTP 404: {"detail":"Not Found"}', "bad_request")
+
+
+def test_the_engines_count_of_a_batch_is_its_inputs_not_a_second_client():
+    """vLLM's request counters count each input of a batch: 4 requests of 8 inputs are 32 to
+    it, which is no sign of another client (client/measurement.py's count check)."""
+    def batch_of_8(index: int, ok: bool) -> RequestRecord:
+        record = RequestRecord(index=index, expected_prompt_tokens=8, expected_output_tokens=0,
+                               scheduled_s=0.0, sent_s=1.0, done_s=2.0, engine_requests=8)
+        if ok:
+            record.chunk_times_s, record.chunk_tokens = [2.0], [0]
+        else:
+            record.error, record.error_kind = "HTTP 500: x", "server_error"
+        return record
+
+    def measured(engine_count: float):
+        sampler = SimpleNamespace(summary=lambda: {"e2el_s.n": engine_count}, warning=None)
+        records = [batch_of_8(i, ok=i < 4) for i in range(5)]
+        return finished(records, sampler, ClientStats(), SimpleNamespace(stall=None)).warning
+
+    assert measured(32.0) is None
+    assert measured(40.0) == (
+        "the engine finished 40 requests in the measured window, the client completed 32 "
+        "(1 failed): the server's timings (server:*_s) cover other requests too; another client "
+        "of the same server?")
