@@ -1,6 +1,6 @@
 """The CPU suite, serving paths that work per request, on the suite's one engine (no engine of
-their own): the prefix cache in a stated state, and structured outputs. Each sends 8-16 requests
-(docs/testing.md, "Where the main job's time goes")."""
+their own): the prefix cache in a stated state, structured outputs, and interference probes. Each
+sends 8-40 requests (docs/testing.md, "Where the main job's time goes")."""
 
 from dataclasses import replace
 
@@ -52,3 +52,18 @@ def test_regex_and_choice_outputs_are_checked(llmperf, kind, specs):
                                              max_tokens=16, concurrency=1))
     assert result.completed == 8, result.first_errors()
     assert result.structured_outputs["invalid"] == 0
+
+
+def test_probes_beside_a_load_are_measured_apart(llmperf):
+    """A Poisson load of 256-token prompts at 6 requests/s for 5 s, and beside it a probe of 8
+    tokens in and 8 out every half second (`vllm bench serve --probe-request-rate`, with a TPOT
+    of its own): the probes are the row "@probes", gated apart against their own table; the
+    load's numbers leave them out."""
+    load = Workload.fixed(input_tokens=256, output_tokens=32, num_requests=30, rate=6.0, seed=7,
+                          warmup_requests=2)
+    result = llmperf.run(load.with_probes(rate=2.0))
+    assert result.completed == 30 and result.output_tokens == 30 * 32, result.first_errors()
+    probes = result.probes
+    assert probes.completed >= 8, probes.first_errors()
+    assert probes.output_tokens == probes.completed * 8
+    assert probes.key == "test_probes_beside_a_load_are_measured_apart@probes"

@@ -7,10 +7,12 @@ interactive user sees fails on the probes' row."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
+from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.records import RequestRecord
 
-__all__ = ["point", "split"]
+__all__ = ["measurement_id", "split"]
 
 
 def split(records: Sequence[RequestRecord], places: frozenset[int]
@@ -21,10 +23,10 @@ def split(records: Sequence[RequestRecord], places: frozenset[int]
     return load, probes
 
 
-def point(current: str | None, run: int) -> str:
-    """The probes' measurement's point: "probes" beside the load's own, "probes#2" for a
-    test's second probed run, "<point>+probes" for a sweep's point."""
-    if current is not None:
-        return f"{current}+probes"
-    return "probes" if run == 1 else f"probes#{run}"
+def measurement_id(load: MeasurementId) -> MeasurementId:
+    """The probes' measurement beside the load's `load`: "<test>@probes", "<test>@probes#2"
+    for a test's second probed run, "<test>@<point>+probes" for a sweep's point."""
+    if load.point is not None:
+        return replace(load, point=f"{load.point}+probes")
+    return replace(load, point="probes" if load.run == 1 else f"probes#{load.run}")
 

@@ -56,6 +56,9 @@ class Result:
     disturbance: Disturbance | None = None
     # The engine's cards over the representative run (machine/gpu_telemetry.py); () on a CPU.
     gpu_telemetry: tuple[GpuTelemetry, ...] = ()
+    # A probed run's probes, measured apart (`Workload.with_probes`, session/probe_record.py):
+    # their own Result, "<test>@probes"; None for a run without probes.
+    probes: Result | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.engine, EngineFacts):

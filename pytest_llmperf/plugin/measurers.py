@@ -16,6 +16,7 @@ import pytest
 from pytest_llmperf.engines import arg_check
 from pytest_llmperf.engines.overrides import with_overrides
 from pytest_llmperf.engines.spec import Engine
+from pytest_llmperf.metrics import probes as probe_metrics
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.plugin import check_baselines, confirm_later
@@ -65,7 +66,13 @@ class Measure:
         slo = slo or options.slo
         repeat = repeat or options.repeat or test.config.repeat
         record = test.measure(workload, engine, repeat, limits=limits_of(slo))
-        test.settle(test.judge.judge_record(test.node, record, options, slo))
+        judgements = [test.judge.judge_record(test.node, record, options, slo)]
+        if record.result.probes is not None:  # gated apart, against their own table; the
+            # test's SLO is the load's (session/probe_record.py)
+            probes = test.runner.ledger.entry(probe_metrics.measurement_id(record.id))
+            judgements.append(test.judge.judge_record(test.node, probes, options, None))
+        for judgement in judgements:  # every one judged, then the first failure raised
+            test.settle(judgement)
         return record.result
 
     def ab(self, test: RunningTest, workload: Workload, a: Engine, b: Engine,

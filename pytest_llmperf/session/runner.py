@@ -34,6 +34,7 @@ from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
 from pytest_llmperf.metrics.embeddings import note as embeddings_note
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.session.ledger import Ledger
+from pytest_llmperf.session.probe_record import load_metrics_records, record_probes
 from pytest_llmperf.session.provenance import engine_identity
 from pytest_llmperf.session.settings import Settings, usable_cores
 from pytest_llmperf.session.target import OurEngines, Target
@@ -41,6 +42,7 @@ from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from pytest_llmperf.verdict.status import Status
 from pytest_llmperf.workloads.identity import workload_identity
 from pytest_llmperf.workloads.lora import check_served
+from pytest_llmperf.workloads.probes import probe_places
 from pytest_llmperf.workloads.text_only import as_text
 from pytest_llmperf.workloads.workload import Workload
 
@@ -162,6 +164,8 @@ class Runner:
             if run[1].client_error or died:
                 break  # a client worker or the engine died: what was measured is kept
         record = self.record(id, engine, workload, runs, start_s)
+        if places := probe_places(workload.source):  # the probes: a measurement of their own
+            record_probes(self.ledger, id, runs, places, record)
         if found := record.result.structured_outputs:
             record.structured_outputs = found  # cold and warm grammars' TTFT, for the run file
             self.ledger.note(record.test_id, structured.note(found))
@@ -207,7 +211,9 @@ class Runner:
                                stall_timeout_s=self.config.stall_timeout_s)
 
         measured = self.target.watch(call, engine)
-        metrics = compute_metrics(measured.records, goodput_limits=limits,
+        # A probed run's own metrics leave its probes out (session/probe_record.py).
+        load_records = load_metrics_records(measured.records, probe_places(workload.source))
+        metrics = compute_metrics(load_records, goodput_limits=limits,
                                   server_metrics=measured.server_metrics)
         metrics = replace(metrics, energy=energy.energy_metrics(
             measured.disturbance, metrics.prompt_tokens, metrics.output_tokens))

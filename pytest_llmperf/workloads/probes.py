@@ -28,7 +28,7 @@ import numpy as np
 from pytest_llmperf.client.patterns import LoadPattern, Trace, arrival_offsets
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.workloads import prompts
-from pytest_llmperf.workloads.source import Source
+from pytest_llmperf.workloads.source import Source, TextOf
 
 __all__ = ["ProbedSource", "probe_places", "probe_schedule", "with_probes"]
 
@@ -109,5 +109,8 @@ def with_probes(workload: Any, rate: float, input_tokens: int = 8,
 
 
 def probe_places(source: Source) -> frozenset[int]:
-    """The probes' places in a workload's measured order; empty for a workload without."""
+    """The probes' places in a workload's measured order; empty for a workload without. Seen
+    through TextOf, which decodes a probed load's prompts for a server that takes only text."""
+    while isinstance(source, TextOf):
+        source = source.source
     return frozenset(source.positions) if isinstance(source, ProbedSource) else frozenset()

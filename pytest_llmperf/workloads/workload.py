@@ -24,6 +24,7 @@ from pytest_llmperf.workloads import (
     embeddings,
     lengths,
     lora,
+    probes,
     profiles,
     prompts,
     structured,
@@ -338,6 +339,14 @@ class Workload:
 
     def with_pattern(self, pattern: LoadPattern, name: str | None = None) -> "Workload":
         return replace(self, pattern=pattern, name=name or self.name)
+
+    def with_probes(self, rate: float, input_tokens: int = 8, output_tokens: int = 8
+                    ) -> "Workload":
+        """This load with interference probes beside it (workloads/probes.py): `rate` small
+        requests a second of `input_tokens` in, `output_tokens` out, over the load's span; their
+        latencies are a measurement of their own ("<test>@probes", `result.probes`), left out
+        of the load's. The load must be open-loop without a cap (rate=, ramp= or a trace)."""
+        return probes.with_probes(self, rate, input_tokens, output_tokens)
 
     def build(self, tokenizer: prompts.Tokenizer) -> tuple[list[Request], list[Request]]:
         """(measured requests, warm-up requests), reproducible from `seed`."""

@@ -9,6 +9,7 @@ import pytest
 from pytest_llmperf import Workload
 from pytest_llmperf.client.patterns import Rate, Trace
 from pytest_llmperf.errors import InputError
+from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.metrics import probes as probe_metrics
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.workloads.probes import (
@@ -59,9 +60,11 @@ def test_probes_are_split_from_the_load_by_their_places():
                              scheduled_s=0.0) for i in range(5)]
     load, probes = probe_metrics.split(records, frozenset({1, 3}))
     assert [r.index for r in load] == [0, 2, 4] and [r.index for r in probes] == [1, 3]
-    assert probe_metrics.point(None, 1) == "probes"
-    assert probe_metrics.point(None, 2) == "probes#2"
-    assert probe_metrics.point("rate8", 1) == "rate8+probes"
+    nodeid = "suites/test_cpu_requests.py::test_x"
+    assert probe_metrics.measurement_id(MeasurementId(nodeid)).key == "test_x@probes"
+    assert probe_metrics.measurement_id(MeasurementId(nodeid, run=2)).key == "test_x@probes#2"
+    assert probe_metrics.measurement_id(MeasurementId(nodeid, point="rate8")).key == \
+        "test_x@rate8+probes"
 
 
 @pytest.mark.parametrize("workload, rate, line", [
