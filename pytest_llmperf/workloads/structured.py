@@ -17,8 +17,9 @@ reason that is not the engine's grammar. Text prompts (`prompt_format="text"`) c
 (in a U+FFFD that decoding random ids made) and get no such fix.
 
 Whitespace: vLLM 0.32's xgrammar backend lets a JSON object's output put any whitespace between
-its tokens unless the server runs with `--structured-outputs-config '{"disable_any_whitespace":
-true}'`; the request's own `disable_any_whitespace` is not read
+its tokens unless the server runs with `--structured-outputs-config '{"backend": "xgrammar",
+"disable_any_whitespace": true}'` (vLLM 0.32.0 refuses the flag under its default backend
+"auto"); the request's own `disable_any_whitespace` is not read
 (vllm/v1/structured_output/backend_xgrammar.py reads the server's config). A model with random
 weights then writes whitespace until `max_tokens` and the JSON is cut short. A top-level string
 (an enum, a pattern) has no whitespace in its grammar: `distinct_schemas` makes those.
