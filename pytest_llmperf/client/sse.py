@@ -211,6 +211,11 @@ class StreamDecoder:
         self.finished = done
         return True
 
+    def _fail(self, error: str, kind: str) -> None:
+        """The stream ends here, its request failed (rare: out of the per-chunk path)."""
+        self.record.error, self.record.error_kind = error, kind
+        self.finished = True
+
     def feed(self, data: bytes, now: float) -> None:
         # Written flat on purpose: this runs once per chunk, and every Python call here costs
         # about as much as msgspec's whole decode of the event.
@@ -232,15 +237,12 @@ class StreamDecoder:
             try:
                 event = _decode(line[5:])
             except msgspec.DecodeError as exc:
-                record.error = f"malformed stream event ({exc}): {line[:ERROR_BODY_CHARS]!r}"
-                record.error_kind = MALFORMED
-                self.finished = True
+                self._fail(f"malformed stream event ({exc}): {line[:ERROR_BODY_CHARS]!r}",
+                           MALFORMED)
                 return
             if event.error and bytes(event.error) != b"null":
                 detail = bytes(event.error).decode(errors="replace")[:ERROR_BODY_CHARS]
-                record.error = f"server error in stream: {detail}"
-                record.error_kind = STREAM_ERROR
-                self.finished = True
+                self._fail(f"server error in stream: {detail}", STREAM_ERROR)
                 return
             if event.usage is not None:
                 _take_usage(record, event.usage)
