@@ -26,11 +26,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from sqlalchemy import update
 
 from pytest_llmperf import cli
 from pytest_llmperf.engines.server import CPU_ENGINE_NICE, VllmServer
-from pytest_llmperf.history import location
-from pytest_llmperf.history.acks import Ack
+from pytest_llmperf.history import location, schema
 from pytest_llmperf.history.store import HistoryStore
 from suites.tiny import TINY_CPU
 from tests.conftest import REPO, SHARED_ENGINE_GROUPS, requires_vllm
@@ -115,16 +115,14 @@ class Nights:
         said = capsys.readouterr().out
         assert said.count("acknowledged by ") == len(metrics), said
 
-    def expire_acks(self, metrics: set[str]) -> None:
+    def expire_acks(self) -> None:
+        """Every acknowledgement of the store, as time would leave it: past its date now."""
         store = HistoryStore.open(location.resolve(self.store, self.where))
         try:
-            [(test_id, _)] = store.test_ids()
-            now = datetime.now(timezone.utc)
-            for metric in metrics:
-                store.record_ack(Ack(test_id, metric, "known", "ci", now, now))
+            with store._engine.begin() as connection:  # no API moves a date: time does
+                connection.execute(update(schema.acks).values(until=datetime.now(timezone.utc)))
         finally:
             store.close()
-
 
 def slowdown_then_ack(nights: Nights, server, slowed, unchanged: int, capsys,
                       host: str | None = None) -> str:
@@ -146,9 +144,9 @@ def slowdown_then_ack(nights: Nights, server, slowed, unchanged: int, capsys,
     nights.ack(metrics, capsys)
     green = nights.night(slowed, host)
     assert nights.outcomes[-1] == "green", green[-3000:]
-    nights.expire_acks(metrics)
+    nights.expire_acks()
     again = nights.night(slowed, host)
-    assert nights.outcomes[-1] == "red" and "expired: acknowledged by ci" in again, again[-3000:]
+    assert nights.outcomes[-1] == "red" and "expired: acknowledged by " in again, again[-3000:]
     return (nights.where / f"night-{red[0]}.txt").read_text()
 
 
