@@ -30,7 +30,7 @@ from pytest_llmperf.errors import InputError
 from pytest_llmperf.workloads import prompts
 from pytest_llmperf.workloads.source import Source, TextOf
 
-__all__ = ["ProbedSource", "probe_places", "probe_schedule", "with_probes"]
+__all__ = ["ProbedArrivals", "ProbedSource", "probe_places", "probe_schedule", "with_probes"]
 
 WHERE = "Workload.with_probes"
 
@@ -58,6 +58,27 @@ def probe_schedule(pattern: LoadPattern, num_main: int, seed: int,
     merged = offsets[order] - offsets[order][0]
     positions = tuple(int(i) for i in np.flatnonzero(kinds[order]))
     return tuple(float(x) for x in merged), positions
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbedArrivals(Trace):
+    """The merged schedule: `load`'s arrivals and probes at `probe_rate` between them. Tables
+    and identities name it by both, not by its span."""
+
+    load: LoadPattern
+    probe_rate: float
+
+    def label(self) -> str:
+        return f"{self.load.label()} + probes {self.probe_rate:g}/s"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"type": "ProbedArrivals", "load": self.load.to_dict(),
+                "probe_rate": self.probe_rate, "requests": len(self.offsets_s)}
+
+    @classmethod
+    def from_dict(cls, recorded: Any) -> LoadPattern:
+        raise InputError("a run file records a probed load's shape, not its arrivals: "
+                         "build it again (Workload.with_probes)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,7 +125,8 @@ def with_probes(workload: Any, rate: float, input_tokens: int = 8,
     source = ProbedSource(main=workload.source, num_main=workload.num_requests,
                           positions=positions, input_tokens=input_tokens,
                           output_tokens=output_tokens)
-    return replace(workload, source=source, pattern=Trace(offsets_s=offsets),
+    pattern = ProbedArrivals(offsets_s=offsets, load=workload.pattern, probe_rate=rate)
+    return replace(workload, source=source, pattern=pattern,
                    num_requests=len(offsets), name=f"{workload.name}+probes")
 
 

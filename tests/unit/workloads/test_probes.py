@@ -39,7 +39,11 @@ def test_probes_arrive_at_fixed_intervals_between_the_loads_arrivals():
 def test_a_probed_workload_sends_the_load_and_the_probes_in_arrival_order():
     probed = with_probes(LOAD, rate=1.0, input_tokens=4, output_tokens=6)
     assert probed.name == "fixed-64in-32out+probes"
-    assert isinstance(probed.pattern, Trace)
+    assert isinstance(probed.pattern, Trace)  # an open loop at its own arrival times
+    assert probed.label() == "fixed-64in-32out+probes x49 @ 4 req/s + probes 1/s"
+    assert probed.pattern.to_dict() == {"type": "ProbedArrivals", "load": {
+        "type": "Rate", "requests_per_s": 4.0, "burstiness": 1.0}, "probe_rate": 1.0,
+        "requests": 49}
     places = probe_places(probed.source)
     measured, warmup = probed.build(VOCAB)
     assert len(warmup) == 2 and all(r.prompt_tokens == 64 for r in warmup)
