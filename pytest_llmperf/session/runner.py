@@ -21,6 +21,7 @@ from pytest_llmperf.client.server_kind import ServerKind
 from pytest_llmperf.client.server_kind import limits as server_limits
 from pytest_llmperf.client.watchdog import DEFAULT_STALL_TIMEOUT_S
 from pytest_llmperf.engines.errors import EngineDied, EngineStalled
+from pytest_llmperf.engines.image_input import check_images
 from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
 from pytest_llmperf.engines.runner_type import check_api
 from pytest_llmperf.engines.spec import Engine
@@ -147,6 +148,8 @@ class Runner:
         # Built first: a bad dataset or config fails before an engine start is paid for.
         # A server that takes no token-id prompts gets them as text (workloads/text_only.py).
         check_api(engine, workload.name, workload.api)  # the model serves it: one line
+        # Images for a text-only model: one line (an images source says how many it sends).
+        check_images(engine, workload.name, getattr(workload.source, "images_per_request", 0))
         if isinstance(self.target, OurEngines):  # an endpoint's adapters are its own to know
             check_served(workload.source, engine)  # an adapter it does not serve: one line
         kind = self.server_kind(engine)

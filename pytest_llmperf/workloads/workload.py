@@ -22,6 +22,7 @@ from pytest_llmperf.workloads import (
     conversation_files,
     datasets,
     embeddings,
+    images,
     lengths,
     lora,
     probes,
@@ -323,6 +324,25 @@ class Workload:
         name = options.pop("name", f"embed-{batch_size}x{input_tokens}in")
         return cls.of(source, name=name, num_requests=num_requests, api="embeddings",
                       **options)
+
+    @classmethod
+    def images(cls, *, images_per_request: int = 1, width: int, height: int,
+               input_tokens: int, output_tokens: int, num_requests: int,
+               **options: Any) -> "Workload":
+        """Images (workloads/images.py): chat requests that each carry `images_per_request`
+        seeded noise PNGs of `width` x `height` and a text of exactly `input_tokens` tokens, and
+        generate `output_tokens`; a multimodal model's engine is asked (a text-only one is one
+        line before it starts: engines/image_input.py)."""
+        api = options.pop("api", "chat")
+        if api != "chat":
+            raise InputError(f"{images.WHERE}: images need /v1/chat/completions, got "
+                             f"api={api!r}; leave api at 'chat', its default here")
+        source = images.ImagesSource(images_per_request=images_per_request, width=width,
+                                     height=height, input_tokens=input_tokens,
+                                     output_tokens=output_tokens)
+        name = options.pop("name", f"images-{images_per_request}x{width}x{height}-"
+                                   f"{input_tokens}in-{output_tokens}out")
+        return cls.of(source, name=name, num_requests=num_requests, api=api, **options)
 
     @classmethod
     def of(cls, source: Source, *, name: str, num_requests: int, concurrency: int | None = None,
