@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,26 @@ VLLM_PROCESS_MARKERS = ("vllm.entrypoints", "VLLM::", "EngineCore", "VllmWorker"
 # Process groups of the engine the integration tests share (tests/integration/conftest.py): it
 # is meant to outlive the tests that look for leftovers, so they do not count it.
 SHARED_ENGINE_GROUPS: set[int] = set()
+
+
+@contextmanager
+def shared_engine(log_dir: Path) -> Iterator:
+    """TINY_CPU as the plugin starts it on CPU hardware (control processes off the compute core),
+    in the environment of the moment, kept out of the leftover checks (SHARED_ENGINE_GROUPS)
+    until it is stopped on leaving."""
+    from pytest_llmperf.engines.server import CPU_ENGINE_NICE, VllmServer
+    from suites.tiny import TINY_CPU
+
+    server = VllmServer(TINY_CPU, log_dir, nice=CPU_ENGINE_NICE, separate_control=True).start()
+    group = server.process.pid  # its own session: the group id is the API server's pid
+    SHARED_ENGINE_GROUPS.add(group)
+    try:
+        yield server
+    finally:
+        server.stop()
+        SHARED_ENGINE_GROUPS.discard(group)
+
+
 # A real-engine test beside others (marked shares_machine) has its pytest-xdist worker's name in
 # this variable, and so has every process it starts: its leftover checks count only those.
 LANE_ENV = "LLMPERF_TEST_LANE"

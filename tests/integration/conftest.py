@@ -24,10 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf.engines.server import CPU_ENGINE_NICE, VllmServer
 from scripts.tiny_gguf import make_tiny_gguf
-from suites.tiny import TINY_CPU
-from tests.conftest import LANE_ENV, SHARED_ENGINE_GROUPS
+from tests.conftest import LANE_ENV, shared_engine
 
 HERE = Path(__file__).resolve().parent
 
@@ -67,15 +65,8 @@ def tiny_server(tmp_path_factory):
     """TINY_CPU as the plugin starts it on CPU hardware (control processes off the compute core).
     Idle between tests: an idle vLLM CPU engine uses no CPU, so it does not disturb the
     measurements of tests that run beside it."""
-    server = VllmServer(TINY_CPU, tmp_path_factory.mktemp("shared-engine"), nice=CPU_ENGINE_NICE,
-                        separate_control=True).start()
-    group = server.process.pid  # its own session: the group id is the API server's pid
-    SHARED_ENGINE_GROUPS.add(group)
-    try:
+    with shared_engine(tmp_path_factory.mktemp("shared-engine")) as server:
         yield server
-    finally:
-        server.stop()
-        SHARED_ENGINE_GROUPS.discard(group)
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,7 @@ import os
 import re
 import subprocess
 import sys
+from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -29,11 +30,10 @@ import pytest
 from sqlalchemy import update
 
 from pytest_llmperf import cli
-from pytest_llmperf.engines.server import CPU_ENGINE_NICE, VllmServer
+from pytest_llmperf.engines.server import VllmServer
 from pytest_llmperf.history import location, schema
 from pytest_llmperf.history.store import HistoryStore
-from suites.tiny import TINY_CPU
-from tests.conftest import REPO, SHARED_ENGINE_GROUPS, requires_vllm
+from tests.conftest import REPO, requires_vllm, shared_engine
 
 pytestmark = [requires_vllm, pytest.mark.nightly]
 
@@ -61,18 +61,13 @@ WORSE = re.compile(r"^(\S+) changed for the worse at run (\d+)", re.MULTILINE)
 @pytest.fixture(scope="module")
 def slowed_server(tmp_path_factory):
     """TINY_CPU on a vLLM whose every model step sleeps 4 ms first: "the new release"."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PYTHONPATH", os.pathsep.join([str(SLOWDOWN), str(REPO)]))
-        patch.setenv("LLMPERF_INDUCED_STEP_DELAY_S", str(STEP_DELAY_S))
-        server = VllmServer(TINY_CPU, tmp_path_factory.mktemp("slowed-engine"),
-                            nice=CPU_ENGINE_NICE, separate_control=True).start()
-    group = server.process.pid  # its own session: the group id is the API server's pid
-    SHARED_ENGINE_GROUPS.add(group)
-    try:
+    with ExitStack() as stop_on_leaving:
+        with pytest.MonkeyPatch.context() as patch:  # the slowdown in its start's environment only
+            patch.setenv("PYTHONPATH", os.pathsep.join([str(SLOWDOWN), str(REPO)]))
+            patch.setenv("LLMPERF_INDUCED_STEP_DELAY_S", str(STEP_DELAY_S))
+            server = stop_on_leaving.enter_context(
+                shared_engine(tmp_path_factory.mktemp("slowed-engine")))
         yield server
-    finally:
-        server.stop()
-        SHARED_ENGINE_GROUPS.discard(group)
 
 
 class Nights:
