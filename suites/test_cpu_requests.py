@@ -46,8 +46,11 @@ def test_json_schema_outputs_are_checked_and_cold_grammars_timed_apart(llmperf):
 @pytest.mark.parametrize("kind, specs", [
     ("regex", [r"[a-z]{3,8}", r"[0-9]{2}-[0-9]{2}"]),
     ("choice", [["alpha", "beta", "gamma"], ["yes", "no"]]),
+    ("grammar", ['root ::= ("yes" | "no") "-" [0-9] [0-9]?', 'root ::= [a-c]+ "."']),
 ])
-def test_regex_and_choice_outputs_are_checked(llmperf, kind, specs):
+def test_regex_choice_and_grammar_outputs_are_checked(llmperf, kind, specs):
+    """8 requests over 2 specs of a kind, one at a time; a grammar is EBNF as xgrammar (vLLM's
+    default backend) reads it, each output checked with xgrammar's matcher."""
     result = llmperf.run(Workload.structured(kind, specs, num_requests=8, input_tokens=32,
                                              max_tokens=16, concurrency=1))
     assert result.completed == 8, result.first_errors()

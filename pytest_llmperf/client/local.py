@@ -10,6 +10,7 @@ from pytest_llmperf.client.measurement import (
     Endpoint,
     Measurement,
     finished,
+    prepare_checks,
     progress_line,
     run_measured,
     warm_up,
@@ -24,6 +25,7 @@ from pytest_llmperf.records import Request
 async def measure_locally(endpoint: Endpoint, requests: Sequence[Request], pattern: LoadPattern,
                           seed: int, warmup: Sequence[Request], duration_s: float | None,
                           stall_timeout_s: float) -> Measurement:
+    prepare_checks(requests)
     async with OpenAIStreamClient(endpoint.base_url, endpoint.model, endpoint.options,
                                   access=endpoint.access) as client:
         watchdog = Watchdog(lambda: progress.of_client(client), stall_timeout_s,

@@ -121,6 +121,15 @@ async def warm_up(client: OpenAIStreamClient, warmup: Sequence[Request], concurr
         await Concurrency(max_concurrency=concurrency).run(warmup, client.send, stopped=stopped)
 
 
+def prepare_checks(requests: Sequence[Request]) -> None:
+    """Ready each distinct output check before the clock starts: a grammar's is compiled here,
+    and importing its library costs seconds of CPU the measured requests must not share."""
+    for check in {request.check for request in requests if request.check is not None}:
+        prepare = getattr(check, "prepare", None)
+        if prepare is not None:
+            prepare()
+
+
 async def run_measured(client: OpenAIStreamClient, requests: Sequence[Request],
                        pattern: LoadPattern, *, seed: int, duration_s: float | None,
                        start_s: float | None = None, only: Sequence[int] | None = None,

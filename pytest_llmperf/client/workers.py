@@ -38,6 +38,7 @@ from pytest_llmperf.client.measurement import (
     Endpoint,
     Measurement,
     finished,
+    prepare_checks,
     progress_line,
     run_async,
     run_measured,
@@ -124,6 +125,7 @@ async def _worker_run(job: _Job, counter: Any, board: progress.Board, conn: Conn
             await warm_up(client, warmup,
                           max(1, share(WARMUP_CONCURRENCY, job.worker, job.workers)),
                           stopped=board.stop_requested)
+            prepare_checks(job.requests)
             conn.send(("ready",))
             start_s = conn.recv()  # blocking on purpose: nothing is in flight before the start
             return await run_measured(

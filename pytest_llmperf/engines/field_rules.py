@@ -68,6 +68,9 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
         lambda v: isinstance(v, Mapping) or (_text(v) and v.lstrip().startswith("{")),
         "a dict (or its JSON string), e.g. {'method': 'ngram', 'num_speculative_tokens': 3}"
         + DEFAULT),
+    "structured_outputs_config": (
+        lambda v: isinstance(v, Mapping) or (_text(v) and v.lstrip().startswith("{")),
+        "a dict (or its JSON string), e.g. {'backend': 'xgrammar'}" + DEFAULT),
     "max_lora_rank": (lambda v: is_whole(v, 1) and v in LORA_RANKS,
                       "one of " + ", ".join(map(str, LORA_RANKS)) + DEFAULT),
     "lora_modules": (_mapping(_text, _text),

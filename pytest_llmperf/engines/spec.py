@@ -26,6 +26,10 @@ from pytest_llmperf.numbers import is_whole
 __all__ = ["Engine", "is_pairs", "thaw_pairs"]
 
 
+# Fields that take dicts, stored as sorted tuples so an Engine stays hashable.
+FROZEN = ("speculative_config", "structured_outputs_config", "lora_modules", "extra_args", "env")
+
+
 def _freeze(value: Any) -> Any:
     """Turn dicts and lists into tuples so an Engine stays hashable."""
     if isinstance(value, Mapping):
@@ -39,8 +43,8 @@ def _freeze(value: Any) -> Any:
 class Engine:
     """An engine configuration. `None` means "the server's default".
 
-    `speculative_config` and `extra_args` accept dicts; they are stored frozen (sorted tuples) so
-    the spec stays hashable. `extra_args` maps vLLM flag names (dashes or underscores, without the
+    The fields of FROZEN accept dicts; they are stored frozen (sorted tuples) so the spec stays
+    hashable. `extra_args` maps vLLM flag names (dashes or underscores, without the
     leading `--`) to values; `True` means a bare flag, `False` means `--no-<flag>`.
     """
 
@@ -68,6 +72,10 @@ class Engine:
     enable_chunked_prefill: bool | None = None
     enforce_eager: bool | None = None
     speculative_config: Any = None
+    # vLLM's --structured-outputs-config, as a dict (or its JSON): the grammar backend and its
+    # options, e.g. {"backend": "xgrammar", "disable_any_whitespace": True} (docs/workloads.md,
+    # "Structured outputs").
+    structured_outputs_config: Any = None
     # LoRA adapters served beside the model, each under its name (vLLM's --enable-lora,
     # --lora-modules, --max-loras, --max-lora-rank; docs/workloads.md, "LoRA adapters"):
     # `lora_modules` maps a name to a PEFT adapter directory and turns LoRA on by itself.
@@ -94,7 +102,7 @@ class Engine:
             problem = field_problem(f.name, getattr(self, f.name))
             if problem:
                 raise InputError(problem)
-        for name in ("speculative_config", "lora_modules", "extra_args", "env"):
+        for name in FROZEN:
             object.__setattr__(self, name, _freeze(getattr(self, name)))
         problem = self.engine_kind.field_problem(self)
         if problem:
@@ -120,7 +128,7 @@ class Engine:
     def replace(self, **changes: Any) -> "Engine":
         """A copy with some fields changed (dataclasses.replace, re-frozen)."""
         current = {f.name: getattr(self, f.name) for f in fields(self)}
-        for name in ("speculative_config", "lora_modules", "extra_args", "env"):
+        for name in FROZEN:
             current[name] = thaw_pairs(current[name]) if is_pairs(current[name]) else current[name]
         current.update(changes)
         return Engine(**current)
@@ -200,6 +208,7 @@ _SHORT = {
     "load_format": "load",
     "enforce_eager": "eager",
     "speculative_config": "spec",
+    "structured_outputs_config": "structured",
     "revision": "rev",
     "lora_modules": "lora",
 }

@@ -1,9 +1,9 @@
-"""Structured outputs: requests that ask the engine for a JSON schema, a regex or one of a list of
-choices, each output checked against what it asked for, and the TTFT of a grammar's first
-request (compiled cold) told apart from the later ones (compiled once, cached).
+"""Structured outputs: requests that ask the engine for a JSON schema, a regex, one of a list of
+choices or a grammar, each output checked against what it asked for, and the TTFT of a grammar's
+first request (compiled cold) told apart from the later ones (compiled once, cached).
 
 The request carries vLLM's `structured_outputs` field ({"json": SCHEMA}, {"regex": R},
-{"choice": [...]}), which /v1/completions and /v1/chat/completions both take
+{"choice": [...]}, {"grammar": EBNF}), which /v1/completions and /v1/chat/completions both take
 (vllm/entrypoints/openai/completion/protocol.py; `StructuredOutputsParams` in
 vllm/sampling_params.py; https://docs.vllm.ai/en/latest/features/structured_outputs.html). The
 output's length is not forced: the grammar ends it, `max_tokens` only caps it.
@@ -27,12 +27,21 @@ weights then writes whitespace until `max_tokens` and the JSON is cut short. A t
 vLLM compiles each grammar once and caches it by its text (xgrammar's GrammarCompiler cache).
 So that a schema's first request in a measurement really compiles it, each JSON schema gets a
 `$comment` naming a value drawn fresh for each build (a keyword JSON Schema ignores, so the
-grammar and the outputs are the same); regexes and choice lists have no such slot, and are
-compiled cold only the first time their engine sees them.
+grammar and the outputs are the same), and each grammar a first line `# pytest-llmperf <value>`
+(a comment to xgrammar's EBNF parser and to llguidance's, both seen taking it); regexes and
+choice lists have no such slot, and are compiled cold only the first time their engine sees them.
+
+Grammars are EBNF as xgrammar reads it (GBNF's `root ::= ...`;
+https://xgrammar.mlc.ai/docs/tutorials/ebnf_guided_generation.html), the form vLLM's default
+backend takes. Each is compiled with xgrammar where the workload is written (one that does not
+compile is one line there) and outputs are checked with xgrammar's matcher, compiled before the
+measurement starts (`OutputCheck.prepare`: importing xgrammar imports torch, seconds of CPU the
+measured requests must not share).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -50,8 +59,9 @@ from pytest_llmperf.workloads.vocab import VocabOnly
 
 __all__ = ["Kind", "OutputCheck", "StructuredSource", "distinct_schemas"]
 
-Kind = Literal["json", "regex", "choice"]
-KINDS = ("json", "regex", "choice")
+Kind = Literal["json", "regex", "choice", "grammar"]
+KINDS = ("json", "regex", "choice", "grammar")
+GRAMMAR_DOCS = "https://xgrammar.mlc.ai/docs/tutorials/ebnf_guided_generation.html"
 SHOWN_CHARS = 80  # of an output that failed its check, in the failure's line
 
 
@@ -65,6 +75,11 @@ class OutputCheck:
     spec: str
     name: str
 
+    def prepare(self) -> None:
+        """Compile what checking an output needs, before any measured request (a grammar)."""
+        if self.kind == "grammar":
+            _compiled_grammar(self.spec)
+
     def problem(self, text: str) -> str | None:
         """What is wrong with the complete output `text`; None when it is what was asked."""
         shown = text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "..."
@@ -74,6 +89,9 @@ class OutputCheck:
         if self.kind == "choice":
             ok = text in json.loads(self.spec)
             return None if ok else f"output {shown!r} is none of {self.name}'s choices"
+        if self.kind == "grammar":
+            ok = _grammar_accepts(self.spec, text)
+            return None if ok else f"output {shown!r} is not in {self.name}'s grammar"
         try:
             value = json.loads(text)
         except ValueError as exc:
@@ -131,6 +149,8 @@ class StructuredSource(Source):
             return {"regex": spec}
         if self.kind == "choice":
             return {"choice": json.loads(spec)}
+        if self.kind == "grammar":
+            return {"grammar": f"# pytest-llmperf {nonce}\n{spec}"}
         return {"json": {"$comment": f"pytest-llmperf {nonce}", **json.loads(spec)}}
 
 
@@ -149,6 +169,8 @@ def _plain_endings(ids: list[tuple[int, ...]], tokenizer: Any) -> list[tuple[int
 def _checked(kind: str, spec: Any, index: int) -> str:
     """`spec` as the source keeps it, or InputError naming it and what to fix."""
     where = f"Workload.structured: {kind} spec {index}"
+    if kind == "grammar":
+        return _checked_grammar(spec, where)
     if kind == "regex":
         try:
             re.compile(spec)
@@ -172,6 +194,41 @@ def _checked(kind: str, spec: Any, index: int) -> str:
         raise InputError(f"{where} does not compile: {exc.message} (at {path}); fix the "
                          "schema (https://json-schema.org/understanding-json-schema)") from None
     return json.dumps(spec, sort_keys=True)
+
+
+def _checked_grammar(spec: Any, where: str) -> str:
+    if not (isinstance(spec, str) and spec.strip()):
+        raise InputError(f"{where} must be a grammar in EBNF (text, e.g. 'root ::= \"yes\" | "
+                         f"\"no\"'), got {spec!r}")
+    try:
+        _compiled_grammar(spec)
+    except ImportError:
+        raise InputError(f"{where}: grammars are compiled and their outputs checked with "
+                         "xgrammar, which is not installed here; pip install xgrammar (vLLM "
+                         "installs it)") from None
+    except RuntimeError as exc:  # xgrammar's parser: "[time] file:line: EBNF parser error ..."
+        said = str(exc).strip().splitlines()[0]
+        said = said.split("] ", 1)[-1].split(": ", 1)[-1]
+        raise InputError(f"{where} does not compile ({said}); fix the grammar "
+                         f"({GRAMMAR_DOCS})") from None
+    return spec
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled_grammar(spec: str) -> Any:
+    """`spec` compiled by xgrammar for matching text (no tokenizer: a matcher of strings), as
+    xgrammar's own tests build one (xgrammar/testing.py, _get_matcher_from_grammar)."""
+    import xgrammar
+
+    compiler = xgrammar.GrammarCompiler(xgrammar.TokenizerInfo([]), cache_enabled=False)
+    return compiler.compile_grammar(spec)
+
+
+def _grammar_accepts(spec: str, text: str) -> bool:
+    import xgrammar
+
+    matcher = xgrammar.GrammarMatcher(_compiled_grammar(spec), terminate_without_stop_token=True)
+    return matcher.accept_string(text) and matcher.is_terminated()
 
 
 def distinct_schemas(n: int, values: int = 4) -> list[dict[str, Any]]:

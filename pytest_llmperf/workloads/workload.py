@@ -269,10 +269,10 @@ class Workload:
                    input_tokens: int = 32, max_tokens: int = 64,
                    prompt_format: PromptFormat = "token_ids", **options: Any) -> "Workload":
         """Structured outputs (workloads/structured.py): request i asks for `specs[i % N]`, a
-        JSON schema, a regex or a list of choices (`kind` "json", "regex", "choice"), and its
-        output is checked against it. Each spec is checked here: one that cannot compile fails
-        where the workload is written. Each token-id prompt ends in a plain token (the module
-        says why)."""
+        JSON schema, a regex, a list of choices or an EBNF grammar (`kind` "json", "regex",
+        "choice", "grammar"), and its output is checked against it. Each spec is checked here:
+        one that cannot compile fails where the workload is written. Each token-id prompt ends
+        in a plain token (the module says why)."""
         source = structured.StructuredSource.of(kind, specs, input_tokens=input_tokens,
                                                 max_tokens=max_tokens,
                                                 prompt_format=prompt_format)

@@ -14,6 +14,10 @@ __all__ = ["Refusal", "Refused", "RefusingParser", "first_line", "refusal_of"]
 Refusal = Callable[[list[str]], "str | None"]
 # A converter's repr ("<function loads at 0x7f...>") differs from run to run; its name does not.
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+>")
+# pydantic's first line only counts ("1 validation error for StructuredOutputsConfig"); the
+# field and what it takes follow on the next two lines (pydantic_core's ValidationError text).
+_PYDANTIC_HEAD = re.compile(r"\d+ validation errors? for \w+$")
+_PYDANTIC_TYPE = re.compile(r" \[type=.*$")
 
 
 class Refused(Exception):
@@ -26,7 +30,14 @@ class RefusingParser(argparse.ArgumentParser):
 
 
 def first_line(exc: BaseException) -> str:
-    return _ADDRESS.sub(">", (str(exc).splitlines() or [type(exc).__name__])[0])
+    """The error's first line; for pydantic's count of errors, with the first error's field and
+    message (`...: 1 validation error for StructuredOutputsConfig: backend: Input should be
+    'auto', ...`)."""
+    lines = str(exc).splitlines() or [type(exc).__name__]
+    line = lines[0]
+    if _PYDANTIC_HEAD.search(line) and len(lines) >= 3:
+        line += f": {lines[1].strip()}: {_PYDANTIC_TYPE.sub('', lines[2].strip())}"
+    return _ADDRESS.sub(">", line)
 
 
 def refusal_of(check: Callable[[list[str]], object]) -> Refusal:

@@ -113,10 +113,8 @@ class VllmKind:
         if spec.lora_modules:  # JSON, which any path fits (name=path splits at "=" and ",")
             args += ["--lora-modules", *(json.dumps({"name": name, "path": path})
                                          for name, path in spec.lora_modules)]
-        if isinstance(spec.speculative_config, str):  # already JSON, as vLLM's CLI takes it
-            args += ["--speculative-config", spec.speculative_config]
-        elif spec.speculative_config:
-            args += ["--speculative-config", json.dumps(thaw_pairs(spec.speculative_config))]
+        for name in ("speculative_config", "structured_outputs_config"):
+            args += _json_flag(name, getattr(spec, name))
         return [*args, *extra_flags(spec, STYLE)]
 
     def command(self, spec: SpecFields, python: str, host: str, port: int) -> list[str]:
@@ -149,6 +147,15 @@ class VllmKind:
         return ({"vllm": vllm.__version__},
                 lambda args: refusal(parser, validate_parsed_serve_args, methods, args))
 
+
+
+def _json_flag(name: str, value: Any) -> list[str]:
+    """A config vLLM's CLI takes as JSON (`--speculative-config '{...}'`): written as given when
+    it is already JSON text, else the dict as JSON; nothing when unset."""
+    if not value:
+        return []
+    flag = f"--{name.replace('_', '-')}"
+    return [flag, value if isinstance(value, str) else json.dumps(thaw_pairs(value))]
 
 
 VLLM = VllmKind()

@@ -93,3 +93,21 @@ def test_a_child_that_dies_later_is_replaced_on_the_next_check(tmp_path):
         with pytest.raises(ArgCheckError, match="ended before answering: no output$"):
             check_engines([("engine", engine)])
     assert arg_check._CHECKERS == {}
+
+
+def test_a_pydantic_refusal_names_the_field_and_what_it_takes():
+    """vLLM validates a JSON config flag with pydantic, whose first line only counts errors."""
+    from typing import Literal
+
+    import pydantic
+
+    from pytest_llmperf.engines.kinds.parsing import first_line
+
+    class StructuredOutputsConfig(pydantic.BaseModel):
+        backend: Literal["auto", "xgrammar"] = "auto"
+
+    with pytest.raises(pydantic.ValidationError) as info:
+        StructuredOutputsConfig(backend="xgrammer")
+    assert first_line(info.value) == (
+        "1 validation error for StructuredOutputsConfig: backend: Input should be 'auto' or "
+        "'xgrammar'")

@@ -186,6 +186,25 @@ def test_replace_accepts_a_new_dict_field():
     assert hash(engine) == hash(Engine(model=TINY, extra_args={"swap_space": 2}))
 
 
+def test_the_grammar_backend_is_vllms_json_flag_and_keeps_the_spec_hashable():
+    config = {"backend": "xgrammar", "disable_any_whitespace": True}
+    engine = Engine(model=TINY, structured_outputs_config=config)
+    assert engine.server_args() == ["--model", TINY, "--structured-outputs-config",
+                                    '{"backend": "xgrammar", "disable_any_whitespace": true}']
+    assert hash(engine) == hash(Engine(model=TINY, structured_outputs_config=dict(config)))
+    assert engine.to_dict()["structured_outputs_config"] == config
+    assert engine.replace(seed=1).structured_outputs_config == engine.structured_outputs_config
+    as_json = Engine(model=TINY, structured_outputs_config='{"backend": "guidance"}')
+    assert as_json.server_args()[-1] == '{"backend": "guidance"}'
+    with pytest.raises(ValueError) as info:
+        Engine(model=TINY, structured_outputs_config="xgrammar")
+    assert str(info.value) == (
+        "Engine(structured_outputs_config='xgrammar'): expected a dict (or its JSON string), e.g. "
+        "{'backend': 'xgrammar'}, or None for vLLM's default")
+    with pytest.raises(ValueError, match=r"^Engine\(kind='llamacpp', "):
+        Engine(model=TINY, kind="llamacpp", tokenizer=TINY, structured_outputs_config=config)
+
+
 def test_replace_validates_again():
     with pytest.raises(ValueError, match=r"^Engine\(tensor_parallel_size=0\): expected a whole "):
         Engine(model=TINY).replace(tensor_parallel_size=0)

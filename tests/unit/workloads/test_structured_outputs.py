@@ -21,6 +21,7 @@ from tests.unit.vllm_chunks import DONE, USAGE
 
 TINY = REPO / "suites" / "models" / "tiny-llama"
 
+GRAMMAR = 'root ::= ("yes" | "no") "-" [0-9] [0-9]?'
 SCHEMA = {"type": "object", "properties": {"a": {"enum": ["x", "y"]}}, "required": ["a"],
           "additionalProperties": False}
 
@@ -55,6 +56,34 @@ def test_a_json_body_has_no_forced_length_and_a_fresh_comment_per_build():
     assert body["max_tokens"] == 16
     assert "min_tokens" not in body and "ignore_eos" not in body
     assert body["return_token_ids"] is True
+
+
+def test_a_grammar_is_asked_for_under_a_fresh_comment_per_build_and_checked_as_written():
+    workload = Workload.structured("grammar", [GRAMMAR], num_requests=2, input_tokens=5,
+                                   concurrency=1)
+    first, again = workload.build(1000)[0][0], workload.build(1000)[0][0]
+    asked = dict(first.body)["structured_outputs"]["grammar"]
+    comment, grammar = asked.split("\n", 1)
+    assert comment.startswith("# pytest-llmperf ") and grammar == GRAMMAR
+    assert asked != dict(again.body)["structured_outputs"]["grammar"]  # compiled cold again
+    assert first.check == OutputCheck("grammar", GRAMMAR, "grammar spec 0")
+    import xgrammar  # the commented grammar is the same grammar to the backend's parser
+
+    compiler = xgrammar.GrammarCompiler(xgrammar.TokenizerInfo([]), cache_enabled=False)
+    matcher = xgrammar.GrammarMatcher(compiler.compile_grammar(asked),
+                                      terminate_without_stop_token=True)
+    assert matcher.accept_string("yes-7") and matcher.is_terminated()
+
+
+def test_each_distinct_check_is_prepared_once_before_the_clock(monkeypatch):
+    from pytest_llmperf.client.measurement import prepare_checks
+    from pytest_llmperf.workloads import structured
+
+    requests = built("grammar", [GRAMMAR, 'root ::= "a"'], n=6)
+    compiled = []
+    monkeypatch.setattr(structured, "_compiled_grammar", compiled.append)
+    prepare_checks(requests + built("regex", ["[a-z]"], n=2))
+    assert sorted(compiled) == sorted([GRAMMAR, 'root ::= "a"'])
 
 
 def test_the_workload_records_its_specs_and_a_chat_workload_needs_text():
@@ -105,6 +134,9 @@ def test_every_prompt_ends_where_the_detokenizer_has_no_character_half_read():
     ("regex", "[a-z]{3}", "abcd", "output 'abcd' does not match s's regex"),
     ("choice", '["yes", "no"]', "no", None),
     ("choice", '["yes", "no"]', "maybe", "output 'maybe' is none of s's choices"),
+    ("grammar", GRAMMAR, "no-42", None),
+    ("grammar", GRAMMAR, "no-", "output 'no-' is not in s's grammar"),  # not ended
+    ("grammar", GRAMMAR, "maybe-1", "output 'maybe-1' is not in s's grammar"),
 ])
 def test_an_output_is_checked_against_its_spec(kind, spec, text, problem):
     assert OutputCheck(kind, spec, "s").problem(text) == problem
@@ -137,7 +169,14 @@ def test_distinct_schemas_are_distinct_and_valid():
      "character set at position 0); fix the regex"),
     ("choice", [[]], "Workload.structured: choice spec 0 must be a non-empty list of non-empty "
      "strings, got []"),
-    ("grammar", ["x"], "Workload.structured: kind 'grammar' is not one of json, regex, choice"),
+    ("grammar", ['root ::= ("yes" | "no"'],
+     "Workload.structured: grammar spec 0 does not compile (EBNF parser error at line 1, column "
+     "23: Expect )); fix the grammar "
+     "(https://xgrammar.mlc.ai/docs/tutorials/ebnf_guided_generation.html)"),
+    ("grammar", [""], "Workload.structured: grammar spec 0 must be a grammar in EBNF (text, e.g. "
+     "'root ::= \"yes\" | \"no\"'), got ''"),
+    ("ebnf", ["x"], "Workload.structured: kind 'ebnf' is not one of json, regex, choice, "
+     "grammar"),
     ("json", SCHEMA, "Workload.structured: specs must be a non-empty list (one schema, regex or "
      "choice list per item), got dict"),
 ])
