@@ -60,3 +60,23 @@ LLAMA_70B_TP8 = Engine(
 # H200 guide, FP8: the same engine with FP8 weights, for the guide's throughput target (its FP8
 # figure is TensorRT-LLM's; this is vLLM's FP8).
 LLAMA_70B_TP8_FP8 = LLAMA_70B_TP8.replace(quantization="fp8")
+
+# Ours: structured outputs compile each grammar against the tokenizer's vocabulary, so this 8B
+# engine reads Llama 3.1's own tokenizer files from the Hub (a few MB; the repository is gated:
+# accept Meta's license and set HF_TOKEN on the runner) instead of skipping the tokenizer, and
+# its grammar backend is xgrammar with no whitespace between JSON tokens (random weights would
+# fill a JSON object with whitespace until max_tokens otherwise: docs/workloads.md).
+LLAMA_8B_TOKENIZER = "meta-llama/Llama-3.1-8B-Instruct"
+LLAMA_8B_STRUCTURED = LLAMA_8B.replace(
+    tokenizer=LLAMA_8B_TOKENIZER, extra_args={},
+    structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True})
+
+# Ours: images on LLaVA 1.5 7B (llava-hf's conversion, not gated), random weights. vLLM reads its
+# config, tokenizer, chat template and image processor from the Hub at start (a few MB; no
+# weights with load_format="dummy"); a GPU build has torchvision, so vLLM's own Llava serves it.
+LLAVA_7B = Engine(
+    model="llava-hf/llava-1.5-7b-hf",
+    load_format="dummy",
+    max_model_len=4096,
+    gpu_memory_utilization=0.9,
+)

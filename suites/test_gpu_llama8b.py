@@ -14,12 +14,14 @@ import pytest
 from pytest_llmperf import SLO, Normal, ServerScenario, Workload, judge_server, server_workload
 from pytest_llmperf.engines.lora_adapters import write_random_adapter
 from pytest_llmperf.engines.speculative import pinned_acceptance
+from pytest_llmperf.workloads.structured import distinct_schemas
 from pytest_llmperf.workloads.traces import MOONCAKE_BLOCK_TOKENS, read_trace
 from suites.gpu import (
     LLAMA_8B,
     LLAMA_8B_DP8,
     LLAMA_8B_FP8_KV,
     LLAMA_8B_FP8_WEIGHTS,
+    LLAMA_8B_STRUCTURED,
     LLAMA_8B_TP8,
     MODELS,
 )
@@ -213,3 +215,26 @@ def test_lora_adapters_beside_the_base_model(llmperf, lora_adapters):
                                        output_tokens=256, num_requests=500, concurrency=64))
     assert result.completed == 500, result.first_errors()
     assert sorted(result.by_adapter) == ["a", "b", "base", "c", "d"]
+
+
+# Structured outputs (docs/gpu-suites.md: no publication gives a number for grammar-constrained
+# serving on these engines, so none is asserted): 32 distinct schemas compiled while 32 requests
+# are in flight, and two grammars; every output checked, each spec's first request (compiled
+# cold) timed apart from the rest, all gated against the runner's own baseline.
+GRAMMARS = ['root ::= ("approve" | "reject" | "escalate") ": " [a-z ]{1,40} "."',
+            'root ::= "{" [0-9]{1,3} ("," [0-9]{1,3}){0,7} "}"']
+
+
+@pytest.mark.engine(LLAMA_8B_STRUCTURED)
+def test_structured_outputs_under_load(llmperf):
+    schemas = llmperf.run(Workload.structured("json", distinct_schemas(32), num_requests=512,
+                                              input_tokens=512, max_tokens=64, concurrency=32,
+                                              warmup_requests=0))
+    assert schemas.completed == 512, schemas.first_errors()
+    assert schemas.structured_outputs["invalid"] == 0
+    assert schemas.structured_outputs["cold"]["requests"] == 32
+    grammars = llmperf.run(Workload.structured("grammar", GRAMMARS, num_requests=256,
+                                               input_tokens=512, max_tokens=64, concurrency=32,
+                                               warmup_requests=0))
+    assert grammars.completed == 256, grammars.first_errors()
+    assert grammars.structured_outputs["invalid"] == 0
