@@ -40,6 +40,22 @@ def test_embeddings_at_a_batch_size(llmperf, batch_size):
     assert found["latency_s"]["p50"] == result.e2el_s.p50
 
 
+@pytest.mark.nightly
+def test_rerank_of_documents_against_a_query(llmperf):
+    """32 requests, 4 at a time, each ranking 8 texts of 64 tokens against a query of 16 on the
+    same engine (its scores are cosine similarities of embeddings): every document ranked once,
+    and the server's prompt tokens are the query's and the documents' with the tokenizer's
+    beginning-of-sequence token on each of the 9 texts."""
+    result = llmperf.run(Workload.rerank(query_tokens=16, documents=8, document_tokens=64,
+                                         num_requests=REQUESTS, concurrency=4,
+                                         warmup_requests=2))
+    assert result.completed == REQUESTS, result.first_errors()
+    assert {r.usage_prompt_tokens for r in result.records} == {16 + 8 * 64 + 9}
+    found = result.embeddings
+    assert (found["api"], found["batch_size"], found["failed"]) == ("rerank", 8, 0)
+    assert found["input_throughput_inputs_s"] == 8 * found["request_throughput_req_s"]
+
+
 def test_an_embeddings_workload_for_a_generating_model_is_one_line(llmperf):
     """Refused before anything is sent or started (engines/runner_type.py); the plugin fails
     the test with the line alone."""
@@ -60,5 +76,5 @@ def test_a_generating_workload_for_the_pooling_model_is_one_line(llmperf):
     assert str(caught.value) == (
         f"Workload 'fixed-8in-4out' sends /v1/completions, but engine model {EMBED_CPU.model} "
         "is served as a pooling model (its sentence-transformers modules.json), which generates "
-        "no text: measure it with Workload.embeddings(input_tokens=, batch_size=, ...), or give "
-        "the test a generating model")
+        "no text: measure it with Workload.embeddings(input_tokens=, batch_size=, ...) or "
+        "Workload.rerank(...), or give the test a generating model")

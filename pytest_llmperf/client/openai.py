@@ -19,7 +19,12 @@ import msgspec
 
 from pytest_llmperf import failures
 from pytest_llmperf.client.access import Access
-from pytest_llmperf.client.embeddings import EmbeddingsResponse, embeddings_body, input_count
+from pytest_llmperf.client.embeddings import (
+    EmbeddingsResponse,
+    embeddings_body,
+    input_count,
+    rerank_body,
+)
 from pytest_llmperf.client.http1 import Aborted, ConnectionPool, StreamClosed
 from pytest_llmperf.client.server_kind import VLLM, ServerKind
 from pytest_llmperf.client.sse import ERROR_BODY_CHARS, StreamDecoder
@@ -30,9 +35,10 @@ __all__ = ["ERROR_BODY_CHARS", "ClientOptions", "OpenAIStreamClient"]
 REQUEST_TIMEOUT_S = 600.0  # one request, first byte to last; a long generation on CPU is slow
 CONNECT_TIMEOUT_S = 10.0
 
-Api = Literal["completions", "chat", "embeddings"]
+Api = Literal["completions", "chat", "embeddings", "rerank"]
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions",
-         "embeddings": "/v1/embeddings"}
+         "embeddings": "/v1/embeddings", "rerank": "/v1/rerank"}
+POOLING_APIS = ("embeddings", "rerank")  # one JSON response, no stream (client/embeddings.py)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,6 +91,8 @@ class OpenAIStreamClient:
     def body(self, request: Request) -> dict[str, Any]:
         if self.options.api == "embeddings":  # no stream, no lengths (client/embeddings.py)
             return embeddings_body(self.model, request, self.options.extra_body)
+        if self.options.api == "rerank":
+            return rerank_body(self.model, request, self.options.extra_body)
         body: dict[str, Any] = {
             "model": self.model,
             "max_tokens": request.output_tokens,
@@ -124,8 +132,9 @@ class OpenAIStreamClient:
             tool_calls=[] if any(name == "tools" for name, _ in request.body) else None,
             model=next((value for name, value in request.body if name == "model"), None),
         )
-        decoder = (EmbeddingsResponse(record, input_count(request))
-                   if self.options.api == "embeddings"
+        decoder = (EmbeddingsResponse(record, input_count(request),
+                                      rerank=self.options.api == "rerank")
+                   if self.options.api in POOLING_APIS
                    else StreamDecoder(record, self.options.server.chunk_per_token))
         self.in_flight[id(record)] = record
         try:

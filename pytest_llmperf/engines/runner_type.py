@@ -33,7 +33,8 @@ POOLING_SUFFIXES = ("ForTextEncoding", "EmbeddingModel", "ForSequenceClassificat
                     "ForTokenClassification", "ClassificationModel", "RewardModel",
                     "ForRewardModeling")
 ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions",
-             "embeddings": "/v1/embeddings"}
+             "embeddings": "/v1/embeddings", "rerank": "/v1/rerank"}
+POOLING_APIS = ("embeddings", "rerank")
 
 
 def runner_type(model: str, extra_args: dict[str, Any]) -> tuple[RunnerType, str] | None:
@@ -67,7 +68,7 @@ def check_api(engine: Any, workload_name: str, api: str) -> None:
     if engine.kind != DEFAULT:
         return
     found = runner_type(engine.model, thaw_pairs(engine.extra_args))
-    if found is None or (found[0] == "pooling") == (api == "embeddings"):
+    if found is None or (found[0] == "pooling") == (api in POOLING_APIS):
         return
     runner, why = found
     where = (f"Workload {workload_name!r} sends {ENDPOINTS.get(api, api)}, but engine model "
@@ -78,5 +79,6 @@ def check_api(engine: Any, workload_name: str, api: str) -> None:
                          "modules.json, as suites/models/tiny-llama-embed has), or start this "
                          "one as one with Engine(extra_args={'runner': 'pooling'})")
     raise InputError(f"{where}, which generates no text: measure it with "
-                     "Workload.embeddings(input_tokens=, batch_size=, ...), or give the test a "
+                     "Workload.embeddings(input_tokens=, batch_size=, ...) or "
+                     "Workload.rerank(...), or give the test a "
                      "generating model")

@@ -1,5 +1,6 @@
 """Embeddings' numbers (workloads/embeddings.py sends them): requests/s, inputs/s, input
-tokens/s and the request latency's percentiles, for the -v line and the run file.
+tokens/s and the request latency's percentiles, for the -v line and the run file. A rerank is
+read the same way, its documents as the inputs (a rerank request's `batch_size`).
 
 They are the run's own metrics read under their embeddings names: `request_throughput_req_s`,
 `prompt_throughput_tok_s` (the server's `usage.prompt_tokens` over the run's duration) and
@@ -22,11 +23,14 @@ def of_run(workload: Mapping[str, Any], metrics: Mapping[str, float]) -> dict[st
     """`summary` of a run of `workload` (its recorded identity: Workload.to_dict), with its
     source's `batch_size` (1 for a source without one); None for a run that is not an
     embeddings one."""
-    if workload.get("api") != "embeddings":
+    api = workload.get("api")
+    if api not in ("embeddings", "rerank"):
         return None
     source = workload.get("source")
-    batch = source.get("batch_size", 1) if isinstance(source, Mapping) else 1
-    return summary(metrics, batch)
+    field = "documents" if api == "rerank" else "batch_size"
+    batch = source.get(field, 1) if isinstance(source, Mapping) else 1
+    found = summary(metrics, batch)
+    return {"api": api, **found} if api == "rerank" else found
 
 
 def summary(metrics: Mapping[str, float], batch_size: int) -> dict[str, Any]:
@@ -45,9 +49,12 @@ def summary(metrics: Mapping[str, float], batch_size: int) -> dict[str, Any]:
 def note(found: Mapping[str, Any]) -> str:
     """The -v line: the batch, the rates and the latency percentiles."""
     latency = ", ".join(f"{stat} {_ms(found['latency_s'][stat])}" for stat in LATENCY_STATS)
-    return (f"embeddings (batch {found['batch_size']}): {found['requests']} requests, "
+    rerank = found.get("api") == "rerank"
+    what = (f"rerank ({found['batch_size']} documents a query)" if rerank
+            else f"embeddings (batch {found['batch_size']})")
+    return (f"{what}: {found['requests']} requests, "
             f"{found['failed']} failed; {found['request_throughput_req_s']:.2f} req/s, "
-            f"{found['input_throughput_inputs_s']:.1f} inputs/s, "
+            f"{found['input_throughput_inputs_s']:.1f} {'documents' if rerank else 'inputs'}/s, "
             f"{found['input_throughput_tok_s']:.0f} input tok/s; latency {latency}")
 
 

@@ -1,6 +1,7 @@
 """Embeddings: requests to /v1/embeddings, each carrying `batch_size` inputs of `input_tokens`
 tokens, answered with one embedding per input in one JSON response (no stream, no output
-tokens: a request's latency is the whole measurement).
+tokens: a request's latency is the whole measurement). Rerank: requests to /v1/rerank, each
+one query and `documents` documents, answered with a score per document (`RerankSource`).
 
 The body is OpenAI's embeddings request as vLLM 0.32 takes it (`EmbeddingCompletionRequest` in
 vllm/entrypoints/pooling/embed/protocol.py, `encoding_format` in
@@ -24,7 +25,7 @@ from pytest_llmperf.records import Request
 from pytest_llmperf.workloads import prompts
 from pytest_llmperf.workloads.source import PromptFormat, Source
 
-__all__ = ["EmbeddingsSource", "embeddings_request"]
+__all__ = ["EmbeddingsSource", "RerankSource", "embeddings_request"]
 
 ENCODING_FORMAT = "base64"
 
@@ -62,3 +63,34 @@ def embeddings_request(inputs: list[Any], prompt_tokens: int) -> Request:
                    prompt_tokens=prompt_tokens, output_tokens=0, forced_length=False,
                    body=(("input", field), ("encoding_format", ENCODING_FORMAT)))
 
+
+
+@dataclass(frozen=True, kw_only=True)
+class RerankSource(Source):
+    """Request i asks /v1/rerank to rank `documents` texts of `document_tokens` tokens against
+    one query of `query_tokens` (vLLM's `RerankRequest`, vllm/entrypoints/pooling/scoring/
+    protocol.py: `query` and `documents` are text, never token ids, so the prompts are texts of
+    exact length in the model's tokenizer). `top_n` is left at 0, every document ranked."""
+
+    query_tokens: int
+    documents: int
+    document_tokens: int
+    prompt_format: PromptFormat = "text"
+
+    def __post_init__(self) -> None:
+        for name in ("query_tokens", "documents", "document_tokens"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value >= 1):
+                raise InputError(f"Workload.rerank: {name} must be a whole number >= 1, "
+                                 f"got {value!r}")
+
+    def requests(self, n: int, tokenizer: Any, rng: np.random.Generator) -> list[Request]:
+        queries = prompts.text_prompts([self.query_tokens] * n, tokenizer, rng)
+        documents = prompts.text_prompts([self.document_tokens] * (n * self.documents),
+                                         tokenizer, rng)
+        per = self.documents
+        return [Request(prompt=str(query), output_tokens=0, forced_length=False,
+                        prompt_tokens=self.query_tokens + per * self.document_tokens,
+                        body=(("query", str(query)),
+                              ("documents", [str(d) for d in documents[i * per:(i + 1) * per]])))
+                for i, query in enumerate(queries)]

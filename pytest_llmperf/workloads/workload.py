@@ -124,7 +124,7 @@ class Workload:
     seed: int = 0
     warmup_requests: int = 0
     duration_s: float | None = None
-    api: Literal["completions", "chat", "embeddings"] = "completions"
+    api: Literal["completions", "chat", "embeddings", "rerank"] = "completions"
     # "cold": the engine's prefix cache is emptied after the warm-up, before each measured run
     # (client/cache_reset.py); "warm", the default: whatever earlier requests left in it.
     prefix_cache: Literal["warm", "cold"] = "warm"
@@ -324,6 +324,17 @@ class Workload:
         name = options.pop("name", f"embed-{batch_size}x{input_tokens}in")
         return cls.of(source, name=name, num_requests=num_requests, api="embeddings",
                       **options)
+
+    @classmethod
+    def rerank(cls, *, query_tokens: int, documents: int, document_tokens: int,
+               num_requests: int, **options: Any) -> "Workload":
+        """Rerank (workloads/embeddings.py): each request to /v1/rerank ranks `documents` texts
+        of `document_tokens` tokens against a query of `query_tokens`; measured as embeddings
+        are, a document counted as an input (metrics/embeddings.py)."""
+        source = embeddings.RerankSource(query_tokens=query_tokens, documents=documents,
+                                         document_tokens=document_tokens)
+        name = options.pop("name", f"rerank-{documents}x{document_tokens}in")
+        return cls.of(source, name=name, num_requests=num_requests, api="rerank", **options)
 
     @classmethod
     def images(cls, *, images_per_request: int = 1, width: int, height: int,

@@ -1,5 +1,5 @@
-"""The client's /v1/embeddings path (client/embeddings.py): the body, and real round trips
-against the canned server, a complete response and the ones that fail."""
+"""The client's /v1/embeddings and /v1/rerank paths (client/embeddings.py): the body, and real
+round trips against the canned server, a complete response and the ones that fail."""
 
 from __future__ import annotations
 
@@ -115,3 +115,54 @@ def test_the_engines_count_of_a_batch_is_its_inputs_not_a_second_client():
         "the engine finished 40 requests in the measured window, the client completed 32 "
         "(1 failed): the server's timings (server:*_s) cover other requests too; another client "
         "of the same server?")
+
+
+RERANK = Request(prompt="which", prompt_tokens=7, output_tokens=0, forced_length=False,
+                 body=(("query", "which"), ("documents", ["a b", "c d", "e f"])))
+
+
+def ranking(*indexes: int) -> bytes:
+    return json.dumps({
+        "id": "rerank-1", "model": MODEL, "usage": {"prompt_tokens": 9, "total_tokens": 9},
+        "results": [{"index": i, "document": {"text": "x"}, "relevance_score": 0.5 - i / 10}
+                    for i in indexes]}).encode()
+
+
+def test_a_rerank_body_is_the_query_and_documents():
+    c = client("rerank")
+    assert c.path == "/v1/rerank"
+    assert c.body(RERANK) == {"model": MODEL, "query": "which",
+                              "documents": ["a b", "c d", "e f"]}
+    assert input_count(RERANK) == 3
+
+
+def test_a_complete_ranking_is_one_chunk_and_the_query_counts_as_an_engine_request(server):
+    server.body = ranking(2, 0, 1)
+    record = send(server.url, RERANK, api="rerank")
+    assert record.error is None and record.ok
+    assert (record.chunk_tokens, record.usage_prompt_tokens) == ([0], 9)
+    # an embedding model embeds the query and each document apart: 4 requests to vLLM
+    assert record.engine_requests == 4
+    path, body = server.requests[0]
+    assert (path, body["documents"]) == ("/v1/rerank", ["a b", "c d", "e f"])
+
+
+@pytest.mark.parametrize("indexes, error", [
+    ((0, 1), "the response ranks 2 documents (2 distinct indexes) of the 3 sent"),
+    ((0, 1, 1), "the response ranks 3 documents (2 distinct indexes) of the 3 sent"),
+])
+def test_a_ranking_without_every_document_once_fails(server, indexes, error):
+    server.body = ranking(*indexes)
+    record = send(server.url, RERANK, api="rerank")
+    assert (record.error, record.error_kind) == (error, INVALID_OUTPUT)
+
+
+def test_a_body_that_is_not_a_ranking_is_malformed():
+    record = RequestRecord(index=0, expected_prompt_tokens=7, expected_output_tokens=0,
+                           scheduled_s=0.0)
+    sink = EmbeddingsResponse(record, 3, rerank=True)
+    sink.feed_reads(b'{"data": []}', [12], [3.0])
+    sink.judge()
+    assert (record.error_kind, record.error) == (
+        MALFORMED, "not a rerank response (Object missing required field `results`): "
+                   "b'{\"data\": []}'")

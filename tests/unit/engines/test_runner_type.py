@@ -62,12 +62,22 @@ def test_a_generating_workload_on_a_pooling_model_is_one_line(api, path):
     assert str(caught.value) == (
         f"Workload 'fixed-32in-8out' sends {path}, but engine model {POOLING} is served as a "
         "pooling model (its sentence-transformers modules.json), which generates no text: "
-        "measure it with Workload.embeddings(input_tokens=, batch_size=, ...), or give the "
-        "test a generating model")
+        "measure it with Workload.embeddings(input_tokens=, batch_size=, ...) or "
+        "Workload.rerank(...), or give the test a generating model")
+
+
+def test_a_rerank_workload_on_a_generating_model_is_one_line(tmp_path):
+    (tmp_path / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
+    with pytest.raises(InputError) as caught:
+        check_api(Engine(model=str(tmp_path)), "rerank-4x32in", "rerank")
+    assert str(caught.value).startswith(
+        f"Workload 'rerank-4x32in' sends /v1/rerank, but engine model {tmp_path} is served as a "
+        "generating model (architecture LlamaForCausalLM): measure an embedding model")
 
 
 def test_what_the_model_serves_and_other_kinds_pass():
     check_api(Engine(model=POOLING), "embed", "embeddings")
+    check_api(Engine(model=POOLING), "rerank", "rerank")
     check_api(Engine(model=GENERATING), "fixed", "completions")
     check_api(Engine(model=GENERATING, extra_args={"runner": "pooling"}), "embed", "embeddings")
     check_api(Engine(model=GENERATING, kind="sglang"), "embed", "embeddings")  # vLLM's rule only

@@ -56,3 +56,15 @@ def test_a_run_is_read_by_its_recorded_workload():
     assert of_run({"api": "embeddings", "source": {"type": "Synthetic"}},
                   metrics)["batch_size"] == 1  # another source sent on /v1/embeddings
     assert of_run({"api": "completions", "source": {}}, metrics) is None
+
+
+def test_a_rerank_is_read_as_embeddings_of_its_documents():
+    metrics = {"completed": 2.0, "failed": 0.0, "request_throughput_req_s": 4.0,
+               "prompt_throughput_tok_s": 1024.0, "e2el_s.p50": 0.2}
+    rerank = {"api": "rerank", "source": {"type": "RerankSource", "documents": 16}}
+    found = of_run(rerank, metrics)
+    assert (found["api"], found["batch_size"], found["input_throughput_inputs_s"]) == (
+        "rerank", 16, 64.0)
+    assert note(found).startswith("rerank (16 documents a query): 2 requests, 0 failed; "
+                                  "4.00 req/s, 64.0 documents/s, 1024 input tok/s; latency "
+                                  "p50 200.0 ms")
