@@ -5,11 +5,10 @@ writes, saved on another host, is refused before any engine starts. Its model is
 Hub id, `acme/tiny-llama`, found in an offline Hugging Face cache (tests/hub_cache.py) by the
 prompts' tokenizer and both engines: how users name models, proved here without an engine start
 of its own (tests/integration/test_hub_model.py, the README's first test so named, is
-nightly). B = A says the outputs were identical and, on a workload too small for its
-tolerance, is INCONCLUSIVE, failing under --llmperf-inconclusive fail (passing under the default
-`warn`: nightly); B in float32 against A in bfloat16 gives other outputs, which fail under
---llmperf-outputs must-match. The same paths with injected measurements:
-tests/plugin/test_upgrade_gate_plugin.py."""
+nightly). B in float32 against A in bfloat16 gives other outputs, which fail under
+--llmperf-outputs must-match. B = A, INCONCLUSIVE on a tiny workload, is a verdict on noise:
+tests/integration/test_inconclusive_real.py runs it alone. The same paths with injected
+measurements: tests/plugin/test_upgrade_gate_plugin.py."""
 
 from __future__ import annotations
 
@@ -19,51 +18,23 @@ import os
 import pytest
 
 from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
-from tests.hub_cache import tiny_llama_hub
+from tests.integration.upgrade_ab import prepared, run_ab
 
 # Verdicts on token counts and digests, not on timings: beside other tests is fine.
 pytestmark = [requires_vllm, pytest.mark.shares_machine]
 
 EARLY_STOP = REPO / "tests" / "integration" / "early_stop"
 
-SUITE = """
-import pytest
-from pytest_llmperf import Workload
-from suites.tiny import TINY_CPU
-
-pytestmark = pytest.mark.engine(TINY_CPU.replace(model="acme/tiny-llama", max_num_seqs=8))
-
-def test_concurrent(llmperf):
-    llmperf.run(Workload.fixed(input_tokens=32, output_tokens=16, num_requests=%d,
-                               concurrency=4, warmup_requests=1))
-"""
-
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
-    # HF_HOME and HF_HUB_OFFLINE=1 in os.environ, which both engines' processes inherit.
-    tiny_llama_hub(pytester.path / "hf-home", monkeypatch)
-    return pytester
-
-
-def _ab(suite, side_b: dict, *args: str, requests: int = 16, timeout: int = 400):
-    suite.makepyfile(test_ab_suite=SUITE % requests)
-    return suite.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-rfE", "--llmperf-summary", "full",
-        "--llmperf-ab", json.dumps(side_b), "--llmperf-ab-pairs", "1",
-        "--llmperf-ab-confirm-pairs", "0", "--llmperf-client-check", "warn",
-        "--llmperf-json", "run.json", *args, timeout=timeout)
-
-
-def _flat(result) -> str:
-    return " ".join(result.stdout.str().split())
+    return prepared(pytester, monkeypatch)
 
 
 def test_a_side_b_that_stops_early_is_not_comparable_and_another_host_is_refused(suite):
     early = {"env": {"PYTHONPATH": os.pathsep.join([str(EARLY_STOP), str(REPO)]),
                      "LLMPERF_INDUCED_STOP_AFTER": "2"}}
-    result = _ab(suite, early)
+    result = run_ab(suite, early)
     assert leftover_vllm_processes() == []
     commands = [log.read_text(errors="replace").splitlines()[0]
                 for log in (suite.path / ".llmperf" / "logs").glob("vllm-*.log")]
@@ -99,35 +70,8 @@ def test_a_side_b_that_stops_early_is_not_comparable_and_another_host_is_refused
     assert list((suite.path / ".llmperf" / "logs").glob("*")) == []
 
 
-SAME = {"env": {"UNREAD_VAR": "B"}}
-
-
-def test_b_equal_to_a_on_a_tiny_workload_is_inconclusive_and_fails_under_fail(suite):
-    """The real engine's noise on 2 requests, 2 pairs: B = A cannot be told from a change of
-    the tolerance's size, and `fail` fails it with the spread in the line; its outputs are
-    identical. That `warn` lets the same verdict pass is the plugin test's
-    (tests/plugin/test_upgrade_gate_plugin.py) and the nightly's below."""
-    failed = _ab(suite, SAME, "--llmperf-ab-pairs", "2", "--llmperf-inconclusive", "fail",
-                 requests=2)
-    failed.assert_outcomes(failed=1)
-    failed.stdout.re_match_lines([
-        r"INCONCLUSIVE \(--llmperf-inconclusive fail\): .* spread \d+% \(robust sd\), so 2 "
-        r"pairs resolve only about \d+%.*"])
-    assert "test_concurrent (B): outputs identical on 2 of 2 requests" in _flat(failed)
-    assert leftover_vllm_processes() == []
-
-
-@pytest.mark.nightly  # the same verdict under the default `warn`: two more engine starts
-def test_b_equal_to_a_on_a_tiny_workload_passes_inconclusive_under_warn(suite):
-    warned = _ab(suite, SAME, "--llmperf-ab-pairs", "2", requests=2)
-    warned.assert_outcomes(passed=1)
-    flat = _flat(warned)
-    assert "test_concurrent (B): outputs identical on 2 of 2 requests" in flat
-    assert "InconclusiveWarning" in flat
-
-
 def test_float32_against_bfloat16_changes_outputs_a_note_unless_they_must_match(suite):
-    result = _ab(suite, {"dtype": "float32"}, "--llmperf-outputs", "must-match", requests=8)
+    result = run_ab(suite, {"dtype": "float32"}, "--llmperf-outputs", "must-match", requests=8)
     result.assert_outcomes(failed=1)
     result.stdout.re_match_lines([
         r"NOT COMPARABLE: the two sides did not execute the same work: outputs differ on [1-8] "
