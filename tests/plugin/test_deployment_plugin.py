@@ -19,6 +19,7 @@ import pytest
 from pytest_llmperf.clientbench.mockprocess import MockProcess
 from pytest_llmperf.engines.server import free_port
 from tests.conftest import REPO
+from tests.plugin.mock_endpoint import CALM, mock_fixture
 from tests.tls import TlsProxy, make_certs
 
 ARCH = REPO / "suites" / "models" / "tiny-llama-arch"
@@ -33,19 +34,14 @@ def test_x(llmperf):
 KEY = "sk-planted-endpoint-key-789"
 GATEWAY_TOKEN = "gw-planted-token-321"
 PASSWORD = "pw-planted-654"
-# A busy machine (pytest-xdist workers on 2 cores) must not turn these into client-limited failures;
-# one client process keeps the reader this process chose (LLMPERF_NO_EXTENSIONS).
-CALM = ("--llmperf-client-check", "warn", "--llmperf-client-workers", "1")
+# CALM: a busy machine (pytest-xdist workers on 2 cores) must not turn these into client-limited
+# failures; one client process keeps the reader this process chose (LLMPERF_NO_EXTENSIONS).
 # the summary's row (short or -v): 6 requests ok, 0 failed
 ROW = re.compile(r"^ *(test_suite\.py::)?test_x .* 6 +0 ")
 
 
-@pytest.fixture(scope="module")
-def keyed():
-    """A server behind an API key, as `vllm serve --api-key` is."""
-    server = MockProcess(0.005, require_headers={"Authorization": f"Bearer {KEY}"})
-    yield server
-    server.stop()
+# A server behind an API key, as `vllm serve --api-key` is.
+keyed = mock_fixture(0.005, require_headers={"Authorization": f"Bearer {KEY}"})
 
 
 @pytest.fixture(scope="module")

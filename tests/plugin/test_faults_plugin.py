@@ -9,6 +9,7 @@ import re
 import pytest
 
 from tests.conftest import REPO
+from tests.plugin.mock_endpoint import mock_fixture
 
 ARCH = REPO / "suites" / "models" / "tiny-llama-arch"  # config.json only: token-id prompts
 
@@ -95,13 +96,7 @@ def test_x(llmperf):
 CALM = ("--llmperf-client-check", "warn")
 
 
-@pytest.fixture(scope="module")
-def mock():
-    from pytest_llmperf.clientbench.bench import MockProcess
-
-    server = MockProcess(0.005)
-    yield server
-    server.stop()
+mock = mock_fixture(0.005)
 
 
 def test_failed_requests_are_counted_by_kind_in_the_failure_and_the_run_file(

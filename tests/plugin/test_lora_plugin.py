@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 
 import httpcore  # noqa: F401  (imported before any in-process run: test_deployment_plugin.py)
-import pytest
 
-from pytest_llmperf.clientbench.mockprocess import MockProcess
 from tests.conftest import REPO
+from tests.plugin.mock_endpoint import mock_fixture
 
 ARCH = REPO / "suites" / "models" / "tiny-llama-arch"
 SUITE = """
@@ -28,11 +27,7 @@ def test_split(llmperf):
 """
 
 
-@pytest.fixture(scope="module")
-def mock():
-    server = MockProcess(0.005)
-    yield server
-    server.stop()
+mock = mock_fixture(0.005)
 
 
 def test_each_adapter_and_the_base_model_are_rows_of_their_own(pytester, mock):

@@ -11,8 +11,8 @@ import httpcore  # noqa: F401  (imported before any in-process run: test_deploym
 import pytest
 import tomlkit
 
-from pytest_llmperf.clientbench.mockprocess import MockProcess
 from tests.conftest import REPO
+from tests.plugin.mock_endpoint import CALM, mock_fixture
 
 ARCH = REPO / "suites" / "models" / "tiny-llama-arch"
 SUITE = """
@@ -31,15 +31,10 @@ def test_probed(llmperf):
     assert result.completed == 24 and result.probes.completed == 11
     assert result.output_tokens == 24 * 16 and result.probes.output_tokens == 11 * 6
 """
-CALM = ("--llmperf-client-check", "warn", "--llmperf-client-workers", "1")
 TABLE = "baselines/cpu/test_suite.toml"
 
 
-@pytest.fixture(scope="module")
-def mock():
-    server = MockProcess(0.02)  # TTFT ~20 ms: a client check whose lag limit a busy CI allows
-    yield server
-    server.stop()
+mock = mock_fixture(0.02)  # TTFT ~20 ms: a client check whose lag limit a busy CI allows
 
 
 def run(pytester: pytest.Pytester, url: str, *args: str) -> tuple[pytest.RunResult, dict]:

@@ -10,6 +10,7 @@ import pytest
 
 from pytest_llmperf.client import progressline
 from tests.conftest import REPO
+from tests.plugin.mock_endpoint import mock_fixture
 
 ARCH = REPO / "suites" / "models" / "tiny-llama-arch"
 SUITE = """
@@ -26,13 +27,7 @@ CALM = ("--llmperf-client-check", "warn")
 PROGRESS = re.compile(r"test_suite\.py::test_x  \d+/12 requests  [\d,]+ tok/s  \d+ s")
 
 
-@pytest.fixture(scope="module")
-def mock():
-    from pytest_llmperf.clientbench.bench import MockProcess
-
-    server = MockProcess(0.01)
-    yield server
-    server.stop()
+mock = mock_fixture(0.01)
 
 
 def run(pytester: pytest.Pytester, url: str) -> list[str]:

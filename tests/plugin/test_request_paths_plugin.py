@@ -11,8 +11,8 @@ import json
 import httpcore  # noqa: F401  (imported before any in-process run: test_deployment_plugin.py)
 import pytest
 
-from pytest_llmperf.clientbench.mockprocess import MockProcess
 from tests.conftest import REPO
+from tests.plugin.mock_endpoint import CALM, mock_fixture
 
 ARCH = REPO / "suites" / "models" / "tiny-llama-arch"
 SUITE = """
@@ -32,14 +32,9 @@ def test_cold(llmperf):
 def test_structured(llmperf):
     llmperf.run(Workload.structured("regex", [r"[0-9]+"], num_requests=6, concurrency=2))
 """
-CALM = ("--llmperf-client-check", "warn", "--llmperf-client-workers", "1")
 
 
-@pytest.fixture(scope="module")
-def mock():
-    server = MockProcess(0.005)
-    yield server
-    server.stop()
+mock = mock_fixture(0.005)
 
 
 def run(pytester: pytest.Pytester, url: str) -> tuple[pytest.RunResult, dict]:

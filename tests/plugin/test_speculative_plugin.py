@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 
 import httpcore  # noqa: F401  (imported before any in-process run: test_deployment_plugin.py)
-import pytest
 
-from pytest_llmperf.clientbench.mockprocess import MockProcess
 from tests.conftest import REPO
+from tests.plugin.mock_endpoint import CALM, mock_fixture
 
 ARCH = REPO / "suites" / "models" / "tiny-llama-arch"
 SUITE = """
@@ -28,14 +27,9 @@ def test_pinned(llmperf):
                                         concurrency=2))
     result.expect_acceptance()
 """
-CALM = ("--llmperf-client-check", "warn", "--llmperf-client-workers", "1")
 
 
-@pytest.fixture(scope="module")
-def mock():
-    server = MockProcess(0.005)
-    yield server
-    server.stop()
+mock = mock_fixture(0.005)
 
 
 def test_a_pin_the_server_did_not_count_fails_with_its_line(pytester, mock):
