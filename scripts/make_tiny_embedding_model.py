@@ -24,9 +24,7 @@ What it writes, and why
 
 from __future__ import annotations
 
-import argparse
-import json
-import pathlib
+from tiny_derived import SOURCE, derived_folder, read_json, write_json
 
 COPIED = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 MODULES = [
@@ -39,21 +37,9 @@ POOLING_MODES = ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens
                  "weightedmean_tokens", "lasttoken")
 
 
-def write_json(path: pathlib.Path, data: object) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-
-
 def main() -> None:
-    models = pathlib.Path(__file__).resolve().parent.parent / "suites" / "models"
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=pathlib.Path, default=models / "tiny-llama-embed")
-    out = parser.parse_args().out
-    out.mkdir(parents=True, exist_ok=True)
-    source = models / "tiny-llama"
-    for name in COPIED:
-        (out / name).write_bytes((source / name).read_bytes())
-    config = json.loads((source / "config.json").read_text(encoding="utf-8"))
+    out = derived_folder(__doc__.splitlines()[0], "tiny-llama-embed", COPIED)
+    config = read_json(SOURCE / "config.json")
     config["architectures"] = ["LlamaModel"]
     write_json(out / "config.json", config)
     write_json(out / "modules.json", MODULES)

@@ -32,9 +32,9 @@ What it writes, and why
 
 from __future__ import annotations
 
-import argparse
 import json
-import pathlib
+
+from tiny_derived import SOURCE, derived_folder, read_json, write_json
 
 COPIED = ("special_tokens_map.json", "generation_config.json")
 IMAGE_TOKEN = "<image>"
@@ -57,15 +57,6 @@ VISION_CONFIG = {
     "image_size": IMAGE_SIZE, "patch_size": PATCH_SIZE, "projection_dim": 64,
     "hidden_act": "quick_gelu", "layer_norm_eps": 1e-05, "attention_dropout": 0.0,
 }
-
-
-def write_json(path: pathlib.Path, data: object) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-
-
-def read_json(path: pathlib.Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def llava_config(text: dict, image_token_id: int) -> dict:
@@ -101,21 +92,14 @@ def with_image_token(tokenizer: dict) -> tuple[dict, int]:
 
 
 def main() -> None:
-    models = pathlib.Path(__file__).resolve().parent.parent / "suites" / "models"
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=pathlib.Path, default=models / "tiny-llava")
-    out = parser.parse_args().out
-    out.mkdir(parents=True, exist_ok=True)
-    source = models / "tiny-llama"
-    for name in COPIED:
-        (out / name).write_bytes((source / name).read_bytes())
-    tokenizer, image_token_id = with_image_token(read_json(source / "tokenizer.json"))
+    out = derived_folder(__doc__.splitlines()[0], "tiny-llava", COPIED)
+    tokenizer, image_token_id = with_image_token(read_json(SOURCE / "tokenizer.json"))
     (out / "tokenizer.json").write_text(json.dumps(tokenizer, indent=2, ensure_ascii=False)
                                         + "\n", encoding="utf-8")
-    tokenizer_config = read_json(source / "tokenizer_config.json")
+    tokenizer_config = read_json(SOURCE / "tokenizer_config.json")
     tokenizer_config["chat_template"] = CHAT_TEMPLATE
     write_json(out / "tokenizer_config.json", tokenizer_config)
-    write_json(out / "config.json", llava_config(read_json(source / "config.json"),
+    write_json(out / "config.json", llava_config(read_json(SOURCE / "config.json"),
                                                  image_token_id))
     write_json(out / "preprocessor_config.json", image_processor())
     write_json(out / "processor_config.json", {
