@@ -24,6 +24,7 @@ from pytest_llmperf.client.openai import ClientOptions, OpenAIStreamClient
 from pytest_llmperf.client.patterns import Concurrency, LoadPattern
 from pytest_llmperf.client.server_metrics import ServerMetricsSampler
 from pytest_llmperf.client.watchdog import Watchdog
+from pytest_llmperf.failures import INVALID_OUTPUT
 from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.metrics import phases
 from pytest_llmperf.records import ClientStats, Request, RequestRecord
@@ -63,7 +64,10 @@ def finished(records: list[RequestRecord], sampler: ServerMetricsSampler, stats:
     warning says so (metrics/phases.py)."""
     summary = sampler.summary()
     completed = sum(record.ok for record in records)
-    served = sum(record.engine_requests for record in records if record.ok)  # vLLM's count
+    # vLLM's count: what it finished, an output the client's check refused included (the
+    # engine served it whole; workloads/structured.py)
+    served = sum(record.engine_requests for record in records
+                 if record.ok or record.error_kind == INVALID_OUTPUT)
     mismatch = phases.count_note(summary.get("e2el_s.n"), served, len(records) - completed)
     warning = "; ".join(text for text in (sampler.warning, mismatch) if text) or None
     return Measurement(records, summary, warning, stats, client_error,

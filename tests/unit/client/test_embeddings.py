@@ -96,18 +96,18 @@ def test_a_generating_servers_404_fails_the_request_with_its_words(server):
 def test_the_engines_count_of_a_batch_is_its_inputs_not_a_second_client():
     """vLLM's request counters count each input of a batch: 4 requests of 8 inputs are 32 to
     it, which is no sign of another client (client/measurement.py's count check)."""
-    def batch_of_8(index: int, ok: bool) -> RequestRecord:
+    def batch_of_8(index: int, ok: bool, failure: str = "server_error") -> RequestRecord:
         record = RequestRecord(index=index, expected_prompt_tokens=8, expected_output_tokens=0,
                                scheduled_s=0.0, sent_s=1.0, done_s=2.0, engine_requests=8)
         if ok:
             record.chunk_times_s, record.chunk_tokens = [2.0], [0]
         else:
-            record.error, record.error_kind = "HTTP 500: x", "server_error"
+            record.error, record.error_kind = "x", failure
         return record
 
-    def measured(engine_count: float):
+    def measured(engine_count: float, failure: str = "server_error"):
         sampler = SimpleNamespace(summary=lambda: {"e2el_s.n": engine_count}, warning=None)
-        records = [batch_of_8(i, ok=i < 4) for i in range(5)]
+        records = [batch_of_8(i, ok=i < 4, failure=failure) for i in range(5)]
         return finished(records, sampler, ClientStats(), SimpleNamespace(stall=None)).warning
 
     assert measured(32.0) is None
@@ -115,6 +115,8 @@ def test_the_engines_count_of_a_batch_is_its_inputs_not_a_second_client():
         "the engine finished 40 requests in the measured window, the client completed 32 "
         "(1 failed): the server's timings (server:*_s) cover other requests too; another client "
         "of the same server?")
+    # An output the client's check refused was served whole: the engine counted it.
+    assert measured(40.0, failure=INVALID_OUTPUT) is None
 
 
 RERANK = Request(prompt="which", prompt_tokens=7, output_tokens=0, forced_length=False,
