@@ -64,7 +64,6 @@ def embeddings_request(inputs: list[Any], prompt_tokens: int) -> Request:
                    body=(("input", field), ("encoding_format", ENCODING_FORMAT)))
 
 
-
 @dataclass(frozen=True, kw_only=True)
 class RerankSource(Source):
     """Request i asks /v1/rerank to rank `documents` texts of `document_tokens` tokens against
