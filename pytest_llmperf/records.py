@@ -9,6 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# Where each of a workload's `api`s is sent (the client) and named in a refusal (the engines'
+# checks), and those answered by one JSON document instead of a stream, measured as embeddings
+# are (client/embeddings.py, metrics/embeddings.py).
+API_PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions",
+             "embeddings": "/v1/embeddings", "rerank": "/v1/rerank"}
+POOLING_APIS = ("embeddings", "rerank")
+
 
 @dataclass(frozen=True, slots=True)
 class Request:

@@ -28,7 +28,7 @@ from pytest_llmperf.client.embeddings import (
 from pytest_llmperf.client.http1 import Aborted, ConnectionPool, StreamClosed
 from pytest_llmperf.client.server_kind import VLLM, ServerKind
 from pytest_llmperf.client.sse import ERROR_BODY_CHARS, StreamDecoder
-from pytest_llmperf.records import Request, RequestRecord
+from pytest_llmperf.records import API_PATHS, POOLING_APIS, Request, RequestRecord
 
 __all__ = ["ERROR_BODY_CHARS", "ClientOptions", "OpenAIStreamClient"]
 
@@ -36,9 +36,6 @@ REQUEST_TIMEOUT_S = 600.0  # one request, first byte to last; a long generation 
 CONNECT_TIMEOUT_S = 10.0
 
 Api = Literal["completions", "chat", "embeddings", "rerank"]
-PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions",
-         "embeddings": "/v1/embeddings", "rerank": "/v1/rerank"}
-POOLING_APIS = ("embeddings", "rerank")  # one JSON response, no stream (client/embeddings.py)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,7 +83,7 @@ class OpenAIStreamClient:
 
     @property
     def path(self) -> str:
-        return PATHS[self.options.api]
+        return API_PATHS[self.options.api]
 
     def body(self, request: Request) -> dict[str, Any]:
         if self.options.api == "embeddings":  # no stream, no lengths (client/embeddings.py)

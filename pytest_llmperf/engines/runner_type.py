@@ -24,6 +24,7 @@ from pytest_llmperf.engines.kinds import DEFAULT
 from pytest_llmperf.engines.kinds.base import thaw_pairs
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.model_files import is_hub_id
+from pytest_llmperf.records import API_PATHS, POOLING_APIS
 
 __all__ = ["RunnerType", "check_api", "runner_type"]
 
@@ -32,9 +33,6 @@ GENERATE_SUFFIXES = ("ForCausalLM", "ForConditionalGeneration", "ChatModel", "LM
 POOLING_SUFFIXES = ("ForTextEncoding", "EmbeddingModel", "ForSequenceClassification",
                     "ForTokenClassification", "ClassificationModel", "RewardModel",
                     "ForRewardModeling")
-ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions",
-             "embeddings": "/v1/embeddings", "rerank": "/v1/rerank"}
-POOLING_APIS = ("embeddings", "rerank")
 
 
 def runner_type(model: str, extra_args: dict[str, Any]) -> tuple[RunnerType, str] | None:
@@ -71,7 +69,7 @@ def check_api(engine: Any, workload_name: str, api: str) -> None:
     if found is None or (found[0] == "pooling") == (api in POOLING_APIS):
         return
     runner, why = found
-    where = (f"Workload {workload_name!r} sends {ENDPOINTS.get(api, api)}, but engine model "
+    where = (f"Workload {workload_name!r} sends {API_PATHS.get(api, api)}, but engine model "
              f"{engine.model} is served as a {'pooling' if runner == 'pooling' else 'generating'}"
              f" model ({why})")
     if runner == "generate":

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_llmperf.records import POOLING_APIS
+
 __all__ = ["note", "of_run", "summary"]
 
 LATENCY_STATS = ("p50", "p90", "p99", "mean")
@@ -24,7 +26,7 @@ def of_run(workload: Mapping[str, Any], metrics: Mapping[str, float]) -> dict[st
     source's `batch_size` (1 for a source without one); None for a run that is not an
     embeddings one."""
     api = workload.get("api")
-    if api not in ("embeddings", "rerank"):
+    if api not in POOLING_APIS:
         return None
     source = workload.get("source")
     field = "documents" if api == "rerank" else "batch_size"

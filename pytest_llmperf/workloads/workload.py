@@ -303,10 +303,7 @@ class Workload:
         `tools` (OpenAI's form) with tool_choice="required"; each call the engine streams back
         is checked against its tool. The tools are checked here: one the server could not
         take fails where the workload is written."""
-        api = options.pop("api", "chat")
-        if api != "chat":
-            raise InputError(f"{tool_calls.WHERE}: tools need /v1/chat/completions, got "
-                             f"api={api!r}; leave api at 'chat', its default here")
+        api = _chat_only(options, f"{tool_calls.WHERE}: tools")
         source = tool_calls.ToolCallSource.of(tools, input_tokens=input_tokens,
                                               max_tokens=max_tokens,
                                               parallel_tool_calls=parallel_tool_calls)
@@ -344,10 +341,7 @@ class Workload:
         seeded noise PNGs of `width` x `height` and a text of exactly `input_tokens` tokens, and
         generate `output_tokens`; a multimodal model's engine is asked (a text-only one is one
         line before it starts: engines/image_input.py)."""
-        api = options.pop("api", "chat")
-        if api != "chat":
-            raise InputError(f"{images.WHERE}: images need /v1/chat/completions, got "
-                             f"api={api!r}; leave api at 'chat', its default here")
+        api = _chat_only(options, f"{images.WHERE}: images")
         source = images.ImagesSource(images_per_request=images_per_request, width=width,
                                      height=height, input_tokens=input_tokens,
                                      output_tokens=output_tokens)
@@ -409,6 +403,16 @@ def _session_start(sessions: int, concurrency: int | None, rate: float | None,
     if rate is None and ramp is None and concurrency is None:
         concurrency = sessions
     return load_pattern(concurrency=concurrency, rate=rate, burstiness=burstiness, ramp=ramp)
+
+
+def _chat_only(options: dict[str, Any], what: str) -> str:
+    """The `api` of a workload whose requests only /v1/chat/completions takes (tools, images),
+    popped from `options`; any other is one line naming `what` ("Workload.images: images")."""
+    api = options.pop("api", "chat")
+    if api != "chat":
+        raise InputError(f"{what} need /v1/chat/completions, got api={api!r}; leave api at "
+                         "'chat', its default here")
+    return api
 
 
 def _message_format(prompt_format: PromptFormat | None, options: dict[str, Any]) -> PromptFormat:
