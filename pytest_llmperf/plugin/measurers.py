@@ -65,14 +65,15 @@ class Measure:
         options = test.options
         slo = slo or options.slo
         repeat = repeat or options.repeat or test.config.repeat
-        record = test.measure(workload, engine, repeat, limits=limits_of(slo))
+        record = test.measure(workload, engine, repeat, limits=limits_of(slo), judged=True)
         judgements = [test.judge.judge_record(test.node, record, options, slo)]
         if record.result.probes is not None:  # gated apart, against their own table; the
             # test's SLO is the load's (session/probe_record.py)
             probes = test.runner.ledger.entry(probe_metrics.measurement_id(record.id))
             judgements.append(test.judge.judge_record(test.node, probes, options, None))
         for judgement in judgements:  # every one judged, then the first failure raised
-            test.settle(judgement)
+            test.settle(judgement, measured=(record.result,) if judgement is judgements[0]
+                        else ())
         return record.result
 
     def ab(self, test: RunningTest, workload: Workload, a: Engine, b: Engine,
@@ -159,9 +160,10 @@ class AbMeasure(Measure):
         except confirm_later.ConfirmLater:
             later.defer(test.item)
             raise
-        test.check_sides(record_a, record_b)
+        test.check_sides(record_a, record_b, judged=True)
         # An A/B improvement is in the summary's notes; there is no baseline to call stale.
-        test.settle(test.judge.judge_ab(record_a, record_b, test.options, slo), warn=False)
+        test.settle(test.judge.judge_ab(record_a, record_b, test.options, slo), warn=False,
+                    measured=(record_a.result, record_b.result))
         return record_b.result
 
 

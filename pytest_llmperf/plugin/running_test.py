@@ -5,6 +5,7 @@ runner and judge, and how a measurement's outcome becomes the test's (a failure,
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from pytest_llmperf.session.runner import Runner
 from pytest_llmperf.session.settings import Settings, usable_cores
 from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from pytest_llmperf.verdict.references import Current, Judgement, Subject, TestNode
+from pytest_llmperf.verdict.status import WORK_FACTS
 from pytest_llmperf.warning_types import (
     ClientLimitedWarning,
     DisturbedWarning,
@@ -83,22 +85,26 @@ class RunningTest:
         return MeasurementId(user_nodeid(self.item), run=self.measurements + 1).key
 
     def measure(self, workload: Workload, engine: Engine | None, repeat: int,
-                point: bool = False, limits: goodput.Limits | None = None
-                ) -> MeasurementRecord:
+                point: bool = False, limits: goodput.Limits | None = None,
+                judged: bool = False) -> MeasurementRecord:
+        """One measurement, kept. `judged`: the caller judges it and settles the noise with its
+        judgement (settle's `measured`); else its client and neighbours are checked here."""
         engine = self.engine(engine)
         # Sweep and search points are named after their load and take no run number, so the
         # keys of the gated measurements after them do not depend on how many points there were.
         id = (MeasurementId(user_nodeid(self.item), point=workload.name) if point
               else self.next_id())
         record = engine_or_fail(self.runner.run, id, engine, workload, repeat, limits)
-        self.check_sides(record)
+        self.check_sides(record, judged=judged)
         return record
 
-    def check_sides(self, *records: MeasurementRecord) -> None:
-        """Each measured record kept, then its client and its failed requests checked."""
+    def check_sides(self, *records: MeasurementRecord, judged: bool = False) -> None:
+        """Each measured record kept, then its failed requests checked and, unless a judgement
+        will settle it (`judged`), its client and neighbours."""
         for record in records:
             self.results.append(record.result)
-            self.check_client(record.result)
+            if not judged:
+                self.check_client(record.result)
             self.check_errors(record.result, self.options.max_error_rate)
 
     def judge_extra(self, workload: Workload, engine: Engine | None,
@@ -115,9 +121,20 @@ class RunningTest:
         self.runner.ledger.add_extras(id, estimates, detail)
         self.settle(judgement)
 
-    def settle(self, judgement: Judgement, warn: bool = True) -> None:
+    def settle(self, judgement: Judgement, warn: bool = True,
+               measured: Sequence[Result] = ()) -> None:
+        """The test's outcome from a judgement of the `measured` results, in the order of
+        verdict/status.PRECEDENCE: a fact about the work (different work, an error) fails it
+        whatever the noise, naming the noise beside it; then a neighbour or the client (fail or
+        warn, as configured); then the judgement of the numbers."""
         for message in judgement.warnings if warn else ():
             warnings.warn(StaleBaselineWarning(message), stacklevel=4)
+        if judgement.failed and judgement.status in WORK_FACTS:
+            beside = "".join(f"; the run was also {noise}" for noise in map(noise_of, measured)
+                             if noise)
+            pytest.fail(judgement.failure_text() + beside, pytrace=False)
+        for result in measured:
+            self.check_client(result)
         if judgement.failed:
             pytest.fail(judgement.failure_text(), pytrace=False)
         undecided = judgement.report.inconclusive
@@ -150,6 +167,15 @@ class RunningTest:
             pytest.fail(f"{result.failed} of {result.failed + result.completed} requests failed "
                         f"(error rate {result.error_rate:.1%}, allowed {limit:.1%}): {errors}",
                         pytrace=False)
+
+
+def noise_of(result: Result) -> str | None:
+    """What else set a result's numbers, in a few words with their measure; None: nothing."""
+    if result.disturbed:
+        return f"disturbed ({'; '.join(result.disturbance.reasons)})"
+    if result.client is not None and result.client.limited:
+        return f"client limited ({'; '.join(result.client.reasons)})"
+    return None
 
 
 def limits_of(slo) -> goodput.Limits | None:

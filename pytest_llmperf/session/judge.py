@@ -43,7 +43,7 @@ from pytest_llmperf.verdict.references import (
     judge,
     updated_entries,
 )
-from pytest_llmperf.verdict.status import Status
+from pytest_llmperf.verdict.status import Status, decide, named_beside
 
 __all__ = ["Judge", "JudgeConfig", "known_metric"]
 
@@ -148,8 +148,9 @@ class Judge:
                                  gated=options.gate or gate.DEFAULT_GATED, slo=slo,
                                  known=known_metric(result_b.metrics))
         record_b.ab = judgement.ab
-        if record_b.status not in UNJUDGED:
-            record_b.status = judgement.status
+        noise = record_a.status if record_a.status in UNJUDGED else None
+        record_b.status = self._decide(record_b.test_id, record_b.status, noise,
+                                       judgement.status)
         sides = server_info.sides_text(result_a.server, result_b.server)
         self.ledger.note(record_b.test_id,
                          ab_line(judgement.ab) + (f"; {sides}" if sides else ""))
@@ -184,10 +185,20 @@ class Judge:
         elif judgement.record_local and not limited and not judgement.failed:
             self._owe_update(id, subject, self.local_ref(ref), current, options, gated, exact,
                              local=True)
-        self.ledger.judged(id, limited or judgement.status)
+        self.ledger.judged(id, self._decide(subject.test_id, limited, judgement.status))
         for note in judgement.notes:
             self.ledger.note(subject.test_id, note)
         return judgement
+
+    def _decide(self, test_id: str, *statuses: Status | None) -> Status:
+        """The one status of a measurement (verdict/status.PRECEDENCE); the facts about the noise
+        it outranked are named in a note beside it."""
+        decided = decide(*statuses)
+        for beside in named_beside(decided, *statuses):
+            self.ledger.note(test_id, f"{decided.summary}, whatever the noise: the run was also "
+                                      f"{beside.summary.lower()} (a fact about the work outranks "
+                                      "one about the noise)")
+        return decided
 
     def _of_the_engine(self, id: MeasurementId) -> bool:
         """Is the measurement one of its engine (not CLIENT LIMITED, DISTURBED, ...)? Only such

@@ -40,7 +40,7 @@ from pytest_llmperf.session.provenance import engine_identity
 from pytest_llmperf.session.settings import Settings, usable_cores
 from pytest_llmperf.session.target import OurEngines, Target
 from pytest_llmperf.verdict.measurement_record import MeasurementRecord
-from pytest_llmperf.verdict.status import Status
+from pytest_llmperf.verdict.status import Status, decide
 from pytest_llmperf.workloads.identity import workload_identity
 from pytest_llmperf.workloads.lora import check_served
 from pytest_llmperf.workloads.probes import probe_places
@@ -253,10 +253,11 @@ class Runner:
                 self.ledger.note(result.test_id, line)
         if line := spec_pin.note(engine.speculative_config, [run.flat() for run in result.runs]):
             self.ledger.note(result.test_id, line)  # a pinned acceptance against the counters
-        if result.disturbed:  # the neighbour, not the engine (nor the client), set the numbers
-            record.status = Status.DISTURBED
-        elif result.client_error or result.client.limited:
-            record.status = Status.CLIENT_LIMITED
+        # The neighbour, not the engine (nor the client), set the numbers, or the client did; a
+        # judgement later decides between these and its own (verdict/status.PRECEDENCE).
+        record.status = decide(Status.DISTURBED if result.disturbed else None,
+                               Status.CLIENT_LIMITED if result.client_error
+                               or result.client.limited else None) or record.status
         if result.failed:  # what went wrong, by kind, whether or not the error rate is allowed
             self.ledger.note(result.test_id, f"{result.failed} of "
                              f"{result.failed + result.completed} requests failed: "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["Status"]
+__all__ = ["NOISE", "PRECEDENCE", "WORK_FACTS", "Status", "decide", "named_beside"]
 
 
 class Status(StrEnum):
@@ -84,3 +84,33 @@ _SEVERITY = {Status.ERROR: 0, Status.REGRESSION: 1, Status.NOT_COMPARABLE: 1, St
              Status.CLIENT_LIMITED: 3, Status.DISTURBED: 3, Status.INCONCLUSIVE: 3,
              Status.ENGINE_DIED: 4, Status.ENGINE_STALLED: 4}
 _BY_SUMMARY = {status.summary: status for status in Status}
+
+
+# Which status is a test's (or a measurement's) when several hold at once, first wins. Facts about
+# the work come first: bad input, an engine that died or stalled, two sides that executed different
+# work (outputs that differ under --llmperf-outputs must-match are such a difference). No neighbour
+# and no slow client can cause them, so they are the verdict on any machine. Facts about the noise
+# come next: a neighbour (DISTURBED) or the load generator (CLIENT LIMITED) set the numbers, so no
+# judgement of the numbers holds. Only then the judgement of the numbers themselves, worst first.
+WORK_FACTS = (Status.ERROR, Status.ENGINE_DIED, Status.ENGINE_STALLED, Status.NOT_COMPARABLE)
+NOISE = (Status.DISTURBED, Status.CLIENT_LIMITED)
+# The numbers' own order is Judgement.status's (verdict/references.py): a missed target, a
+# regression, an A/B too noisy to decide, why a run was not gated, an improvement, a pass.
+PRECEDENCE = (*WORK_FACTS, *NOISE, Status.MISSED, Status.REGRESSION, Status.INCONCLUSIVE,
+              Status.NO_BASELINE, Status.OTHER_HARDWARE, Status.NOT_COMPARED, Status.STALE,
+              Status.IMPROVEMENT, Status.UPDATED, Status.PASS, Status.SIDE_A, Status.SIDE_B)
+_RANK = {status: rank for rank, status in enumerate(PRECEDENCE)}
+
+
+def decide(*statuses: Status | None) -> Status | None:
+    """The status that holds of them all (PRECEDENCE); None when none is given."""
+    given = [status for status in statuses if status is not None]
+    return min(given, key=_RANK.__getitem__, default=None)
+
+
+def named_beside(decided: Status | None, *statuses: Status | None) -> list[Status]:
+    """The facts about the noise among `statuses` that a fact about the work, `decided`,
+    outranked: a report names them beside the verdict, never instead of it."""
+    if decided not in WORK_FACTS:
+        return []
+    return [status for status in NOISE if status in statuses]
