@@ -184,6 +184,12 @@ class EnginePool:
         lease = self._held.get(engine)
         return list(lease.devices) if lease else []
 
+    def server_pid(self, engine: Engine) -> int | None:
+        """The pid of a running spec's server process, whose tree is the engine; None when it
+        is not running here (or its kind keeps no process of ours)."""
+        process = getattr(self._running.get(engine), "process", None)
+        return getattr(process, "pid", None)
+
     def behind_on_gpus(self, engines: list[Engine]) -> Engine:
         """Of running specs, the one whose GPUs come last in this process's visible order:
         started first after all of them stop, it takes the front cards (leases hand out the

@@ -2,11 +2,17 @@
 measurement DISTURBED: then its numbers say more about the neighbour (or the card's condition)
 than about the engine, so it is no regression, never a baseline and never a reference.
 
-CPU (machine/neighbours.py reads it from /proc): processes outside this test session used at least
-OTHER_CORES_LIMIT cores on average over the measurement while the machine was busy at least
-BUSY_SHARE_LIMIT of its capacity (neighbours on idle cores take nothing from the engine), or the
-hypervisor stole at least STEAL_SHARE_LIMIT of the CPU time. The CPU engine runs at nice 19 on
-purpose, so a neighbour at nice 0 on its cores takes what it wants.
+CPU (machine/neighbours.py reads it from /proc): for an engine on this machine's CPU, processes
+outside this test session that may run on the engine's cores (any core one of its threads may
+use: its compute cores and the ones its API server and engine core were moved to) used at least
+OTHER_CORES_LIMIT cores on average over the measurement, however busy the rest of the machine
+was. The CPU engine runs at nice 19 on purpose, so a neighbour at nice 0 on its cores takes what
+it wants; and with its compute threads waiting for each other at every step, a neighbour on one
+of its cores stalls the step on all of them while the machine reads barely busy. For any other
+engine (a GPU's, an endpoint's): processes outside the session used at least OTHER_CORES_LIMIT
+cores while the machine was busy at least BUSY_SHARE_LIMIT of its capacity (neighbours on idle
+cores take nothing from it). Either way, or the hypervisor stole at least STEAL_SHARE_LIMIT of
+the CPU time.
 
 GPU (read through NVML, the engine's cards only; machine/gpu_state.py), as NVIDIA's own
 diagnostics judge a card (DCGM counts HW slowdown, SW and HW thermal slowdown and HW power brake
@@ -57,14 +63,23 @@ class CpuDisturbance:
     top_name: str | None = None  # the busiest other process
     top_pid: int | None = None
     top_cores: float = 0.0
+    # A CPU engine's cores (every core one of its threads may run on), and the CPU the other
+    # processes allowed on one of them used, in cores; () where the engine computes elsewhere.
+    engine_cores: tuple[int, ...] = ()
+    on_engine_cores: float = 0.0
 
     @property
     def reasons(self) -> list[str]:
+        pid = f" (pid {self.top_pid})" if self.top_pid is not None else ""  # format 1: none
+        top = (f"; the busiest, {self.top_name}{pid}, {self.top_cores:.0%} of a core"
+               if self.top_name else "")
         found = []
-        if self.other_cores >= OTHER_CORES_LIMIT and self.machine_busy_share >= BUSY_SHARE_LIMIT:
-            pid = f" (pid {self.top_pid})" if self.top_pid is not None else ""  # format 1: none
-            top = (f"; the busiest, {self.top_name}{pid}, {self.top_cores:.0%} of a core"
-                   if self.top_name else "")
+        if self.engine_cores and self.on_engine_cores >= OTHER_CORES_LIMIT:
+            found.append(f"other processes used {self.on_engine_cores:.2f} cores on the CPU "
+                         f"engine's cores ({_core_list(self.engine_cores)}), where it runs at "
+                         f"nice 19{top}")
+        elif (not self.engine_cores and self.other_cores >= OTHER_CORES_LIMIT
+              and self.machine_busy_share >= BUSY_SHARE_LIMIT):
             found.append(f"other processes used {self.other_cores:.2f} cores while the machine "
                          f"was {self.machine_busy_share:.0%} busy{top}")
         if self.steal_share >= STEAL_SHARE_LIMIT:
@@ -76,14 +91,29 @@ class CpuDisturbance:
         without its pid and the machine's cores)."""
         return {"other_cores": self.other_cores, "machine_busy_share": self.machine_busy_share,
                 "steal_share": self.steal_share, "cores": self.cores, "top": self.top_name,
-                "top_pid": self.top_pid, "top_cores": self.top_cores}
+                "top_pid": self.top_pid, "top_cores": self.top_cores,
+                "engine_cores": list(self.engine_cores),
+                "on_engine_cores": self.on_engine_cores}
 
     @classmethod
     def from_dict(cls, plain: Mapping[str, Any]) -> CpuDisturbance:
-        """Inverse of to_dict; a format-1 file's lacks the cores (read as 0) and the pid."""
+        """Inverse of to_dict; a format-1 file's lacks the cores (read as 0) and the pid, and
+        files written before the engine's cores were read lack them (judged as then)."""
         return cls(plain["other_cores"], plain["machine_busy_share"], plain["steal_share"],
                    int(plain.get("cores") or 0), plain.get("top"), plain.get("top_pid"),
-                   float(plain.get("top_cores") or 0.0))
+                   float(plain.get("top_cores") or 0.0),
+                   tuple(int(core) for core in plain.get("engine_cores") or ()),
+                   float(plain.get("on_engine_cores") or 0.0))
+
+
+def _core_list(cores: Sequence[int]) -> str:
+    """"core 0", "cores 0-1", "cores 0, 2"."""
+    ordered = sorted(cores)
+    if len(ordered) == 1:
+        return f"core {ordered[0]}"
+    if ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"cores {ordered[0]}-{ordered[-1]}"
+    return "cores " + ", ".join(map(str, ordered))
 
 
 @dataclass(frozen=True)

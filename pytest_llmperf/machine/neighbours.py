@@ -23,7 +23,8 @@ from pathlib import Path
 
 from pytest_llmperf.machine.disturbance import CpuDisturbance
 
-__all__ = ["Snapshot", "cpu_disturbance", "session_pids", "session_root", "take_snapshot"]
+__all__ = ["Snapshot", "allowed_cores", "cpu_disturbance", "engine_cores", "session_pids",
+           "session_root", "take_snapshot"]
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _KTHREADD = 2
@@ -112,10 +113,50 @@ def _ours(procs: dict[int, Proc], root: int) -> set[int]:
     return found
 
 
+def engine_cores(snapshot: Snapshot | None, engine_root: int | None) -> set[int]:
+    """Every core a thread of the engine's processes (`engine_root` and below) may run on: its
+    compute threads' and its control processes'; empty where it cannot be read."""
+    if snapshot is None or engine_root is None:
+        return set()
+    cores: set[int] = set()
+    for pid in _ours(snapshot.procs, engine_root) & snapshot.procs.keys():
+        try:
+            threads = [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+        except OSError:  # it ended while we looked
+            continue
+        for tid in threads:
+            try:
+                cores |= os.sched_getaffinity(tid)
+            except OSError:
+                continue
+    return cores
+
+
+def allowed_cores(pid: int) -> set[int] | None:
+    """The cores a process may run on (/proc/[pid]/status, Cpus_allowed_list); None: unknown."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            spec = line.split(":", 1)[1].strip()
+            return {core for part in spec.split(",") if part
+                    for core in _span(part)}
+    return None
+
+
+def _span(part: str) -> range:
+    low, _, high = part.partition("-")
+    return range(int(low), int(high or low) + 1)
+
+
 def cpu_disturbance(before: Snapshot | None, after: Snapshot | None,
-                    root: int) -> CpuDisturbance | None:
-    """What processes outside the session used between the two snapshots, and the machine's
-    load and steal then; None without both snapshots or over less than MIN_WINDOW_S."""
+                    root: int, engine_root: int | None = None) -> CpuDisturbance | None:
+    """What processes outside the session used between the two snapshots, the share of it that
+    was allowed on the cores of the CPU engine under `engine_root` (None: the engine computes
+    elsewhere), and the machine's load and steal then; None without both snapshots or over less
+    than MIN_WINDOW_S."""
     if before is None or after is None or after.wall_s - before.wall_s < MIN_WINDOW_S:
         return None
     wall_s = after.wall_s - before.wall_s
@@ -130,6 +171,11 @@ def cpu_disturbance(before: Snapshot | None, after: Snapshot | None,
             used[pid] = cpu_s / wall_s
     top = max(used, key=used.get, default=None)
     total = max(after.total_ticks - before.total_ticks, 1)
+    cores = engine_cores(after, engine_root)
+    # A process whose allowed cores cannot be read any more ended during the window: counted as
+    # allowed everywhere, as nearly every process is.
+    on_engine = sum(share for pid, share in used.items()
+                    if cores & (allowed_cores(pid) or cores))
     return CpuDisturbance(
         other_cores=sum(used.values()),
         machine_busy_share=(after.busy_ticks - before.busy_ticks) / total,
@@ -138,4 +184,6 @@ def cpu_disturbance(before: Snapshot | None, after: Snapshot | None,
         top_name=after.procs[top].name if top is not None else None,
         top_pid=top,
         top_cores=used[top] if top is not None else 0.0,
+        engine_cores=tuple(sorted(cores)),
+        on_engine_cores=on_engine if cores else 0.0,
     )

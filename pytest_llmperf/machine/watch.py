@@ -18,19 +18,21 @@ Window = Callable[[T], "tuple[float, float] | None"]
 
 
 def watched(call: Callable[[], T], *, root: int, gpus: Sequence[str] = (),
-            window: Window | None = None, judge: bool = True) -> tuple[T, Disturbance | None]:
+            window: Window | None = None, judge: bool = True,
+            engine_root: int | None = None) -> tuple[T, Disturbance | None]:
     """`call()`'s result and what else used the machine while it ran (None where nothing could
     be read: not Linux). `window(result)`: the perf_counter span of what was measured (the
     requests after the warm-up), over which the cards' telemetry and energy are taken; None: the
     whole call. `judge` False (--llmperf-disturbance off): only the cards are read, for their
-    telemetry, and nothing is judged."""
+    telemetry, and nothing is judged. `engine_root`: the pid of a CPU engine's server, whose
+    cores a neighbour must keep off (machine/disturbance.py); None for a GPU's or another's."""
     before = take_snapshot() if judge else None
     with GpuWatch(gpus).running() as watch:
         result = call()
     after = take_snapshot() if judge or gpus else None
     span = window(result) if window else None
     gpu_states = watch.states(session_pids(after, root), span) if gpus else ()
-    cpu = cpu_disturbance(before, after, root) if judge else None
+    cpu = cpu_disturbance(before, after, root, engine_root) if judge else None
     if cpu is None and not gpu_states:
         return result, None
     return result, Disturbance(cpu, gpu_states, judged=judge)

@@ -124,7 +124,8 @@ class OurEngines:
             call, root=self.process_root or os.getpid(),
             gpus=self.pool.gpus_of(engine) if self.gpu_count else (),
             window=lambda found: energy.measured_window(found.records),
-            judge=self.judge_disturbance)
+            judge=self.judge_disturbance,
+            engine_root=None if self.gpu_count else self.pool.server_pid(engine))
         return replace(measured, disturbance=disturbance)
 
     def death(self, engine: Engine, records: Sequence, stall: str | None

@@ -37,6 +37,8 @@ class Pool:
         EVENTS.append(f"stop {engine.served_model_name}")
     def stop_all(self):
         pass
+    def server_pid(self, engine):  # no engine process: none watched
+        return None
     def trim(self, keep=None):
         pass
     def room_for(self, engines):

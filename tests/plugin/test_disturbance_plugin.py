@@ -53,6 +53,8 @@ class Pool:
         pass
     def stop_all(self):
         pass
+    def server_pid(self, engine):  # no engine process: none watched
+        return None
     def trim(self, keep=None):
         pass
 

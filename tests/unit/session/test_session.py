@@ -41,6 +41,9 @@ class OnePool:
     def get(self, engine):
         return RunningServer()
 
+    def server_pid(self, engine):  # no engine process: none watched
+        return None
+
 
 @pytest.fixture(autouse=True)
 def no_settle(monkeypatch):
@@ -172,6 +175,9 @@ class SidedPool:
 
     def start_together(self, engines):
         self.together = list(engines)  # what the A/B run asked to start at once
+
+    def server_pid(self, engine):  # no engine process: none watched
+        return None
 
 
 def ab_session(monkeypatch, b_tpot_by_pair) -> tuple[LlmperfSession, list[str]]:

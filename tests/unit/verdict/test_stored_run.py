@@ -205,7 +205,7 @@ def test_the_facts_the_disturbance_rule_judges_are_all_written():
     written = Disturbance(cpu, (held,)).to_dict()
     assert written["cpu"] == {"other_cores": 1.5, "machine_busy_share": 0.9,
                               "steal_share": 0.01, "cores": 16, "top": "stress", "top_pid": 900,
-                              "top_cores": 1.2}
+                              "top_cores": 1.2, "engine_cores": [], "on_engine_cores": 0.0}
     assert written["gpus"][0]["held_below_mhz"] == 1980.0
     back = Disturbance.from_dict(json.loads(json.dumps(written)))
     assert back == Disturbance(cpu, (held,))
