@@ -16,6 +16,7 @@ from pytest_llmperf.warning_types import (
     StaleBaselineWarning,
 )
 from pytest_llmperf.workloads.lengths import Fixed, Normal, Uniform
+from pytest_llmperf.workloads.peak_qps import find_peak_qps
 from pytest_llmperf.workloads.scenarios import (
     OfflineScenario,
     ServerScenario,
@@ -45,6 +46,7 @@ __all__ = [
     "Result",
     "Uniform",
     "Workload",
+    "find_peak_qps",
     "judge_offline",
     "judge_server",
     "offline_workload",

@@ -26,11 +26,13 @@ def test_fixed_length_concurrency(llmperf):
 
 
 def test_poisson_rate(llmperf):
-    """Open loop: Poisson arrivals at 8 requests/s, seeded; the client keeps its schedule."""
+    """Open loop: Poisson arrivals at 8 requests/s, seeded; the client keeps its schedule, by
+    the self-check's rule (docs/client.md), whatever the CPU."""
     result = llmperf.run(Workload.fixed(input_tokens=128, output_tokens=64, num_requests=48,
                                         rate=8.0, seed=1, warmup_requests=4),
-                         slo=SLO(max={"queue_s.p99": 0.05, "error_rate": 0.0}))
+                         slo=SLO(max={"error_rate": 0.0}))
     assert result.completed == 48
+    assert result.client.kept_schedule, f"{result.client.schedule_line()} on {result.machine}"
 
 
 def test_gamma_bursty_rate(llmperf):

@@ -91,7 +91,9 @@ def test_mooncake_trace_replay(llmperf):
     result = llmperf.run(Workload.trace(DATA / "mooncake-tiny.jsonl", format="mooncake"))
     assert result.completed == 48
     assert result.length_mismatches == 0
-    assert result.queue_s.p99 < 0.010  # sent on the trace's offsets
+    # Sent on the trace's offsets, by the client self-check's rule (a bound that scales with
+    # what it measures: docs/client.md), not a constant chosen on one CPU.
+    assert result.client.kept_schedule, f"{result.client.schedule_line()} on {result.machine}"
     assert result.server_metrics["prefix_cache_hit_rate"] > 0.3
 
 

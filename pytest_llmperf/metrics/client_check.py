@@ -69,6 +69,21 @@ class ClientCheck:
     def limited(self) -> bool:
         return bool(self.reasons)
 
+    @property
+    def kept_schedule(self) -> bool:
+        """Did an open loop send on its schedule, by the self-check's own rule? (True where the
+        schedule is not the client's to keep: a closed or capped loop.)"""
+        lag = self.schedule_lag_p90_s
+        return lag is None or lag <= self.schedule_lag_limit_s
+
+    def schedule_line(self) -> str:
+        """The schedule lag against its limit, in one line."""
+        lag = self.schedule_lag_p90_s
+        if lag is None:
+            return "no schedule of the client's own (a closed or capped loop)"
+        return (f"requests sent {lag * 1e3:.1f} ms behind schedule at p90 (the self-check's "
+                f"limit: {self.schedule_lag_limit_s * 1e3:.3g} ms, max(10 ms, 10% of TTFT p50))")
+
     def summary(self) -> str:
         """The benchmark's column: the verdict and the numbers it rests on."""
         verdict = "LIMITED" if self.limited else "ok"

@@ -117,6 +117,16 @@ class Result:
         return phases.itl_check(self.metrics.flat())
 
     @property
+    def machine(self) -> str:
+        """The machine it ran on, for a line that says why a number came out as it did on it:
+        "cpu (AMD EPYC, 2 cores, avx2), AuthenticAMD family 23 model 1"."""
+        if self.fingerprint is None:
+            return "an unrecorded machine"
+        hardware = self.fingerprint.hardware
+        signature = None if hardware.is_gpu else hardware.cpu_signature
+        return hardware.describe() + (f", {signature}" if signature else "")
+
+    @property
     def disturbed(self) -> bool:
         return self.disturbance is not None and self.disturbance.disturbed
 

@@ -63,3 +63,15 @@ def test_facts_pickle_and_copy_as_their_fields():
     for again in (pickle.loads(pickle.dumps(facts)), copy.deepcopy(facts)):
         assert type(again) is WorkloadFacts and again == WORKLOAD
         assert again.pattern.type == "Rate"
+
+
+def test_a_result_names_its_machine_for_a_line_about_its_numbers():
+    cpu = {"cpu_model": "AMD EPYC", "cpu_cores": 2, "cpu_flags": ["avx2"],
+           "cpu_signature": "AuthenticAMD family 23 model 1"}
+    plain = {"engine": {"model": "tiny"}, "workload": WORKLOAD}
+    assert result(**plain, fingerprint=fingerprint_of(cpu).to_dict()).machine == (
+        "cpu (AMD EPYC, 2 cores, avx2), AuthenticAMD family 23 model 1")
+    gpu = {"hardware_class": "h200", "device_name": "NVIDIA H200", "device_count": 8,
+           "cpu_signature": "GenuineIntel family 6 model 143"}
+    assert result(**plain, fingerprint=fingerprint_of(gpu).to_dict()).machine == "8x NVIDIA H200"
+    assert result(**plain).machine == "an unrecorded machine"
