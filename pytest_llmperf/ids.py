@@ -85,10 +85,6 @@ def result_id(nodeid: str, key: str) -> str:
     return nodeid.split("::", 1)[0] + "::" + key
 
 
-def file_of(test_id: str) -> str:
-    return test_id.split("::", 1)[0]
-
-
 def key_of(test_id: str) -> str:
     return test_id.split("::", 1)[-1]
 

@@ -339,5 +339,3 @@ def engine_factory(log_dir: Path, startup_timeout_s: float,
 def _to_stderr(line: str) -> None:
     print(f"pytest-llmperf: {line}", file=sys.stderr, flush=True)
 
-
-vllm_factory = engine_factory  # its name from before kinds

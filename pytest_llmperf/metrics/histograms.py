@@ -25,9 +25,6 @@ from dataclasses import dataclass
 
 __all__ = ["Histogram", "parse_histograms", "window_values"]
 
-# What a window's histogram is summarised by, as the registry names a distribution's
-# statistics ("server:queue_s.p50"): the count, the exact mean and interpolated percentiles.
-WINDOW_STATISTICS = ("n", "mean", "p50", "p90", "p95", "p99")
 _QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
 _SUFFIXES = ("_bucket", "_sum", "_count")
 

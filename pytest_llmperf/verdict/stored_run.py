@@ -18,7 +18,7 @@ store and the reports, so that both read through it (pyproject.toml's layers).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -332,8 +332,3 @@ class StoredRun:
             tuple(dict(bench) for bench in document.get("benchmarks") or ()
                   if isinstance(bench, Mapping)),
             str(document.get("version", "unknown")), section["format"], path)
-
-
-def results_of(runs: Sequence[StoredRun]) -> list[StoredResult]:
-    """Every result of `runs`, in file order (pytest-xdist workers' files merged)."""
-    return [result for run in runs for result in run.results]
