@@ -1,6 +1,6 @@
 """The `llmperf` fixture's object: what a test calls to measure.
 
-It gets the test's side of the session (plugin/running_test.py) and the session's measurer
+It gets the test's side of the session (plugin/running.py) and the session's measurer
 (plugin/measurers.py), never the pytest config (pytest-benchmark's rule), so it can be built and
 tested on its own; what a call does in this session (measure, A/B, check args or baselines) is
 the measurer's.
@@ -16,7 +16,7 @@ from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.numbers import is_whole
 from pytest_llmperf.plugin.marks import TestOptions, engine_of, options_of, user_nodeid
 from pytest_llmperf.plugin.measurers import Measurer
-from pytest_llmperf.plugin.running_test import RunningTest
+from pytest_llmperf.plugin.running import RunningTest
 from pytest_llmperf.verdict.paired_ratios import DEFAULT_AB_PAIRS, PairedRun
 from pytest_llmperf.workloads import sweeps
 from pytest_llmperf.workloads.workload import Workload

@@ -40,7 +40,7 @@ from pytest_llmperf.plugin import (
 from pytest_llmperf.plugin.fixture import Llmperf, engine_of, user_nodeid
 from pytest_llmperf.plugin.reporthooks import NAME as REPORTS_PLUGIN
 from pytest_llmperf.plugin.reporthooks import ReportHooks
-from pytest_llmperf.plugin.running_test import FixtureConfig, RunningTest
+from pytest_llmperf.plugin.running import FixtureConfig, RunningTest
 from pytest_llmperf.reports import saved_runs
 from pytest_llmperf.session import history_run, outputs
 from pytest_llmperf.session import settings as settings_mod

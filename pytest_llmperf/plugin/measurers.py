@@ -20,7 +20,7 @@ from pytest_llmperf.metrics import probes as probe_metrics
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.plugin import check_baselines, confirm_later
-from pytest_llmperf.plugin.running_test import RunningTest, engine_or_fail, limits_of
+from pytest_llmperf.plugin.running import RunningTest, engine_or_fail, limits_of
 from pytest_llmperf.session.ab_run import AbPlan
 from pytest_llmperf.session.settings import Settings
 from pytest_llmperf.verdict.gate import DEFAULT_GATED, GateReport
