@@ -1,6 +1,7 @@
 """`llmperf bootstrap-baselines`: a runner shape's first baselines, from repeats, as new files.
 
-    llmperf bootstrap-baselines --marker h200 [--repeats 3] [suites/ ...] [-- pytest args]
+    llmperf bootstrap-baselines --marker h200 [--repeats 3] [SUITE ... (default suites/)]
+                                [-- pytest args]
 
 The first night on a new runner shape (a GPU model and the GPUs its engines occupy, or a CPU:
 verdict/shapes.py) has no committed table to gate against. This runs the marked tests once as a
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_llmperf.nightly.command import DEFAULT_SUITES
 from pytest_llmperf.verdict import baselines
 
 __all__ = ["add_command", "merge_new_tables", "run", "split_pytest_args"]
@@ -47,7 +49,8 @@ def add_command(commands) -> None:
     parser.add_argument("--baseline-dir", type=Path, default=Path("baselines"), metavar="DIR",
                         help="the committed baselines (default baselines)")
     parser.add_argument("suites", nargs="*", metavar="SUITE",
-                        help="suite files or folders (default: pytest's own testpaths)")
+                        help="suite files or folders (default "
+                             f"{' '.join(DEFAULT_SUITES)}, as llmperf nightly)")
     parser.set_defaults(run=run)
 
 
@@ -116,26 +119,27 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     scratch = Path(tempfile.mkdtemp(prefix="llmperf-bootstrap-"))
     try:
-        command = pytest_command(args.marker, args.repeats, scratch, args.suites,
-                                 args.after_dashes)
+        suites = args.suites or list(DEFAULT_SUITES)
+        command = pytest_command(args.marker, args.repeats, scratch, suites, args.after_dashes)
         print("llmperf: " + " ".join(command), flush=True)
         done = subprocess.run(command, check=False)
         merged = merge_new_tables(scratch, args.baseline_dir)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    for line in _report(merged, args.marker):
+    for line in _report(merged, args.marker, suites):
         print(line)
     return EXIT_OK if done.returncode == 0 else EXIT_FAILED
 
 
-def _report(merged: Merged, marker: str) -> list[str]:
+def _report(merged: Merged, marker: str, suites: Sequence[str]) -> list[str]:
     lines = []
     for path, keys in merged.added.items():
         new = " (new file)" if path in merged.new_files else ""
         lines.append(f"llmperf: {path}{new}: {len(keys)} table{'s' * (len(keys) != 1)} added")
     if merged.kept:
         lines.append(f"llmperf: {merged.kept} committed table{'s' * (merged.kept != 1)} kept; "
-                     f"rewrite them with: pytest -m {marker} --llmperf-update-baselines")
+                     f"rewrite them with: pytest -m {marker} {' '.join(suites)} "
+                     "--llmperf-update-baselines")
     if merged.added:
         lines.append("llmperf: commit them: bash scripts/commit-baselines")
     else:

@@ -36,8 +36,8 @@ from pytest_llmperf.reports.files import check_writable, write_text
 from pytest_llmperf.reports.history_view import views
 from pytest_llmperf.reports.regressions import regressions
 
-__all__ = ["FILES", "add_command", "ci_job_url", "gpu_extra_missing", "pytest_argv", "run",
-           "run_pytest"]
+__all__ = ["DEFAULT_SUITES", "FILES", "add_command", "ci_job_url", "gpu_extra_missing",
+           "pytest_argv", "run", "run_pytest"]
 
 # What --out holds after a night, by what wrote it.
 FILES = {"run": "run.json", "markdown": "report.md", "html": "report.html",
@@ -46,6 +46,9 @@ PAGE = "index.html"
 # Markers of tests that start vLLM on GPUs (plugin/markers.py): they need the gpu extra.
 GPU_MARKERS = ("h100", "h200", "a100", "gpus")
 PREFIX = "llmperf nightly: "
+# Where the suites are when no path is given: `llmperf nightly` and `llmperf bootstrap-baselines`
+# both (pyproject's testpaths is tests/, where no test is marked for hardware).
+DEFAULT_SUITES = ("suites/",)
 
 
 def add_command(commands) -> None:
@@ -71,7 +74,8 @@ def add_command(commands) -> None:
                          help="start no test that would end after N minutes from now; name the "
                               "tests left out (exit 4 when nothing failed)")
     nightly.add_argument("--suites", action="append", default=None, metavar="PATH",
-                         help="where the tests are (repeatable; default suites/)")
+                         help="where the tests are (repeatable; default "
+                              f"{' '.join(DEFAULT_SUITES)})")
     nightly.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS",
                          help="more arguments for pytest, after --")
     nightly.set_defaults(run=run)
@@ -97,7 +101,7 @@ class Night:
 
     @property
     def suites(self) -> list[str]:
-        return self.args.suites or ["suites/"]
+        return self.args.suites or list(DEFAULT_SUITES)
 
     def say(self, line: str) -> None:
         self.problems.append(line)

@@ -62,3 +62,26 @@ def test_fewer_than_two_repeats_is_one_line(capsys):
     assert cli.main(["bootstrap-baselines", "--marker", "cpu", "--repeats", "1"]) == 2
     assert capsys.readouterr().err == ("llmperf: error: --repeats 1: give 2 or more (the tables "
                                        "keep their spread)\n")
+
+
+def test_the_suites_default_to_the_nightlys_and_the_hint_names_them(tmp_path, monkeypatch,
+                                                                     capsys):
+    """No suite given: pytest runs suites/ as `llmperf nightly` does (pyproject's testpaths is
+    tests/, where no test is marked for hardware), and the rewrite hint names the path."""
+    monkeypatch.chdir(tmp_path)
+    baselines.update_baseline(tmp_path / "baselines/h200-8gpu/test_g.toml", "test_a",
+                              {"tpot_s.p50": ENTRY}, {})
+    ran = []
+
+    def fake_pytest(command, check):
+        ran.append(command)
+        scratch = Path(command[-1].removeprefix("--llmperf-baseline-dir="))
+        baselines.update_baseline(scratch / "h200-8gpu/test_g.toml", "test_a",
+                                  {"tpot_s.p50": ENTRY}, {})
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(bootstrap.subprocess, "run", fake_pytest)
+    assert cli.main(["bootstrap-baselines", "--marker", "h200"]) == 0
+    assert ran[0][3:6] == ["-m", "h200", "suites/"]
+    assert ("llmperf: 1 committed table kept; rewrite them with: pytest -m h200 suites/ "
+            "--llmperf-update-baselines\n") in capsys.readouterr().out
