@@ -37,6 +37,7 @@ __all__ = [
     "current_fingerprint",
     "detect_hardware",
     "distribution_names",
+    "host_name",
     "from_cpu",
     "from_nvidia_smi",
     "from_nvml",
@@ -462,5 +463,16 @@ class Fingerprint:
         return "llmperf: " + " | ".join(part for part in parts if part)
 
 
+# The node's name where the process's own host name is not it: a Kubernetes pod's host name is
+# the pod's, a new one each night, so the CronJob sets this from the downward API's spec.nodeName
+# (deploy/kubernetes/nightly-cronjob.yaml, docs/nightly.md).
+HOST_ENV = "LLMPERF_HOST"
+
+
+def host_name(environ: Mapping[str, str] = os.environ) -> str | None:
+    """The node the fingerprint names: $LLMPERF_HOST, else this machine's host name."""
+    return environ.get(HOST_ENV, "").strip() or socket.gethostname() or None
+
+
 def current_fingerprint(hardware: Hardware) -> Fingerprint:
-    return Fingerprint(hardware, software_versions(), socket.gethostname() or None)
+    return Fingerprint(hardware, software_versions(), host_name())

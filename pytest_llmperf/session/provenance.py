@@ -3,17 +3,27 @@ the engine spec in a form that matches across checkouts."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.engines.spec import Engine
 
 GIT_TIMEOUT_S = 5
+# The commit an image was built from, where there is no .git (deploy/docker/Dockerfile sets it
+# from its build argument LLMPERF_COMMIT).
+COMMIT_ENV = "LLMPERF_COMMIT"
 
 
-def git_commit(directory: Path) -> str | None:
-    """The checkout's commit (with "-dirty" when it has changes), for provenance."""
+def git_commit(directory: Path, environ: Mapping[str, str] = os.environ) -> str | None:
+    """The checkout's commit (with "-dirty" when it has changes), for provenance; outside a
+    checkout, $LLMPERF_COMMIT (an image's), else None."""
+    return _checkout_commit(directory) or environ.get(COMMIT_ENV, "").strip() or None
+
+
+def _checkout_commit(directory: Path) -> str | None:
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True,
                              text=True, timeout=GIT_TIMEOUT_S)
