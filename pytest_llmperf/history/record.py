@@ -9,7 +9,6 @@ hidden) and workload, the fingerprint and the commit, so the store records exact
 from __future__ import annotations
 
 import os
-import platform
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pytest_llmperf.history import identity
+from pytest_llmperf.machine.hardware import host_name
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.numbers import finite_or_none
 from pytest_llmperf.verdict.status import Status
@@ -131,5 +131,6 @@ def from_document(document: Mapping[str, Any], *, clocks: Mapping[str, Any] | No
         commit=run.commit,
         fingerprint=dict(run.fingerprint),
         results=tuple(_result(stored) for stored in run.results),
-        clocks=dict(clocks or {}), host=platform.node(), ci_url=ci_url(environ),
+        clocks=dict(clocks or {}), host=host_name(environ) or "",
+        ci_url=ci_url(environ),
     )

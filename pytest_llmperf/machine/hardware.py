@@ -470,8 +470,9 @@ HOST_ENV = "LLMPERF_HOST"
 
 
 def host_name(environ: Mapping[str, str] = os.environ) -> str | None:
-    """The node the fingerprint names: $LLMPERF_HOST, else this machine's host name."""
-    return environ.get(HOST_ENV, "").strip() or socket.gethostname() or None
+    """The node the fingerprint and the results store name: $LLMPERF_HOST, else this machine's
+    host name."""
+    return environ.get(HOST_ENV, "").strip() or platform.node() or socket.gethostname() or None
 
 
 def current_fingerprint(hardware: Hardware) -> Fingerprint:

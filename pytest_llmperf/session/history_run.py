@@ -10,7 +10,6 @@ instead, and the file is made when the first run is recorded.
 
 from __future__ import annotations
 
-import platform
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -22,7 +21,7 @@ from pytest_llmperf.history.identity import engine_hash, family, series_key, wor
 from pytest_llmperf.history.store import RECORD_WAIT_S, HistoryError, HistoryStore, Point
 from pytest_llmperf.history.trend import TrendCheck
 from pytest_llmperf.machine.clocks import read_clocks
-from pytest_llmperf.machine.hardware import Fingerprint
+from pytest_llmperf.machine.hardware import Fingerprint, host_name
 from pytest_llmperf.reports.files import check_writable, merge_documents
 from pytest_llmperf.session.provenance import git_commit
 from pytest_llmperf.session.settings import Settings
@@ -60,7 +59,7 @@ class SessionHistory:
                     verdict="", series=key, family=family(recorded), engine_label="",
                     workload_label="", fingerprint=recorded,
                     engine=dict(subject.engine), gate={}, clocks=self._now["clocks"],
-                    host=platform.node())
+                    host=host_name() or "")
         return stored, now
 
     def trend_checks(self, subject: references.Subject, gated,

@@ -4,14 +4,14 @@ commit (docs/nightly.md, Kubernetes)."""
 
 from __future__ import annotations
 
-import socket
+import platform
 
 from pytest_llmperf.machine import hardware
 from pytest_llmperf.session.provenance import git_commit
 
 
 def test_the_host_is_the_node_the_environment_names(monkeypatch):
-    monkeypatch.setattr(socket, "gethostname", lambda: "llmperf-nightly-h200-29391840-x7k2p")
+    monkeypatch.setattr(platform, "node", lambda: "llmperf-nightly-h200-29391840-x7k2p")
     assert hardware.host_name({"LLMPERF_HOST": "gpu-node-07"}) == "gpu-node-07"
     assert hardware.host_name({"LLMPERF_HOST": " "}) == "llmperf-nightly-h200-29391840-x7k2p"
     assert hardware.host_name({}) == "llmperf-nightly-h200-29391840-x7k2p"
@@ -22,7 +22,7 @@ def test_two_pods_on_one_node_give_one_host(monkeypatch):
     cpu = hardware.Hardware("cpu", "a CPU", 0, "cpu")
     hosts = set()
     for pod in ("llmperf-nightly-h200-1-aaaaa", "llmperf-nightly-h200-2-bbbbb"):
-        monkeypatch.setattr(socket, "gethostname", lambda pod=pod: pod)
+        monkeypatch.setattr(platform, "node", lambda pod=pod: pod)
         hosts.add(hardware.current_fingerprint(cpu).to_dict()["host"])
     assert hosts == {"gpu-node-07"}
 
