@@ -45,6 +45,9 @@ class Request:
     # it, or None (workloads/structured.py). A problem fails the request as `invalid_output`;
     # it needs `keep_output`.
     check: Any = None
+    # A reasoning model's request (workloads/reasoning.py): its record splits the streamed
+    # `reasoning` from the answer (RequestRecord.reasoning_tokens, first_output_s).
+    reasoning: bool = False
 
 
 @dataclass(slots=True)
@@ -98,6 +101,15 @@ class RequestRecord:
     # The model the request named in its body: a LoRA adapter (workloads/lora.py); None: the
     # client's own, the engine's model.
     model: str | None = None
+    # A reasoning request (Request.reasoning; metrics/reasoning.py): the tokens of the chunks
+    # whose delta carried `reasoning` (vLLM 0.32; `reasoning_content` before), those of the
+    # chunks that carried `content` (the answer), when the first of those arrived (time to
+    # first output token), and the server's own count (usage.completion_tokens_details); None
+    # for other requests.
+    reasoning_tokens: int | None = None
+    answer_tokens: int | None = None
+    first_output_s: float | None = None
+    usage_reasoning_tokens: int | None = None
 
     @property
     def ok(self) -> bool:

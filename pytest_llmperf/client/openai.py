@@ -129,6 +129,8 @@ class OpenAIStreamClient:
             tool_calls=[] if any(name == "tools" for name, _ in request.body) else None,
             model=next((value for name, value in request.body if name == "model"), None),
         )
+        if request.reasoning:  # thinking and answer counted apart (sse.py, metrics/reasoning.py)
+            record.reasoning_tokens = record.answer_tokens = 0
         decoder = (EmbeddingsResponse(record, input_count(request),
                                       rerank=self.options.api == "rerank")
                    if self.options.api in POOLING_APIS

@@ -50,6 +50,11 @@ class _Delta(msgspec.Struct):
     # A chat stream's tool calls (vLLM: the first piece of a call carries its name, the later
     # ones more of its arguments; vllm/tool_parsers/streaming.py in vLLM 0.32.0).
     tool_calls: list[_ToolCall] | None = None
+    # A reasoning model's thinking, when the server runs a reasoning parser: `reasoning` in
+    # vLLM 0.32 (vllm/entrypoints/generate/base/protocol.py, DeltaMessage), `reasoning_content`
+    # in earlier releases and other servers. Present (even "") on a chunk of thinking.
+    reasoning: str | None = None
+    reasoning_content: str | None = None
 
 
 class _Choice(msgspec.Struct):
@@ -63,11 +68,16 @@ class _PromptDetails(msgspec.Struct):
     cached_tokens: int | None = None
 
 
+class _CompletionDetails(msgspec.Struct):
+    reasoning_tokens: int | None = None  # vLLM, with a reasoning parser
+
+
 class _Usage(msgspec.Struct):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     # vLLM sends it with --enable-prompt-tokens-details: prompt tokens served from the cache.
     prompt_tokens_details: _PromptDetails | None = None
+    completion_tokens_details: _CompletionDetails | None = None
 
 
 class _Event(msgspec.Struct):
@@ -94,6 +104,8 @@ def _take_usage(record: RequestRecord, usage: _Usage) -> None:
     record.usage_output_tokens = usage.completion_tokens
     if usage.prompt_tokens_details is not None:
         record.cached_prompt_tokens = usage.prompt_tokens_details.cached_tokens
+    if usage.completion_tokens_details is not None:
+        record.usage_reasoning_tokens = usage.completion_tokens_details.reasoning_tokens
 
 
 def _take_tool_calls(record: RequestRecord, pieces: list[_ToolCall], now: float) -> None:
@@ -106,6 +118,18 @@ def _take_tool_calls(record: RequestRecord, pieces: list[_ToolCall], now: float)
             calls[piece.index][0] += piece.function.name or ""
             calls[piece.index][1] += piece.function.arguments or ""
     record.tool_calls_done_s = now
+
+
+def _take_reasoning(record: RequestRecord, delta: _Delta, tokens: int, now: float) -> None:
+    """A reasoning request's chunk of `tokens`: thinking, or answer (the first answer chunk's
+    arrival is the time to first output token). A chunk with both (the end of the thinking and
+    the answer's start in one chunk) counts as thinking and starts the answer."""
+    if delta.reasoning is not None or delta.reasoning_content is not None:
+        record.reasoning_tokens += tokens
+    elif delta.content is not None:
+        record.answer_tokens += tokens
+    if delta.content is not None and record.first_output_s is None:
+        record.first_output_s = now
 
 
 def _digest(record: RequestRecord, ids) -> None:
@@ -144,8 +168,10 @@ class StreamDecoder:
             ends = list(map(add, ends, repeat(shift)))
             self._partial = b""
         cut = body.rfind(b"\n\n") + 2  # the end of the part's last whole event
-        # A request's tool calls are read on the line path only (the bulk path keeps no pieces).
-        bulk = cut > 1 and not self.chunk_per_token and self.record.tool_calls is None
+        # A request's tool calls and reasoning are read on the line path only (the bulk path
+        # keeps no pieces, no deltas).
+        bulk = (cut > 1 and not self.chunk_per_token and self.record.tool_calls is None
+                and self.record.reasoning_tokens is None)
         start = cut if bulk and self._bulk(body, cut, ends, stamps) else 0
         if start == len(body) or self.finished:
             return
@@ -228,6 +254,7 @@ class StreamDecoder:
         record = self.record
         text_kept = record.output_text  # a conversation's turn (sessions.py), else None
         calls_kept = record.tool_calls  # a request that sent tools, else None
+        thinking = record.reasoning_tokens is not None  # a reasoning request
         for line in lines:
             if line[:5] != b"data:":
                 continue  # blank separators, comments, event:/id: fields
@@ -272,6 +299,8 @@ class StreamDecoder:
                     record.chunk_times_s.append(now)
                     record.chunk_tokens.append(tokens)
                     counted = True
+                    if thinking and choice.delta is not None:
+                        _take_reasoning(record, choice.delta, tokens, now)
             if counted:
                 if now == self._last_read_s:
                     self.coalesced += 1

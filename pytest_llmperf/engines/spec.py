@@ -85,6 +85,10 @@ class Engine:
     max_lora_rank: int | None = None
     distributed_executor_backend: str | None = None
     chat_template: str | None = None
+    # The parser that splits a reasoning model's thinking from its answer (vLLM's
+    # --reasoning-parser, e.g. "deepseek_r1"): what Workload.reasoning needs
+    # (docs/workloads.md, "Reasoning").
+    reasoning_parser: str | None = None
     served_model_name: str | None = None
     seed: int | None = None
     extra_args: Any = field(default=())

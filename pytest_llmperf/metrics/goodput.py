@@ -2,12 +2,12 @@
 each meet their limit, as `vllm bench serve --goodput` and DistServe define it (docs/goodput.md).
 
 The limits come from the test's SLO: every `max` bound it puts on a statistic of `ttft_s`,
-`tpot_s` or `e2el_s` is a limit on each request's own value (SLO(max={"ttft_s.p90": 0.5}) makes
-"TTFT <= 500 ms" the TTFT limit). Where the SLO bounds several statistics of one metric the
-tightest bound is the limit, since a good request meets every limit. Like vLLM, a request with
-one output token has a TPOT of 0, and goodput is over the same duration as the request
-throughput, so goodput <= request throughput. `goodput_share` is the good requests' share of all
-the requests sent, failed ones included.
+`tpot_s`, `e2el_s` or a reasoning model's `ttfo_s` (metrics/reasoning.py) is a limit on each
+request's own value (SLO(max={"ttft_s.p90": 0.5}) makes "TTFT <= 500 ms" the TTFT limit).
+Where the SLO bounds several statistics of one metric the tightest bound is the limit, since a
+good request meets every limit. Like vLLM, a request with one output token has a TPOT of 0, and
+goodput is over the same duration as the request throughput, so goodput <= request throughput.
+`goodput_share` is the good requests' share of all the requests sent, failed ones included.
 
 Both are higher-is-better metrics of every run with such an SLO (NaN without one): an SLO or a
 baseline can gate them like any other (SLO(min={"goodput_share": 0.9}) is DistServe's "90%
@@ -21,11 +21,13 @@ import math
 from collections.abc import Mapping, Sequence
 
 from pytest_llmperf.metrics.metric import HIGHER, Column, Metric, RunInputs
+from pytest_llmperf.metrics.reasoning import request_ttfo
 from pytest_llmperf.metrics.request_metrics import request_tpot
 from pytest_llmperf.records import RequestRecord
 
-# Per-request latencies a limit can apply to: vLLM's --goodput keys ttft, tpot, e2el.
-LIMITED = ("ttft_s", "tpot_s", "e2el_s")
+# Per-request latencies a limit can apply to: vLLM's --goodput keys ttft, tpot, e2el; and a
+# reasoning model's time to first output token (metrics/reasoning.py).
+LIMITED = ("ttft_s", "tpot_s", "e2el_s", "ttfo_s")
 NAMES = ("goodput_req_s", "goodput_share")
 
 Limits = Mapping[str, float]  # base metric ("ttft_s") -> seconds
@@ -66,7 +68,18 @@ def request_latencies(record: RequestRecord) -> dict[str, float] | None:
         return None
     first, last = record.chunk_times_s[0], record.chunk_times_s[-1]
     return {"ttft_s": first - record.sent_s, "e2el_s": last - record.sent_s,
-            "tpot_s": request_tpot(record) if record.output_tokens > 1 else 0.0}
+            "tpot_s": request_tpot(record) if record.output_tokens > 1 else 0.0,
+            "ttfo_s": _ttfo(record, first - record.sent_s)}
+
+
+def _ttfo(record: RequestRecord, ttft: float) -> float:
+    """Its time to first output token: a reasoning request's first answer chunk (inf: the
+    answer never started, which no limit is met by), another request's TTFT (all its output
+    is answer)."""
+    if record.reasoning_tokens is None:
+        return ttft
+    ttfo = request_ttfo(record)
+    return math.inf if ttfo is None else ttfo
 
 
 def _of_run(name: str):

@@ -28,6 +28,7 @@ from pytest_llmperf.metrics import (
     engine_start,
     goodput,
     lora,
+    reasoning,
     request_metrics,
     server,
     spec_decode,
@@ -46,7 +47,7 @@ SERVER_PREFIX = server.PREFIX
 # What a run computes, in this order (a metric's `needs` come before it): as RunMetrics.flat()
 # lists them.
 COMPUTED: tuple[Metric | Family, ...] = (
-    *request_metrics.METRICS, *goodput.METRICS, turns.FAMILY, lora.FAMILY,
+    *request_metrics.METRICS, *reasoning.METRICS, *goodput.METRICS, turns.FAMILY, lora.FAMILY,
     *server.METRICS,
     *spec_decode.METRICS, spec_decode.FAMILY, *energy.METRICS, *engine_start.METRICS)
 METRICS: tuple[Metric, ...] = (

@@ -30,7 +30,15 @@ from pytest_llmperf.failures import describe_counts
 from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.machine.hardware import is_gpu_class
-from pytest_llmperf.metrics import energy, goodput, lora, spec_pin, structured, tool_calls
+from pytest_llmperf.metrics import (
+    energy,
+    goodput,
+    lora,
+    reasoning,
+    spec_pin,
+    structured,
+    tool_calls,
+)
 from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
 from pytest_llmperf.metrics.embeddings import note as embeddings_note
 from pytest_llmperf.metrics.result import Result
@@ -44,6 +52,7 @@ from pytest_llmperf.verdict.status import Status, decide
 from pytest_llmperf.workloads.identity import workload_identity
 from pytest_llmperf.workloads.lora import check_served
 from pytest_llmperf.workloads.probes import probe_places
+from pytest_llmperf.workloads.reasoning import check_reasoning
 from pytest_llmperf.workloads.text_only import as_text
 from pytest_llmperf.workloads.workload import Workload
 
@@ -152,6 +161,7 @@ class Runner:
         check_images(engine, workload.name, getattr(workload.source, "images_per_request", 0))
         if isinstance(self.target, OurEngines):  # an endpoint's adapters are its own to know
             check_served(workload.source, engine)  # an adapter it does not serve: one line
+            check_reasoning(engine, workload.name, workload.source)  # no parser: one line
         kind = self.server_kind(engine)
         as_sent = workload if kind.token_id_prompts else as_text(workload)
         text_prompts = as_sent is not workload
@@ -175,6 +185,8 @@ class Runner:
         if found := record.result.tool_calls:
             record.tool_calls = found  # the calls and the time to complete them, for the run file
             self.ledger.note(record.test_id, tool_calls.note(found))
+        if found := reasoning.summary(record.result.records):  # the thinking, the answer
+            self.ledger.note(record.test_id, reasoning.note(found, record.result.metrics))
         if found := record.result.embeddings:
             record.embeddings = found  # requests/s, inputs/s, latency, for the run file
             self.ledger.note(record.test_id, embeddings_note(found))

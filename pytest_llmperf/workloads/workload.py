@@ -28,6 +28,7 @@ from pytest_llmperf.workloads import (
     probes,
     profiles,
     prompts,
+    reasoning,
     structured,
     tool_calls,
     traces,
@@ -309,6 +310,22 @@ class Workload:
                                               parallel_tool_calls=parallel_tool_calls)
         name = options.pop("name", f"tool-calls-{len(source.tools)}")
         return cls.of(source, name=name, num_requests=num_requests, api=api, **options)
+
+    @classmethod
+    def reasoning(cls, *, input_tokens: int, output_tokens: int, num_requests: int,
+                  **options: Any) -> "Workload":
+        """Reasoning (workloads/reasoning.py): chat requests of `input_tokens` text tokens that
+        generate exactly `output_tokens`, thinking and answer together; each request's thinking
+        (the stream's `reasoning`) and answer are timed and counted apart: time to first output
+        token, reasoning tokens and time, answer tokens (metrics/reasoning.py). The engine must
+        run a reasoning parser (Engine(reasoning_parser=...)): one line before it starts."""
+        api = _chat_only(options, f"{reasoning.WHERE}: reasoning requests")
+        inner = Synthetic(input_tokens=lengths.Fixed(tokens=input_tokens),
+                          output_tokens=lengths.Fixed(tokens=output_tokens),
+                          prompt_format="text")
+        name = options.pop("name", f"reasoning-{input_tokens}in-{output_tokens}out")
+        return cls.of(reasoning.ReasoningOf(source=inner), name=name,
+                      num_requests=num_requests, api=api, **options)
 
     @classmethod
     def embeddings(cls, *, input_tokens: int, batch_size: int = 1, num_requests: int,

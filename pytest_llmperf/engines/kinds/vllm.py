@@ -59,6 +59,7 @@ VALUE_FLAGS = {name: name for name in (
     "block_size",
     "distributed_executor_backend",
     "chat_template",
+    "reasoning_parser",
     "served_model_name",
     "seed",
     "max_loras",
