@@ -3,9 +3,12 @@
 The trend gate (trend.py) keeps failing a test whose metric changed for the worse and stays at
 the worse level, every night, until someone acts: fixes it, or acknowledges it with
 
-    llmperf ack TEST --metric NAME --reason TEXT [--until DATE]
+    llmperf ack TEST --metric NAME --reason TEXT [--until DATE] [--shape FAMILY]
 
-kept in the results store (schema.acks), so every runner that shares the store sees it. An
+kept in the results store (schema.acks), so every runner that shares the store sees it. It is
+keyed by the series it silences: the test, the metric and the runner shape (the store's hardware
+family, identity.family: an H100 change acknowledged leaves the H200 series of the same test
+red); a row from before shapes were kept (shape None) covers every shape. An
 acknowledgement records who (git's user.name, else $USER), when and why, and expires (--until,
 else DEFAULT_DAYS after it was made): expired, the test is red again. It covers the changes whose
 first run came before it; a later change for the worse of the same metric is a new regression.
@@ -36,9 +39,14 @@ class Ack:
     who: str
     recorded_at: datetime
     until: datetime
+    shape: str | None = None  # the series' family (identity.family); None: every shape
 
     def active(self, now: datetime) -> bool:
         return now < self.until
+
+    def silences(self, metric: str, shape: str | None) -> bool:
+        """Is it of `metric` on runner shape `shape` (None: any)?"""
+        return self.metric == metric and (None in (self.shape, shape) or self.shape == shape)
 
     def covers(self, change_at: datetime | None) -> bool:
         """Was it made after the change's first run (None: this run, newer than any ack)?"""
@@ -52,17 +60,18 @@ class Ack:
 
 
 def covering(acks: Iterable[Ack], metric: str, change_at: datetime | None,
-             now: datetime) -> Ack | None:
-    """The newest active acknowledgement of `metric` made after the change; None if none."""
-    found = [ack for ack in acks if ack.metric == metric and ack.active(now)
+             now: datetime, shape: str | None = None) -> Ack | None:
+    """The newest active acknowledgement of `metric` on `shape` made after the change; None if
+    none."""
+    found = [ack for ack in acks if ack.silences(metric, shape) and ack.active(now)
              and ack.covers(change_at)]
     return max(found, key=lambda ack: ack.recorded_at, default=None)
 
 
 def expired_for(acks: Iterable[Ack], metric: str, change_at: datetime | None,
-                now: datetime) -> Ack | None:
+                now: datetime, shape: str | None = None) -> Ack | None:
     """The newest acknowledgement of the change that has expired, for the failure to name."""
-    found = [ack for ack in acks if ack.metric == metric and not ack.active(now)
+    found = [ack for ack in acks if ack.silences(metric, shape) and not ack.active(now)
              and ack.covers(change_at)]
     return max(found, key=lambda ack: ack.recorded_at, default=None)
 

@@ -16,7 +16,9 @@
                     test_id, a, b, outcome, detail   (bisect/): found again by its key, so an
                                                      interrupted bisect resumes (schema 2)
     acks            id, test_id, metric, reason,     one acknowledged regression (`llmperf ack`,
-                    who, recorded_at, until          acks.py; schema 3)
+                    who, recorded_at, until, shape   acks.py; schema 3; shape: schema 4, the
+                                                     runner shape (family) of the series it
+                                                     silences; NULL in older rows: every shape)
 
 `family`, `engine_hash`, `workload_hash` and `series` are identity.py's keys; `series` is indexed
 with the run, so one series reads in one index range. JSON columns keep what a row was measured
@@ -48,6 +50,7 @@ from sqlalchemy import (
     func,
     inspect,
     select,
+    text,
 )
 from sqlalchemy.engine import Connection
 
@@ -132,6 +135,7 @@ acks = Table(
     Column("who", String(200), nullable=False),
     Column("recorded_at", DateTime(timezone=True), nullable=False),
     Column("until", DateTime(timezone=True), nullable=False),
+    Column("shape", String(200), nullable=True),
 )
 
 
@@ -147,7 +151,14 @@ def _add_acks(connection: Connection) -> None:
     metadata.create_all(connection, tables=[acks])
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_create_v1, _add_bisect_steps, _add_acks]
+def _add_ack_shape(connection: Connection) -> None:
+    """Schema 4: acks.shape. A store made at 3 lacks it; one made now has it from _add_acks."""
+    if "shape" not in {column["name"] for column in inspect(connection).get_columns("acks")}:
+        connection.execute(text("ALTER TABLE acks ADD COLUMN shape VARCHAR(200)"))
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_create_v1, _add_bisect_steps, _add_acks,
+                                                  _add_ack_shape]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

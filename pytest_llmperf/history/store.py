@@ -193,7 +193,7 @@ class HistoryStore:
         with self._errors(), self._write() as connection:
             connection.execute(schema.acks.insert().values(
                 test_id=ack.test_id, metric=ack.metric, reason=ack.reason, who=ack.who,
-                recorded_at=ack.recorded_at, until=ack.until))
+                recorded_at=ack.recorded_at, until=ack.until, shape=ack.shape))
 
     # ------------------------------------------------------------------ reading
 
@@ -206,7 +206,8 @@ class HistoryStore:
         with self._errors(), self._engine.connect() as connection:
             rows = list(connection.execute(query).mappings())
         return [Ack(row["test_id"], row["metric"], row["reason"], row["who"],
-                    _utc(row["recorded_at"]), _utc(row["until"])) for row in rows]
+                    _utc(row["recorded_at"]), _utc(row["until"]), row["shape"])
+                for row in rows]
 
     def metric_names(self, test_id: str) -> list[str]:
         """Every metric name stored for any result of `test_id`."""

@@ -119,12 +119,12 @@ class TrendCheck:
         if at is not None and self.baseline_at is not None and at <= self.baseline_at:
             return True, (f"{line}; accepted: the committed baseline was updated since "
                           f"({self.baseline_at.date().isoformat()})")
-        ack = covering(self.acks, series.metric, at, clock)
+        ack = covering(self.acks, series.metric, at, clock, self.now.family or None)
         if ack is not None:
             return True, f"{line}; {ack.line()}"
         grew = change_phases(series, change)
         line += f"; {grew}" if grew else ""
-        expired = expired_for(self.acks, series.metric, at, clock)
+        expired = expired_for(self.acks, series.metric, at, clock, self.now.family or None)
         return False, line + (f"; expired: {expired.line()}" if expired else "")
 
     def _now_with(self, name: str, value: float, current: Current) -> Point:

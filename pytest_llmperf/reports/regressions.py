@@ -81,7 +81,7 @@ def _series_regressions(test: str, points: list[Point], acks, now: datetime
             continue
         change = series.changes[-1]
         at = series.at(change)
-        ack = acks_mod.covering(acks, metric, at.started_at, now)
+        ack = acks_mod.covering(acks, metric, at.started_at, now, last.family or None)
         found.append(Regression(test, metric, last.series, at, (change.ratio - 1) * 100,
                                 len(series.points) - change.index, ack))
     return found

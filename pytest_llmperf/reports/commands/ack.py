@@ -1,6 +1,11 @@
 """`llmperf ack`: acknowledge a regression the trend gate keeps failing, in the results store.
 
-    llmperf ack TEST --metric NAME --reason TEXT [--until YYYY-MM-DD] [--history PATH|URL]
+    llmperf ack TEST --metric NAME --reason TEXT [--until YYYY-MM-DD] [--shape FAMILY]
+                [--history PATH|URL]
+
+The acknowledgement silences one series: the test's metric on one runner shape (the store's
+hardware family, `llmperf history` shows it). --shape defaults to the test's one shape, or, where
+it has several, to this machine's; where this machine's is none of them it is required.
 
 Bad input is one line and writes nothing: a test or metric the store has never seen, a date
 already past, no reason (history/acks.py says what an acknowledgement covers and for how long).
@@ -11,11 +16,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 from pytest_llmperf.history import acks as acks_mod
 from pytest_llmperf.history import location
+from pytest_llmperf.history.identity import family
 from pytest_llmperf.history.store import HistoryError, HistoryStore
+from pytest_llmperf.machine.hardware import current_fingerprint, detect_hardware
 from pytest_llmperf.reports.commands.exits import EXIT_OK, EXIT_USAGE
 from pytest_llmperf.reports.commands.history import open_store, pick
 
@@ -33,6 +41,9 @@ def add_command(commands) -> None:
     ack.add_argument("--reason", default=None, metavar="TEXT", help="why it is accepted")
     ack.add_argument("--until", default=None, metavar="YYYY-MM-DD",
                      help=f"the last day it holds (default: {acks_mod.DEFAULT_DAYS} days on)")
+    ack.add_argument("--shape", default=None, metavar="FAMILY",
+                     help="the runner shape whose series it silences (default: the test's one "
+                          "shape, else this machine's)")
     ack.add_argument("--history", default=os.environ.get("LLMPERF_HISTORY", location.DEFAULT),
                      metavar="PATH|URL", help="the store (default: $LLMPERF_HISTORY, else "
                                               f"{location.DEFAULT})")
@@ -55,7 +66,8 @@ def run(args: argparse.Namespace, now: datetime | None = None) -> int:
     except (HistoryError, ValueError) as exc:
         print(f"llmperf: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    print(f"llmperf: {ack.test_id} {ack.metric}: {ack.line()} (in {store.where.shown})")
+    print(f"llmperf: {ack.test_id} {ack.metric}: {ack.line()} (shape {ack.shape}; in "
+          f"{store.where.shown})")
     return EXIT_OK
 
 
@@ -68,4 +80,27 @@ def _ack(store: HistoryStore, args: argparse.Namespace, now: datetime,
             f"{test} has no metric {args.metric!r} in the store"
         raise ValueError(f"{what}; its metrics: {', '.join(metrics[:12])}"
                          + (", ..." if len(metrics) > 12 else ""))
-    return acks_mod.Ack(test, args.metric, args.reason.strip(), acks_mod.who_am_i(), now, until)
+    shape = _shape(args.shape, test, sorted({p.family for p in store.points(test, None)}))
+    return acks_mod.Ack(test, args.metric, args.reason.strip(), acks_mod.who_am_i(), now, until,
+                        shape)
+
+
+def _shape(wanted: str | None, test: str, shapes: list[str],
+           here: Callable[[], str] | None = None) -> str:
+    """The runner shape the acknowledgement silences (ValueError: one line naming the shapes)."""
+    if wanted is not None:
+        if wanted not in shapes:
+            raise ValueError(f"--shape {wanted}: {test} has no series on it; its shapes: "
+                             f"{', '.join(shapes)}")
+        return wanted
+    if len(shapes) == 1:
+        return shapes[0]
+    mine = (here or _this_machine)()
+    if mine in shapes:
+        return mine
+    raise ValueError(f"--shape FAMILY is required: {test} has series on {len(shapes)} runner "
+                     f"shapes, none this machine's ({mine}): {', '.join(shapes)}")
+
+
+def _this_machine() -> str:
+    return family(current_fingerprint(detect_hardware()).to_dict())
