@@ -37,7 +37,7 @@ from pytest_llmperf.reports.history_view import views
 from pytest_llmperf.reports.regressions import regressions
 
 __all__ = ["DEFAULT_SUITES", "FILES", "add_command", "ci_job_url", "gpu_extra_missing",
-           "pytest_argv", "run", "run_pytest"]
+           "pytest_argv", "pytest_environ", "run", "run_pytest"]
 
 # What --out holds after a night, by what wrote it.
 FILES = {"run": "run.json", "markdown": "report.md", "html": "report.html",
@@ -46,6 +46,7 @@ PAGE = "index.html"
 # Markers of tests that start vLLM on GPUs (plugin/markers.py): they need the gpu extra.
 GPU_MARKERS = ("h100", "h200", "a100", "gpus")
 PREFIX = "llmperf nightly: "
+HISTORY_ENV = "LLMPERF_HISTORY"  # the plugin's --llmperf-history, from the environment
 # Where the suites are when no path is given: `llmperf nightly` and `llmperf bootstrap-baselines`
 # both (pyproject's testpaths is tests/, where no test is marked for hardware).
 DEFAULT_SUITES = ("suites/",)
@@ -121,9 +122,9 @@ def run(args: argparse.Namespace) -> int:
         night.say(missing)
         return _finish(night, oc.Outcomes(), oc.EXIT_USAGE)
     deadline = time.time() + args.max_minutes * 60 if args.max_minutes else None
-    argv = pytest_argv(args.marker, night.suites, store, args.out.resolve(), deadline,
+    argv = pytest_argv(args.marker, night.suites, args.out.resolve(), deadline,
                        args.pytest_args, trend=night.store_ok)
-    returncode = run_pytest(argv)
+    returncode = run_pytest(argv, pytest_environ(store))
     found = _outcomes(night, args.out / FILES["junit"])
     problem = oc.pytest_problem(returncode, args.marker, night.suites)
     if problem:
@@ -190,14 +191,21 @@ def gpu_extra_missing(marker: str,
             f"{sys.executable}; install the GPU stack with `bash scripts/install-gpu`")
 
 
-def pytest_argv(marker: str, suites: Sequence[str], store: str, out: Path,
+def pytest_environ(store: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The night's pytest's environment: the store in LLMPERF_HISTORY (the plugin's setting,
+    session/settings.py), never on its command line, where a postgresql:// URL's password would
+    sit in the process list for the whole night."""
+    return {**environ, HISTORY_ENV: store}
+
+
+def pytest_argv(marker: str, suites: Sequence[str], out: Path,
                 deadline: float | None, extra: Sequence[str], *, trend: bool) -> list[str]:
-    """The night's pytest command line; `out` absolute (the plugin reads relative report paths
-    against pytest's rootdir, which need not be here). Each option and its value are one word:
-    pytest finds its rootdir before it loads plugins, and takes a plugin option's value given as
-    a word of its own for a test path (bootstrap.pytest_command says what that cost)."""
+    """The night's pytest command line (the store goes in its environment: pytest_environ);
+    `out` absolute (the plugin reads relative report paths against pytest's rootdir, which need
+    not be here). Each option and its value are one word: pytest finds its rootdir before it
+    loads plugins, and takes a plugin option's value given as a word of its own for a test path
+    (bootstrap.pytest_command says what that cost)."""
     argv = [sys.executable, "-m", "pytest", "-m", marker, *suites, "--llmperf-nightly",
-            f"--llmperf-history={store}",
             f"--llmperf-json={out / FILES['run']}",
             f"--llmperf-markdown={out / FILES['markdown']}",
             f"--llmperf-html={out / FILES['html']}",
@@ -210,13 +218,14 @@ def pytest_argv(marker: str, suites: Sequence[str], store: str, out: Path,
     return argv + list(extra)
 
 
-def run_pytest(argv: Sequence[str]) -> int:
+def run_pytest(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     """The night's pytest, in a session of its own so that a stop reaches it once, from here: a
     job is stopped with a signal to one process (Kubernetes: SIGTERM to a container's main
     process; GitHub Actions: SIGINT, then SIGTERM, to a step's; docs/nightly.md), a terminal
     with SIGINT. The plugin then stops its engines (plugin/hooks.py), pytest ends as
     interrupted, and this command still writes failures.txt and posts it."""
-    child = subprocess.Popen(list(argv), start_new_session=True)
+    child = subprocess.Popen(list(argv), start_new_session=True,
+                             env=None if env is None else dict(env))
 
     def forward(signum, frame) -> None:
         child.send_signal(signum)

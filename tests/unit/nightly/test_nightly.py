@@ -119,10 +119,10 @@ def test_the_headline_links_the_ci_job():
 
 
 def test_the_pytest_command_line():
-    argv = command.pytest_argv("h200", ["suites/"], "postgresql://db/x", Path("/r"),
+    argv = command.pytest_argv("h200", ["suites/"], Path("/r"),
                                DEADLINE + 0.4, ["-k", "llama"], trend=True)
     assert argv == [sys.executable, "-m", "pytest", "-m", "h200", "suites/",
-                    "--llmperf-nightly", "--llmperf-history=postgresql://db/x",
+                    "--llmperf-nightly",
                     "--llmperf-json=/r/run.json", "--llmperf-markdown=/r/report.md",
                     "--llmperf-html=/r/report.html", "--junitxml=/r/junit.xml",
                     "--llmperf-log-dir=/r/logs", "--llmperf-trend",
