@@ -122,11 +122,22 @@ class Measure:
         return result
 
 
+# What a call other than `run` measured in an A/B session, said once per test and call under
+# the summary: it gates nothing in an upgrade, and the summary says so rather than stay silent.
+UNPAIRED = ("llmperf.{call} measured the test's {what} and was not judged: --llmperf-ab pairs "
+            "llmperf.run only")
+UNPAIRED_WHAT = {"ab": "own engines a and b, without --llmperf-ab's side B",
+                 "sweep": "engine alone, without --llmperf-ab's side B",
+                 "capacity": "engine alone, without --llmperf-ab's side B",
+                 "offline": "engine alone, without --llmperf-ab's side B"}
+
+
 class AbMeasure(Measure):
     """--llmperf-ab: `run` measures side A (the test's engine, with --llmperf-ab-a's fields if
     any) and side B (with --llmperf-ab's) alternately and is judged on the paired ratios (and
-    B on the test's SLO); it returns side B, the candidate. The other calls measure side A,
-    unjudged (session/judge.py)."""
+    B on the test's SLO); it returns side B, the candidate. The other calls measure the test's
+    own engines, unjudged (session/judge.py), each with a line under the summary saying so
+    (UNPAIRED)."""
 
     def __init__(self, settings: Settings,
                  later: confirm_later.ConfirmLaterPlugin | None = None) -> None:
@@ -165,6 +176,31 @@ class AbMeasure(Measure):
         test.settle(test.judge.judge_ab(record_a, record_b, test.options, slo), warn=False,
                     measured=(record_a.result, record_b.result))
         return record_b.result
+
+    @staticmethod
+    def _unpaired(test: RunningTest, call: str) -> None:
+        """Said before the call measures, so a call that fails is named too."""
+        test.runner.ledger.note_once(test.node.nodeid, UNPAIRED.format(
+            call=call, what=UNPAIRED_WHAT[call]))
+
+    def ab(self, test: RunningTest, workload: Workload, a: Engine, b: Engine,
+           pairs: int) -> PairedRun:
+        self._unpaired(test, "ab")
+        return super().ab(test, workload, a, b, pairs)
+
+    def sweep(self, test: RunningTest, workload: Workload, rates, concurrencies,
+              engine: Engine | None) -> sweeps.Sweep:
+        self._unpaired(test, "sweep")
+        return super().sweep(test, workload, rates, concurrencies, engine)
+
+    def capacity(self, test: RunningTest, workload: Workload, slo: Any, search: dict[str, Any],
+                 engine: Engine | None) -> sweeps.Capacity:
+        self._unpaired(test, "capacity")
+        return super().capacity(test, workload, slo, search, engine)
+
+    def offline(self, test: RunningTest, workload: Workload, engine: Engine | None):
+        self._unpaired(test, "offline")
+        return super().offline(test, workload, engine)
 
 
 class CheckArgs:
