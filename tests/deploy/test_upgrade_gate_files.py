@@ -1,0 +1,115 @@
+"""The upgrade gate as files a team copies: deploy/github/upgrade-gate.yml and
+deploy/gitlab/upgrade-gate.gitlab-ci.yml pass the linters the nightly files pass and call only the
+project's commands (scripts/install-gpu, scripts/upgrade-gate); scripts/upgrade-gate, run with
+stand-in environments that record what they are asked, installs the candidate under the pinned
+constraints with its vllm pin replaced, and runs the suites as a paired A/B against it."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from tests.deploy.test_deploy_files import (
+    DEPLOY,
+    LINT,
+    REPO,
+    _actionlint,
+    _broken_copy,
+    _linter,
+    _not_allowed,
+    _run,
+)
+
+WORKFLOW = DEPLOY / "github" / "upgrade-gate.yml"
+GITLAB = DEPLOY / "gitlab" / "upgrade-gate.gitlab-ci.yml"
+SCRIPT = REPO / "scripts" / "upgrade-gate"
+ALLOWED = (re.compile(r"^bash scripts/install-gpu$"),
+           re.compile(r'^bash scripts/upgrade-gate "\$\w+" "\$MARKER"$'))
+
+
+def _commands() -> dict[str, str]:
+    jobs = yaml.safe_load(WORKFLOW.read_text())["jobs"]
+    found = {f"{WORKFLOW.name}: {step['name']}": step["run"] for spec in jobs.values()
+             for step in spec["steps"] if "run" in step}
+    pipeline = yaml.safe_load(GITLAB.read_text())
+    found.update({f"{GITLAB.name}: {line}": line for spec in pipeline.values()
+                  if isinstance(spec, dict) for line in spec.get("script", [])})
+    return found
+
+
+def test_actionlint_passes_the_gate_and_rejects_a_broken_one(tmp_path: Path) -> None:
+    broken = _broken_copy(tmp_path, WORKFLOW, "CANDIDATE: ${{ inputs.vllm }}",
+                          "CANDIDATE: ${{ inputs.vlm }}")
+    results = _actionlint(WORKFLOW, broken)
+    assert _not_allowed(results[str(WORKFLOW)]) == []
+    assert [m[1] for m in _not_allowed(results[str(broken)])] == ["expression"]
+
+
+def test_gitlab_ci_schema_passes_the_gate_job(tmp_path: Path) -> None:
+    check = _linter(LINT / "venv" / "bin" / "check-jsonschema", "check-jsonschema")
+    good = _run(check, "--builtin-schema", "vendor.gitlab-ci", str(GITLAB))
+    assert (good.returncode, good.stdout.strip()) == (0, "ok -- validation done"), good.stderr
+    broken = _broken_copy(tmp_path, GITLAB, "when: always", "when: sometimes")
+    assert _run(check, "--builtin-schema", "vendor.gitlab-ci", str(broken)).returncode == 1
+
+
+def test_the_gate_files_call_the_projects_commands_only_and_shellcheck_passes(
+        tmp_path: Path) -> None:
+    commands = _commands()
+    assert len(commands) == 4
+    for name, command in commands.items():
+        assert any(allowed.search(command) for allowed in ALLOWED), f"{name}: {command}"
+    shellcheck = _linter("shellcheck", "shellcheck (Debian's package)")
+    for name, command in commands.items():
+        snippet = tmp_path / "snippet.sh"
+        snippet.write_text(f"#!/usr/bin/env bash\nset -e\n{command}\n")
+        done = _run(shellcheck, str(snippet))
+        assert (done.returncode, done.stdout) == (0, ""), f"{name}:\n{done.stdout}"
+
+
+def _venv(folder: Path, log: Path) -> None:
+    """A stand-in environment whose python writes its arguments to `log`, one a line."""
+    (folder / "bin").mkdir(parents=True)
+    python = folder / "bin" / "python"
+    python.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {log}\necho --- >> {log}\n')
+    python.chmod(0o755)
+
+
+def _gate(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    environ = {key: value for key, value in os.environ.items()
+               if not key.startswith("LLMPERF_")}
+    environ.update(LLMPERF_VENV=str(tmp_path / "a"), LLMPERF_CANDIDATE_VENV=str(tmp_path / "b"),
+                   LLMPERF_UPGRADE_OUT=str(tmp_path / "out"))
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
+                          timeout=60, env=environ)
+
+
+def test_the_gate_installs_the_candidate_and_pairs_the_suites_against_it(tmp_path: Path):
+    _venv(tmp_path / "a", tmp_path / "a.log")
+    _venv(tmp_path / "b", tmp_path / "b.log")
+    done = _gate(tmp_path, "0.25.0", "h200", "-k", "chat")
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out"
+    pins = [line for line in (out / "constraints-candidate.txt").read_text().splitlines()
+            if line and not line.startswith("#")]
+    assert pins == ["vllm==0.25.0"]  # the torch stack is the candidate's own to require
+    installs = (tmp_path / "b.log").read_text().split("---\n")
+    assert installs[1].split() == ["-m", "pip", "install", "-q", "-c",
+                                   str(out / "constraints-candidate.txt"), "-e", ".[gpu]"]
+    pytest_args = (tmp_path / "a.log").read_text().split("---\n")[0].splitlines()
+    assert pytest_args == [
+        "-m", "pytest", "-m", "h200", "suites/",
+        f'--llmperf-ab={{"python": "{tmp_path / "b" / "bin" / "python"}"}}',
+        f"--llmperf-json={out}/ab.json", f"--llmperf-markdown={out}/ab.md",
+        f"--junitxml={out}/junit.xml", "-k", "chat"]
+
+
+def test_the_gate_without_its_arguments_is_one_line(tmp_path: Path):
+    done = _gate(tmp_path, "0.25.0")
+    assert (done.returncode, done.stderr) == (2, (
+        "upgrade-gate: give the candidate vLLM version and the marker, e.g. "
+        "bash scripts/upgrade-gate 0.25.0 h200\n"))
