@@ -48,16 +48,11 @@ LINE = ("llmperf.{call} measured the test's {what} and was not judged: --llmperf
         "llmperf.run only")
 
 
-@pytest.fixture
-def suite(pytester: pytest.Pytester):
+def test_each_unpaired_call_says_so_in_one_line(pytester: pytest.Pytester):
     pytester.makeconftest(with_factors(FACTORS))
     pytester.makepyfile(test_suite="import pytest\n" + SUITE)
-    return pytester
-
-
-def test_each_unpaired_call_says_so_in_one_line(suite):
-    result = suite.runpytest("-p", "no:cacheprovider", "--llmperf-ab",
-                             json.dumps({"max_num_seqs": 8}))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--llmperf-ab",
+                                json.dumps({"max_num_seqs": 8}))
     result.assert_outcomes(passed=4)
     alone = "engine alone, without --llmperf-ab's side B"
     flat = " ".join(result.stdout.str().split())  # the summary's notes wrap
