@@ -47,7 +47,7 @@ from pytest_llmperf.session import settings as settings_mod
 from pytest_llmperf.session.deployment import Deployment
 from pytest_llmperf.session.session import LlmperfSession
 from pytest_llmperf.session.target import Target
-from pytest_llmperf.verdict import same_node
+from pytest_llmperf.verdict import budget, same_node
 
 SESSION_KEY = pytest.StashKey[LlmperfSession]()
 SETTINGS_KEY = pytest.StashKey[settings_mod.Settings]()
@@ -257,6 +257,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """...and does it serve the model of each test that will run? (Under pytest-xdist each
     worker checks at each test instead: an error raised in a worker's collection is no line.)"""
+    llmperf = session.config.stash.get(SESSION_KEY, None)
+    if llmperf is not None:  # the run's false-alarm budget is shared among these (budget.py)
+        llmperf.judge.comparisons = budget.planned(
+            sum("llmperf" in getattr(item, "fixturenames", ()) for item in session.items))
     target = _target_to_check(session.config)
     if target is None:
         return

@@ -15,10 +15,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pytest_llmperf.reports.notes import Note
-from pytest_llmperf.verdict import shapes
+from pytest_llmperf.verdict import budget, shapes
 from pytest_llmperf.verdict.status import Status
 
-__all__ = ["FIRST_RUN", "headline"]
+__all__ = ["FIRST_RUN", "budget_headline", "headline"]
 
 # The start of references.BaselineTable's note for a measurement gated by this machine's own table.
 FIRST_RUN = "gated against this machine's first-run baseline"
@@ -44,3 +44,11 @@ def headline(rows: Sequence[Mapping[str, Any]], notes: Iterable[Note],
             f"{ungated + local} of {len(rows)} measurements: {', '.join(judged)}; the trend "
             "gate (--llmperf-trend) and an A/B (--llmperf-ab) gate without one; commit this "
             f"machine's own: llmperf bootstrap-baselines --marker {marker}"]
+
+
+def budget_headline(rows: Sequence[Mapping[str, Any]], notes: Iterable[Note]) -> list[str]:
+    """The run's false-alarm budget and what it cost (verdict/budget.py), or none where no
+    gated metric had a measured noise."""
+    held = sum(1 for note in notes if note.text.startswith(budget.UNCONFIRMED))
+    line = budget.budget_line([row.get("detectable") or {} for row in rows], held)
+    return [line] if line else []

@@ -27,7 +27,8 @@ from pytest_llmperf.verdict.status import Status
 # {"test_id", "engine", "workload", "status": a Status' value or "", "values": {key: float|None},
 #  "server": which vLLM served it (client/server_info.py), "cost": the engine's share of the
 #  price (cost.Share.describe; "" without a price), "gpus": each card's telemetry
-#  (GpuTelemetry.to_dict; GPU runs only)}
+#  (GpuTelemetry.to_dict; GPU runs only), "detectable": per gated metric, what its noise lets
+#  the gate see (verdict/detectable.of_report; only where something was gated)}
 Row = dict[str, Any]
 
 
@@ -127,6 +128,7 @@ def summary_rows(records: Sequence[MeasurementRecord],
                      "workload": result.workload_label,
                      "status": record.status.value if record.status else "", "values": values,
                      "server": dict(result.server), "cost": share.describe() if share else "",
+                     **({"detectable": dict(record.detectable)} if record.detectable else {}),
                      **({"gpus": [card.to_dict() for card in result.gpu_telemetry]}
                         if result.gpu_telemetry else {})})
     return rows

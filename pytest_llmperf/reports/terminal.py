@@ -29,6 +29,7 @@ from pytest_llmperf.reports.model import (
     verdict_text,
 )
 from pytest_llmperf.reports.notes import Note
+from pytest_llmperf.verdict import detectable
 
 WIDTH = 120
 GAP = "  "
@@ -78,12 +79,20 @@ def _layout(header: list[str], lines: list[list[str] | str]) -> list[str]:
     return out
 
 
+def _detects(rows: Sequence[Row]) -> list[tuple[str, list[str]]]:
+    """The -v column of the largest change for the worse a test's noise lets its gate see
+    (verdict/detectable.py), where some row was gated."""
+    if not any(row.get("detectable") for row in rows):
+        return []
+    return [("detects", [detectable.worst(row.get("detectable")) for row in rows])]
+
+
 def full_table(rows: Sequence[Row]) -> list[str]:
     """Every column that has a value, whole test ids, one line per row, worst first."""
     keys = engine_keys(row["engine"] for row in rows)
     rows = by_severity(rows)
     columns = [*_text_columns(rows, keys), *_cells(shown_columns(rows), rows),
-               ("verdict", [verdict_text(row) for row in rows])]
+               *_detects(rows), ("verdict", [verdict_text(row) for row in rows])]
     header = ["test", *(name for name, _ in columns)]
     lines = [[row["test_id"], *(cells[i] for _, cells in columns)] for i, row in enumerate(rows)]
     return _layout(header, lines) + [legend(shown_columns(rows))]

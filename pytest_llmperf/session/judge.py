@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,16 @@ from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.provenance import git_commit
 from pytest_llmperf.session.settings import RUNS_DIR, Settings
 from pytest_llmperf.session.updates import BaselineUpdates, PendingUpdate
-from pytest_llmperf.verdict import baselines, gate, noise, same_node, same_work, shapes
+from pytest_llmperf.verdict import (
+    baselines,
+    budget,
+    detectable,
+    gate,
+    noise,
+    same_node,
+    same_work,
+    shapes,
+)
 from pytest_llmperf.verdict.measurement_record import GateSettings, MeasurementRecord
 from pytest_llmperf.verdict.paired_ratios import DEFAULT_AB_PAIRS, DEFAULT_AB_TOLERANCE, ab_line
 from pytest_llmperf.verdict.references import (
@@ -101,6 +110,9 @@ class Judge:
     server_of: Callable[[dict[str, Any]], dict[str, str]] = lambda identity: {}
     history: SessionHistory | None = None  # the results store (session/history_run.py)
     updates: BaselineUpdates = field(default_factory=BaselineUpdates)
+    # The comparisons this run plans (its llmperf tests x the metrics gated by default; 0 until
+    # collection counts them): the run's false-alarm budget is shared among them (budget.py).
+    comparisons: int = 0
     _saved_run: tuple[Path, saved_runs.RunFile] | None = None
 
     @property
@@ -174,6 +186,7 @@ class Judge:
         judgement = judge(current, reference, gated=gated, tolerance=options.tolerance,
                                  slo=slo, known=known,
                                  also=self._trend_checks(id, subject, gated, ref))
+        judgement = self._budgeted(id, subject.test_id, judgement)
         limited = self.ledger.status(id)
         limited = limited if limited in UNJUDGED else None
         if self.config.updating and limited:
@@ -188,6 +201,29 @@ class Judge:
         self.ledger.judged(id, self._decide(subject.test_id, limited, judgement.status))
         for note in judgement.notes:
             self.ledger.note(subject.test_id, note)
+        return judgement
+
+    def _budgeted(self, id: MeasurementId, test_id: str, judgement: Judgement) -> Judgement:
+        """The judgement with each regression its measured noise does not confirm within the
+        run's false-alarm budget named, not failed (verdict/budget.py); what each gated metric
+        can detect and its band's false-alarm chance kept for the run file and the summary, and
+        a note naming a test that cannot see its tolerance (verdict/detectable.py)."""
+        alpha = budget.per_comparison(self.comparisons or len(judgement.report.verdicts))
+        verdicts = []
+        for verdict in judgement.report.verdicts:
+            kept, note = budget.confirm(verdict, alpha)
+            verdicts.append(kept)
+            if note:
+                self.ledger.note(test_id, note)
+        judgement = replace(judgement, report=gate.GateReport(tuple(verdicts)))
+        seen = detectable.of_report(verdicts, alpha)
+        for name, chance in budget.chances(verdicts).items():
+            if name in seen:
+                seen[name] |= {"false_alarm": chance, "alpha": round(alpha, 8)}
+        if seen:
+            self.ledger.annotate(id, detectable=seen)
+        if line := detectable.blind_line(seen, alpha):
+            self.ledger.note(test_id, line)
         return judgement
 
     def _decide(self, test_id: str, *statuses: Status | None) -> Status:

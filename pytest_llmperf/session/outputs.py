@@ -20,7 +20,7 @@ from pytest_llmperf.metrics import cost
 from pytest_llmperf.metrics.derived import derive_all
 from pytest_llmperf.reports import markdown, model, runfile, terminal
 from pytest_llmperf.reports.files import merge_documents
-from pytest_llmperf.reports.headline import headline
+from pytest_llmperf.reports.headline import budget_headline, headline
 from pytest_llmperf.reports.notes import Note, fold
 from pytest_llmperf.reports.outputs.base import Output, SessionOutput, Target, writers
 from pytest_llmperf.session.ledger import Ledger
@@ -136,7 +136,7 @@ def summary(payloads: list[dict[str, Any]], *, full: bool = False) -> list[str]:
     capacities/offline throughputs and notes; `full` for every column and note."""
     rows = merged(payloads, "rows")
     first = headline(rows, notes_of(payloads), payloads[0].get("hardware_class")) \
-        if payloads else []
+        + budget_headline(rows, notes_of(payloads)) if payloads else []
     return terminal.wrap(first, terminal.WIDTH) + terminal.section(
         rows, engine_legend(payloads, rows), merged(payloads, "extras"), notes_of(payloads),
         full=full)

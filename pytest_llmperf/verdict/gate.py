@@ -62,6 +62,7 @@ from pytest_llmperf.metrics.registry import (
 from pytest_llmperf.metrics.registry import direction as metric_direction
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.numbers import is_real
+from pytest_llmperf.verdict import detectable
 from pytest_llmperf.verdict import noise as noise_mod
 from pytest_llmperf.verdict.baselines import Baseline, BaselineEntry
 from pytest_llmperf.verdict.status import Status
@@ -117,7 +118,11 @@ class Verdict:
 
     `delta_pct` is the signed change from the reference (+ means the number went up, whatever
     the direction); `band` is the allowed change in the metric's unit (0 for targets); `noisy`
-    says the measured noise, not the tolerance, set the band.
+    says the measured noise, not the tolerance, set the band. `detectable`: the smallest change
+    for the worse the noise lets the gate see, relative to the reference, and `tolerance` the
+    change the baseline's tolerance allows (verdict/detectable.py); `noise_sd` the standard
+    deviation of the change on the log scale and `direction` the entry's, for the run's
+    false-alarm budget (verdict/budget.py); None for a target or where the noise is unmeasured.
     """
 
     name: str
@@ -129,6 +134,10 @@ class Verdict:
     band_pct: float
     message: str
     noisy: bool = False
+    detectable: float | None = None
+    tolerance: float | None = None
+    noise_sd: float | None = None
+    direction: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -217,7 +226,9 @@ def check_metric(
     message = f"{name} {verb}: {shown} ({change}, {band_text}){hint}"
     delta_pct, band_pct = _percent(delta, base), _percent(allowed, base)
     return Verdict(name, status, current.value, base, delta_pct, allowed, band_pct, message,
-                   bool(why))
+                   bool(why), detectable.of_entry(baseline, current),
+                   detectable.tolerance_change(baseline), detectable.noise_sd(baseline, current),
+                   baseline.direction)
 
 
 def _repeats_band(baseline: BaselineEntry, current: Estimate, delta: float

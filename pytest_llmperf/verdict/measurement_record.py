@@ -27,7 +27,7 @@ __all__ = ["Extras", "GateSettings", "MeasurementRecord", "status_from_plain"]
 
 # The annotations a run file keeps with a result beyond its metrics, in the order written.
 ANNOTATIONS = ("ab", "capacity", "by_turn", "structured_outputs", "tool_calls", "by_adapter",
-               "embeddings")
+               "embeddings", "detectable")
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,9 @@ class MeasurementRecord:
     by_adapter: dict[str, Any] | None = None  # a LoRA split's latencies by adapter
     # embeddings' requests/s, inputs/s, input tokens/s and latency (metrics/embeddings.py)
     embeddings: dict[str, Any] | None = None
+    # per gated metric, the smallest change for the worse its noise lets the gate see and the
+    # change its tolerance allows, relative (verdict/detectable.of_report)
+    detectable: dict[str, Any] | None = None
     extras: Extras | None = None
 
     @classmethod

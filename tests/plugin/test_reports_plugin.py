@@ -70,7 +70,7 @@ def test_the_summary_fits_120_columns_and_v_shows_everything(suite):
     assert full[0].split() == [
         "test", "engine", "workload", "ok", "fail", "out", "tok/s", "req/s", "good/s", "good%",
         "TTFT", "p50", "TTFT", "p99", "TPOT", "p50", "ITL", "p50", "E2EL", "p50", "queue", "p99", "KV", "max%",
-        "hit%", "$/1M", "out", "$/1M", "tot", "verdict"]
+        "hit%", "$/1M", "out", "$/1M", "tot", "detects", "verdict"]
     assert any(line.startswith(f"test_other.py::{LONG} ") for line in full)
     assert sum("gated against this machine's first-run baseline" in line for line in full) == 6
     # (The store off: each run would add its own "history: run N recorded" line.)
