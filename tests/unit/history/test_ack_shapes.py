@@ -5,18 +5,24 @@ were kept (a schema 3 row) still reads and covers both."""
 
 from __future__ import annotations
 
+import copy
 from datetime import datetime, timezone
 
 import pytest
 from sqlalchemy import create_engine
 
 from pytest_llmperf import cli
-from pytest_llmperf.history import location, schema
+from pytest_llmperf.history import location, record, schema
 from pytest_llmperf.history.identity import family
 from pytest_llmperf.history.store import HistoryStore
 from pytest_llmperf.reports.commands import ack as ack_command
 from pytest_llmperf.reports.regressions import regressions
-from tests.unit.history.test_history_dashboard import CHAT, CHAT_TPOT_MS, H100, H200, run_of
+from tests.unit.history.builders import DOCUMENT
+
+CHAT = "suites/test_gpu_llama8b.py::test_chat_conversations"
+TPOT_MS = [10.0, 10.2, 9.9, 10.1, 9.8, 10.0, 12.5, 12.6, 12.4, 12.5]  # 25% slower from night 7
+H200 = {"hardware_class": "h200", "device_name": "NVIDIA H200", "device_count": 8}
+H100 = {"hardware_class": "h100", "device_name": "NVIDIA H100 80GB HBM3", "device_count": 8}
 
 H100_SHAPE, H200_SHAPE = family(H100), family(H200)
 NOW = datetime(2026, 11, 12, tzinfo=timezone.utc)
@@ -30,10 +36,17 @@ def store_text(request, tmp_path) -> str:
 
 
 def fill(store: HistoryStore) -> None:
-    for shape, host in ((H200, "gpu-3"), (H100, "gpu-9")):
-        for night, tpot in enumerate(CHAT_TPOT_MS, 1):
-            store.record(run_of(CHAT, night, tpot, fingerprint=shape, host=host,
-                                vllm="0.32.0"))
+    """Ten nights of CHAT on each shape, as run files record them."""
+    for shape in (H200, H100):
+        for night, tpot in enumerate(TPOT_MS, 1):
+            document = copy.deepcopy(DOCUMENT)
+            document["datetime"] = f"2026-11-{night:02d}T03:00:00+00:00"
+            document["llmperf"]["fingerprint"] = shape
+            [result] = document["llmperf"]["results"]
+            result.update(test_id=CHAT, gate={"tolerance": 0.1, "metrics": ["tpot_s.p50"]},
+                          metrics={"tpot_s.p50": {"value": tpot / 1000, "spread": 0.0001,
+                                                  "n": 3, "direction": "lower"}})
+            store.record(record.from_document(document, environ={}))
 
 
 def open_regressions(where) -> dict[str, str]:
