@@ -19,6 +19,14 @@
                     who, recorded_at, until, shape   acks.py; schema 3; shape: schema 4, the
                                                      runner shape (family) of the series it
                                                      silences; NULL in older rows: every shape)
+    episodes        id, kind, key, test_id, metric,  one episode (episodes.py, schema 5): a
+                    series, shape, line, opened_at,  regression or a stale runner shape, open
+                    last_seen_at, nights,            from the night it was first seen until it
+                    resolved_at, resolution          resolves (passed, acknowledged, ran again)
+    outbox          id, episode_id -> episodes,      one message to deliver (episode_book.py):
+                    event, channel, text,            kept until a sender took it, so a failed
+                    created_at, delivered_at,        delivery is retried on the next run and
+                    attempts, last_error             never sent twice (schema 5)
 
 `family`, `engine_hash`, `workload_hash` and `series` are identity.py's keys; `series` is indexed
 with the run, so one series reads in one index range. JSON columns keep what a row was measured
@@ -54,8 +62,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "acks", "bisect_steps", "metric_values", "metadata",
-           "results", "runs", "schema_version", "stored_version", "upgrade"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "acks", "bisect_steps", "episodes", "metric_values",
+           "metadata", "outbox", "results", "runs", "schema_version", "stored_version",
+           "upgrade"]
 
 metadata = MetaData()
 
@@ -139,6 +148,40 @@ acks = Table(
 )
 
 
+# An episode (episodes.py): `key` names what it is of (kind, test, metric, series, or the runner
+# shape of a stale one); at most one open episode a key, the ones before it resolved.
+episodes = Table(
+    "episodes", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("kind", String(20), nullable=False),
+    Column("key", String(64), nullable=False, index=True),
+    Column("test_id", String(2000)),
+    Column("metric", String(200)),
+    Column("series", String(32)),
+    Column("shape", String(200)),
+    Column("line", String(4000), nullable=False),
+    Column("opened_at", DateTime(timezone=True), nullable=False),
+    Column("last_seen_at", DateTime(timezone=True), nullable=False),
+    Column("nights", Integer, nullable=False),
+    Column("resolved_at", DateTime(timezone=True)),
+    Column("resolution", String(40)),
+)
+
+# A message about an episode for one channel (a sender: webhook, ...), kept until delivered.
+outbox = Table(
+    "outbox", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("episode_id", Integer, ForeignKey("episodes.id", ondelete="CASCADE")),
+    Column("event", String(20), nullable=False),
+    Column("channel", String(40), nullable=False),
+    Column("text", String(8000), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("delivered_at", DateTime(timezone=True), index=True),
+    Column("attempts", Integer, nullable=False),
+    Column("last_error", String(1000)),
+)
+
+
 def _create_v1(connection: Connection) -> None:
     metadata.create_all(connection, tables=[schema_version, runs, results, metric_values])
 
@@ -157,8 +200,12 @@ def _add_ack_shape(connection: Connection) -> None:
         connection.execute(text("ALTER TABLE acks ADD COLUMN shape VARCHAR(200)"))
 
 
+def _add_episodes(connection: Connection) -> None:
+    metadata.create_all(connection, tables=[episodes, outbox])
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [_create_v1, _add_bisect_steps, _add_acks,
-                                                  _add_ack_shape]
+                                                  _add_ack_shape, _add_episodes]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

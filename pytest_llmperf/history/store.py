@@ -121,6 +121,13 @@ class HistoryStore:
             with connection.begin():
                 yield connection
 
+    @contextmanager
+    def transaction(self):
+        """A connection in one write transaction, for the tables with a module of their own
+        (episode_book.py); SQLAlchemy's errors become HistoryError lines."""
+        with self._errors(), self._write() as connection:
+            yield connection
+
     def _migrate(self) -> None:
         latest = len(schema.MIGRATIONS)
         for attempt in range(MIGRATE_TRIES):
