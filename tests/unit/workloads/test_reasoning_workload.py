@@ -4,6 +4,9 @@ engine without a parser refused in one line before anything starts."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from dataclasses import replace
 
 import pytest
@@ -12,7 +15,7 @@ from pytest_llmperf import Engine, Workload
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.workloads.prompts import load_tokenizer
 from pytest_llmperf.workloads.reasoning import check_reasoning, parser_of
-from tests.conftest import TINY_LLAMA
+from tests.conftest import REPO, TINY_LLAMA
 from tests.unit.canned_server import send
 from tests.unit.reasoning_chunks import STREAM
 
@@ -77,3 +80,23 @@ def test_an_engine_without_a_parser_is_one_line():
     check_reasoning(Engine(model="m", reasoning_parser="deepseek_r1"), "w", workload.source)
     fixed = Workload.fixed(input_tokens=4, output_tokens=4, num_requests=1, concurrency=1)
     check_reasoning(Engine(model="m"), fixed.name, fixed.source)  # not a reasoning workload
+
+
+def test_the_committed_thinking_model_is_the_scripts_output(tmp_path):
+    """suites/models/tiny-llama-think is what scripts/make_tiny_thinking_model.py writes, file
+    for file, its markers single tokens of its tokenizer at the ids its config names."""
+    script = REPO / "scripts" / "make_tiny_thinking_model.py"
+    done = subprocess.run([sys.executable, str(script), "--out", str(tmp_path)],
+                          capture_output=True, text=True, check=True)
+    committed = REPO / "suites" / "models" / "tiny-llama-think"
+
+    def files(folder):
+        return {path.name: path.read_bytes() for path in folder.iterdir()}
+    assert files(tmp_path) == files(committed)
+    assert done.stdout == (f"wrote {tmp_path}: <think> = 4096, </think> = 4097, 8 tokens of "
+                           "thinking a request\n")
+    config = json.loads((committed / "config.json").read_text())
+    assert (config["vocab_size"], config["llmperf_think_start_token_id"],
+            config["llmperf_think_end_token_id"]) == (4098, 4096, 4097)
+    tokenizer = load_tokenizer(committed)
+    assert tokenizer.encode("a<think>b</think>c")[1::2] == [4096, 4097]
