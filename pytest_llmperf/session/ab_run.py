@@ -24,7 +24,7 @@ from pytest_llmperf.metrics.work import ExecutedWork
 from pytest_llmperf.session.runner import Runner
 from pytest_llmperf.verdict import references
 from pytest_llmperf.verdict.measurement_record import MeasurementRecord
-from pytest_llmperf.verdict.paired_ratios import DEFAULT_AB_TOLERANCE, abba_order
+from pytest_llmperf.verdict.paired_ratios import DEFAULT_AB_TOLERANCE, abba_order, paired_ratios
 from pytest_llmperf.verdict.status import Status
 from pytest_llmperf.workloads.workload import Workload
 
@@ -46,6 +46,9 @@ class ConfirmLater(BaseException):
 # VM each side's throughput was ~3,600 or ~1,600 tok/s at random, B = A pairs spread 0.3-2.3
 # (docs/ab.md, "Where the two engines run"). Waiting it out costs about this per side switch.
 OTHER_SIDE_SETTLE_S = 1.5
+# An A/B unknown after its confirm pairs grows to at most this many times its planned pairs
+# (AbPlan.ceiling): 24 with the defaults (4 + 4), three sessions' worth of pairs.
+MORE_PAIRS_FACTOR = 3
 
 
 @dataclass
@@ -66,13 +69,22 @@ class AbPlan:
     """How a paired A/B measurement goes: `pairs` ABBA pairs, then `confirm_pairs` more when B
     regressed on a `gated` metric over them (beyond `tolerance`, --llmperf-ab-tolerance); with
     `defer`, those are measured in the test's rerun after the other tests of its engine
-    (ConfirmLater)."""
+    (ConfirmLater). Still unknown (INCONCLUSIVE) after them: as many more as the noise measured
+    so far needs to resolve the tolerance, where that is at most `ceiling` (AbRun.more_pairs)."""
 
     pairs: int
     confirm_pairs: int = 0
     gated: tuple[str, ...] = ()
     defer: bool = False
     tolerance: float = DEFAULT_AB_TOLERANCE
+    # The most pairs an A/B still unknown after its confirm pairs may grow to (AbRun.more_pairs);
+    # None: MORE_PAIRS_FACTOR x (pairs + confirm_pairs).
+    most_pairs: int | None = None
+
+    @property
+    def ceiling(self) -> int:
+        return self.most_pairs if self.most_pairs is not None \
+            else MORE_PAIRS_FACTOR * (self.pairs + self.confirm_pairs)
 
 
 @dataclass
@@ -147,7 +159,38 @@ class AbRun:
             self.runner.ledger.note(self.test_id, f"B {what} over {pairs} ABBA pairs; "
                                     f"{confirm_pairs} more measured{later} to confirm")
             died = self.measure_round(pairs, confirm_pairs)
+            if not died:
+                died = self.more_pairs(plan)
         return died
+
+    def more_pairs(self, plan: AbPlan) -> EngineDied | None:
+        """Pinpoint's "unknown: more attempts": while B is INCONCLUSIVE after its confirm
+        pairs, measure as many more pairs as the noise measured so far needs to resolve the
+        tolerance (PairedRatios.pairs_to_resolve), if that is at most the plan's ceiling; past
+        it the verdict stays INCONCLUSIVE and says how many pairs a decision would need."""
+        while self.side_b_unsettled(plan) == Status.INCONCLUSIVE:
+            have = len(self.runs["A"])
+            wanted = self.pairs_wanted(plan)
+            if wanted is None or wanted > plan.ceiling or wanted <= have:
+                return None
+            self.runner.ledger.note(
+                self.test_id, f"B still inconclusive over {have} ABBA pairs; {wanted - have} "
+                f"more measured, as many as its spread so far needs to resolve the tolerance "
+                f"{plan.tolerance:g} (at most {plan.ceiling})")
+            died = self.measure_round(have, wanted - have)
+            if died or len(self.runs["B"]) != wanted:
+                return died
+        return None
+
+    def pairs_wanted(self, plan: AbPlan) -> int | None:
+        """The pairs that would resolve the tolerance, at the spread so far, for the gated
+        metrics still INCONCLUSIVE; None for none."""
+        ratios = paired_ratios([run.flat() for run, _ in self.runs["A"]],
+                               [run.flat() for run, _ in self.runs["B"]],
+                               plan.gated, plan.pairs)
+        wanted = [paired.pairs_to_resolve(plan.tolerance) for paired in ratios.values()
+                  if paired.judge(plan.tolerance).status == Status.INCONCLUSIVE]
+        return max(wanted, default=None)
 
     def measure_round(self, first_pair: int, count: int) -> EngineDied | None:
         order = abba_order(first_pair + count)[2 * first_pair:]

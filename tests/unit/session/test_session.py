@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import random
 from types import SimpleNamespace
 
 import pytest
@@ -377,3 +378,43 @@ def test_on_the_cpu_a_side_waits_for_the_other_side_s_engine_to_go_idle(monkeypa
     # measuring takes no time on this clock, so each wait is the whole settle.
     changes = sum(1 for before, after in zip(measured, measured[1:]) if before != after)
     assert [seconds for seconds in slept if seconds] == ([1.5] * changes if waits else [])
+
+
+def b_stream(effect: float, noise: float, pairs: int = 40, seed: int = 62) -> list[float]:
+    """Side B's TPOT factors pair by pair: a known `effect` (B/A - 1) times lognormal noise of
+    sd `noise` on the log scale, seeded."""
+    rng = random.Random(seed)
+    return [(1 + effect) * math.exp(rng.gauss(0, noise)) for _ in range(pairs)]
+
+
+def run_until_decided(monkeypatch, factors):
+    """An A/B of 4 pairs and 4 confirm pairs on B's `factors`, judged: the session, the pairs
+    measured and the judgement."""
+    session, measured = ab_session(monkeypatch, factors)
+    run_ab(session, confirm_pairs=4)
+    return session, len(measured) // 2, judge_ab(session)
+
+
+def test_an_unknown_ab_measures_the_pairs_its_noise_needs_and_then_decides_same(monkeypatch):
+    """B = A with noise too wide for 8 pairs to resolve 10%: more pairs, as many as the spread
+    so far says, and the verdict is then same (a pass), not INCONCLUSIVE."""
+    session, pairs, judgement = run_until_decided(monkeypatch, b_stream(0.0, 0.12))
+    assert 8 < pairs <= AbPlan(4, 4).ceiling
+    assert f"B still inconclusive over 8 ABBA pairs; {pairs - 8} more measured" in " ".join(
+        lines(session))
+    assert judgement.status == Status.PASS and judgement.ab["pairs"] == pairs
+
+
+def test_a_large_effect_decides_in_its_first_pairs_with_no_more_measured(monkeypatch):
+    session, pairs, judgement = run_until_decided(monkeypatch, b_stream(0.5, 0.02))
+    assert (pairs, judgement.status) == (8, Status.REGRESSION)  # its 4 confirm pairs only
+    assert not any("still inconclusive" in line for line in lines(session))
+
+
+def test_pairs_a_decision_would_need_past_the_cap_are_said_not_measured(monkeypatch):
+    """Noise so wide that resolving 10% needs more pairs than the cap: none measured, and the
+    verdict is INCONCLUSIVE with the pairs a decision would need."""
+    session, pairs, judgement = run_until_decided(monkeypatch, b_stream(0.0, 0.6))
+    assert (pairs, judgement.status) == (8, Status.INCONCLUSIVE)
+    assert not any("still inconclusive" in line for line in lines(session))
+    assert "pairs, or a quieter machine, would settle it" in judgement.report.inconclusive[0]
