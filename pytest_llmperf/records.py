@@ -48,6 +48,10 @@ class Request:
     # A reasoning model's request (workloads/reasoning.py): its record splits the streamed
     # `reasoning` from the answer (RequestRecord.reasoning_tokens, first_output_s).
     reasoning: bool = False
+    # The whole chat messages list, dicts as the API takes them, in place of `history` and
+    # `prompt`: an agent session's step, whose messages carry tool calls and tool results
+    # (client/agents.py). Empty for every other request.
+    messages: tuple[Any, ...] = ()
 
 
 @dataclass(slots=True)

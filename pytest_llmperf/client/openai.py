@@ -104,6 +104,8 @@ class OpenAIStreamClient:
             body["messages"] = [*({"role": role, "content": content}
                                   for role, content in request.history),
                                 {"role": "user", "content": request.prompt}]
+            if request.messages:  # an agent's step: tool calls and results (client/agents.py)
+                body["messages"] = list(request.messages)
         else:
             prompt = request.prompt
             if not (isinstance(prompt, str) or self.options.server.token_id_prompts):

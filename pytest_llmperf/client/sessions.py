@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate
 from typing import ClassVar
@@ -48,7 +48,7 @@ from pytest_llmperf.failures import CLIENT
 from pytest_llmperf.numbers import is_real, is_whole
 from pytest_llmperf.records import Request, RequestRecord
 
-__all__ = ["NO_TEXT", "NO_TOKEN_IDS", "Sessions", "run_sessions"]
+__all__ = ["NO_TEXT", "NO_TOKEN_IDS", "Sessions", "drive_sessions", "run_sessions"]
 
 NO_TOKEN_IDS = ("the server streamed no token ids, so the next turn cannot carry this answer "
                 "(multi-turn conversations need vLLM's return_token_ids)")
@@ -264,26 +264,43 @@ async def _one_session(requests: Sequence[Request], send: Send, pattern: Session
 
 
 async def run_sessions(requests: Sequence[Request], send: Send, pattern: Sessions, *,
-                       chat: bool = False, seed: int = 0, duration_s: float | None = None,
-                       clock: Callable[[], float] = time.perf_counter,
-                       start_s: float | None = None, only: Sequence[int] | None = None,
-                       take_next: Callable[[], int] | None = None,
-                       stopped: Callable[[], bool] = lambda: False) -> list[RequestRecord]:
+                       chat: bool = False, clock: Callable[[], float] = time.perf_counter,
+                       stopped: Callable[[], bool] = lambda: False,
+                       **options) -> list[RequestRecord]:
     """Run the conversations `requests` make; the records of the turns sent, in request order.
 
-    `chat`: send messages lists (/v1/chat/completions). `duration_s` bounds both session
-    starts and later turns: nothing is sent after it. `only` and `take_next` are run_load's,
-    counting sessions: a client worker's share of them.
+    `chat`: send messages lists (/v1/chat/completions). The `options` are drive_sessions'.
+    """
+    form = _form(requests, chat)
+
+    async def one(s: int, first: int, scheduled_s: float, deadline_s: float,
+                  records: list) -> None:
+        await _one_session(requests, send, pattern, s, first, form, scheduled_s, deadline_s,
+                           clock, stopped, records)
+    return await drive_sessions(requests, pattern, one, clock=clock, stopped=stopped, **options)
+
+
+async def drive_sessions(requests: Sequence[Request], pattern: Sessions,
+                         one_session: Callable[..., Awaitable[None]], *, seed: int = 0,
+                         duration_s: float | None = None,
+                         clock: Callable[[], float] = time.perf_counter,
+                         start_s: float | None = None, only: Sequence[int] | None = None,
+                         take_next: Callable[[], int] | None = None,
+                         stopped: Callable[[], bool] = lambda: False) -> list[RequestRecord]:
+    """Start each session as `pattern.start` says and run it with `one_session(s, first,
+    scheduled_s, deadline_s, records)` (a conversation's, an agent's: client/agents.py), which
+    puts each request's record at its index; the records of the requests sent, in order.
+
+    `duration_s` bounds both session starts and later turns: nothing is sent after it. `only`
+    and `take_next` are run_load's, counting sessions: a client worker's share of them.
     """
     firsts = pattern.firsts(len(requests))
-    form = _form(requests, chat)
     records: list[RequestRecord | None] = [None] * len(requests)
     start_s = clock() if start_s is None else start_s
     deadline_s = math.inf if duration_s is None else start_s + duration_s
 
     async def start_session(s: int, first: Request, scheduled_s: float) -> RequestRecord:
-        await _one_session(requests, send, pattern, s, firsts[s], form, scheduled_s,
-                           deadline_s, clock, stopped, records)
+        await one_session(s, firsts[s], scheduled_s, deadline_s, records)
         return RequestRecord(index=s, expected_prompt_tokens=0, expected_output_tokens=0,
                              scheduled_s=scheduled_s)
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics import (
+    agents,
     capacity,
     derived,
     energy,
@@ -47,8 +48,8 @@ SERVER_PREFIX = server.PREFIX
 # What a run computes, in this order (a metric's `needs` come before it): as RunMetrics.flat()
 # lists them.
 COMPUTED: tuple[Metric | Family, ...] = (
-    *request_metrics.METRICS, *reasoning.METRICS, *goodput.METRICS, turns.FAMILY, lora.FAMILY,
-    *server.METRICS,
+    *request_metrics.METRICS, *reasoning.METRICS, *agents.METRICS, *goodput.METRICS,
+    turns.FAMILY, lora.FAMILY, *server.METRICS,
     *spec_decode.METRICS, spec_decode.FAMILY, *energy.METRICS, *engine_start.METRICS)
 METRICS: tuple[Metric, ...] = (
     *(metric for metric in COMPUTED if isinstance(metric, Metric)),

@@ -30,6 +30,7 @@ from pytest_llmperf.failures import describe_counts
 from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.machine.hardware import is_gpu_class
+from pytest_llmperf.metrics import agents as agent_numbers
 from pytest_llmperf.metrics import (
     energy,
     goodput,
@@ -49,6 +50,7 @@ from pytest_llmperf.session.settings import Settings, usable_cores
 from pytest_llmperf.session.target import OurEngines, Target
 from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from pytest_llmperf.verdict.status import Status, decide
+from pytest_llmperf.workloads.agents import check_sessions
 from pytest_llmperf.workloads.identity import workload_identity
 from pytest_llmperf.workloads.lora import check_served
 from pytest_llmperf.workloads.probes import probe_places
@@ -162,6 +164,7 @@ class Runner:
         if isinstance(self.target, OurEngines):  # an endpoint's adapters are its own to know
             check_served(workload.source, engine)  # an adapter it does not serve: one line
             check_reasoning(engine, workload.name, workload.source)  # no parser: one line
+        check_sessions(engine, workload.source)  # agent sessions that cannot fit: one line
         kind = self.server_kind(engine)
         as_sent = workload if kind.token_id_prompts else as_text(workload)
         text_prompts = as_sent is not workload
@@ -185,6 +188,9 @@ class Runner:
         if found := record.result.tool_calls:
             record.tool_calls = found  # the calls and the time to complete them, for the run file
             self.ledger.note(record.test_id, tool_calls.note(found))
+        if found := agent_numbers.summary(record.result.records):  # sessions, cache by step
+            for line in agent_numbers.note(found):
+                self.ledger.note(record.test_id, line)
         if found := reasoning.summary(record.result.records):  # the thinking, the answer
             self.ledger.note(record.test_id, reasoning.note(found, record.result.metrics))
         if found := record.result.embeddings:

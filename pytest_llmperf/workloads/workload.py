@@ -14,11 +14,13 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from pytest_llmperf.client.agents import AgentSessions
 from pytest_llmperf.client.patterns import Concurrency, LoadPattern, Ramp, Rate, Trace
 from pytest_llmperf.client.sessions import Sessions
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.records import Request
 from pytest_llmperf.workloads import (
+    agents,
     conversation_files,
     datasets,
     embeddings,
@@ -310,6 +312,30 @@ class Workload:
                                               parallel_tool_calls=parallel_tool_calls)
         name = options.pop("name", f"tool-calls-{len(source.tools)}")
         return cls.of(source, name=name, num_requests=num_requests, api=api, **options)
+
+    @classmethod
+    def agent_sessions(cls, tools: Any, *, sessions: int, steps: int, input_tokens: int = 32,
+                       result_tokens: int = 16, max_tokens: int = 64, tool_time_s: float = 0.0,
+                       tool_time_distribution: str = "exponential",
+                       concurrency: int | None = None, rate: float | None = None,
+                       burstiness: float = 1.0, **options: Any) -> "Workload":
+        """Agent sessions (client/agents.py): `sessions` sessions of `steps` steps, each step the
+        conversation so far with every tool and tool_choice="required", its call checked (a
+        call that fails ends its session, named), then the tool's time (`tool_time_s`, "fixed"
+        or seeded "exponential") and its result of `result_tokens` as the next step's message;
+        sessions start as concurrency/rate say (all at once by default)."""
+        api = _chat_only(options, "Workload.agent_sessions: tool calls")
+        agents.check_budget(steps, max_tokens, input_tokens, result_tokens)
+        calls = tool_calls.ToolCallSource.of(tools, input_tokens=input_tokens,
+                                             max_tokens=max_tokens, parallel_tool_calls=False)
+        source = agents.AgentSource(calls=calls, steps=steps, result_tokens=result_tokens)
+        pattern = AgentSessions(turns=steps, tool_time_s=tool_time_s,
+                                tool_time_distribution=tool_time_distribution,
+                                start=_session_start(sessions, concurrency, rate, burstiness,
+                                                     None))
+        name = options.pop("name", f"agents-{sessions}x{steps}steps")
+        return cls(name=name, num_requests=sessions * steps, source=source, pattern=pattern,
+                   api=api, **options)
 
     @classmethod
     def reasoning(cls, *, input_tokens: int, output_tokens: int, num_requests: int,
