@@ -14,10 +14,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-__all__ = ["ACKNOWLEDGED", "PASSED", "RAN_AGAIN", "REGRESSION", "STALE", "Episode", "Signal",
+__all__ = ["ACKNOWLEDGED", "FAILED", "PASSED", "RAN_AGAIN", "REGRESSION", "STALE", "Episode",
+           "Signal",
            "Step", "advance", "episode_key", "stale_signals", "with_green"]
 
-REGRESSION, STALE = "regression", "stale"
+REGRESSION, STALE, FAILED = "regression", "stale", "failed"  # FAILED: a test failed (its
+# target missed, its engine died): open until the test passes again
 PASSED, ACKNOWLEDGED, RAN_AGAIN = "passed", "acknowledged", "ran again"
 
 

@@ -29,8 +29,8 @@ from xml.etree.ElementTree import ParseError
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.history import location, record
 from pytest_llmperf.history.store import HistoryError, HistoryStore
+from pytest_llmperf.nightly import episode_night, webhook
 from pytest_llmperf.nightly import outcomes as oc
-from pytest_llmperf.nightly import webhook
 from pytest_llmperf.reports import history_page
 from pytest_llmperf.reports.files import check_writable, write_text
 from pytest_llmperf.reports.history_view import views
@@ -99,6 +99,7 @@ class Night:
     args: argparse.Namespace
     problems: list[str] = field(default_factory=list)  # one line each, in failures.txt too
     store_ok: bool = True
+    episodes: bool = False  # the webhook heard of episodes, not failures (episode_night.py)
 
     @property
     def suites(self) -> list[str]:
@@ -131,6 +132,12 @@ def run(args: argparse.Namespace) -> int:
         night.say(problem)
     if night.store_ok:
         _publish(night, store, args.publish)
+    if night.store_ok and episode_night.enabled(os.environ):  # issue 63
+        night.episodes = True
+        summary = oc.headline(args.marker, found, ci_job_url())
+        for line in episode_night.after_night(store, os.environ, summary, found,
+                                              args.out / FILES["junit"]):
+            print(PREFIX + line, file=sys.stderr, flush=True)
     status = oc.exit_status(returncode, store_ok=night.store_ok, outcomes=found)
     return _finish(night, found, status)
 
@@ -294,7 +301,7 @@ def _finish(night: Night, found: oc.Outcomes, status: int) -> int:
     print(PREFIX + write_text("failures", "--out", args.out / FILES["failures"], text),
           flush=True)
     url = os.environ.get(webhook.ENV)
-    if url and status != oc.EXIT_OK:
+    if url and status != oc.EXIT_OK and not night.episodes:
         said = webhook.post(url, oc.headline(args.marker, found, ci_job_url()) + "\n" + text)
         if said:
             print(PREFIX + said, file=sys.stderr, flush=True)
