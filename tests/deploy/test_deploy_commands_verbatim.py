@@ -9,11 +9,15 @@ The scenario: the first baselines of two runner shapes on one day, the CPU from 
 `baselines` job and an H100 (the hardware override) from the GitLab `baselines` job, each from
 its own clone, both pushed without colliding; both branches merged; a night from the workflow's
 `suite` job gated by the merged table and green; a night twice as slow from the GitLab `nightly`
-job red, its failure posted to the webhook."""
+job red, its failure posted to the webhook. And the CronJob's command and args, with its
+environment as Kubernetes sets it ($(VAR) expanded, LLMPERF_HOST from the downward API's
+spec.nodeName, the reports volume mounted in a temporary folder), on an H200 by the hardware
+override: two nights in two pods of one node are one host in the store."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -27,6 +31,7 @@ from tests.webhook_receiver import Receiver
 
 WORKFLOW = DEPLOY / "github" / "nightly-gpu.yml"
 GITLAB = DEPLOY / "gitlab" / "nightly.gitlab-ci.yml"
+CRONJOB = DEPLOY / "kubernetes" / "nightly-cronjob.yaml"
 # The steps a CPU cannot run, by the name the file gives them, and why.
 SKIPPED = {
     "install the pinned GPU stack": "installs the CUDA build of vLLM; the clones use this .venv",
@@ -36,7 +41,7 @@ SKIPPED = {
 MARKED = SUITE.replace(
     'pytestmark = pytest.mark.engine(Engine(model="m", max_num_seqs=32))',
     'pytestmark = [pytest.mark.engine(Engine(model="m", max_num_seqs=32)), pytest.mark.cpu, '
-    'pytest.mark.h100]')
+    'pytest.mark.h100, pytest.mark.h200]')
 TPOT_S = 0.010
 
 
@@ -123,3 +128,37 @@ def test_the_deploy_files_commands_as_written(tmp_path, postgres_db):
     assert red == [1]
     [(_, posted)] = receiver.bodies
     assert "suites/test_night.py::test_a: tpot_s.p50" in posted["text"], posted
+
+
+def _cronjob(env: dict[str, str], reports: Path) -> str:
+    """The container's command and args as Kubernetes runs them: each $(VAR) of its env
+    expanded, the reports volume's mount path moved to `reports`."""
+    spec = yaml.safe_load(CRONJOB.read_text())["spec"]["jobTemplate"]["spec"]["template"]
+    [container] = spec["spec"]["containers"]
+    mount = next(m["mountPath"] for m in container["volumeMounts"] if m["name"] == "reports")
+    words = [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], word)
+             for word in container["command"] + container["args"]]
+    return " ".join(".venv/bin/" + word if i == 0 else f"'{word.replace(mount, str(reports))}'"
+                    for i, word in enumerate(words))
+
+
+def test_the_cronjobs_command_names_the_node_as_the_host(tmp_path, postgres_db):
+    _origin(tmp_path)
+    cronjob = yaml.safe_load(CRONJOB.read_text())
+    [container] = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    from_node = [e["name"] for e in container["env"]
+                 if e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName"]
+    assert from_node == ["LLMPERF_HOST"]
+    base = {key: value for key, value in os.environ.items() if not key.startswith("LLMPERF_")}
+    base.update(LLMPERF_HISTORY=postgres_db, FAKE_a=f"0.1,{TPOT_S}", LLMPERF_HARDWARE="h200",
+                LLMPERF_HOST="gpu-node-7")
+    for pod in ("llmperf-nightly-h200-1-aaaaa", "llmperf-nightly-h200-2-bbbbb"):
+        env = {**base, "POD_NAME": pod}
+        command = _cronjob(env, tmp_path / "reports")
+        assert _steps(_clone(tmp_path, pod), [("cronjob", command)], env) == [0]
+        assert (tmp_path / "reports" / "runs" / pod / "junit.xml").is_file()
+    import psycopg
+
+    with psycopg.connect(postgres_db) as connection:
+        hosts = connection.execute("SELECT host FROM runs ORDER BY id").fetchall()
+    assert hosts == [("gpu-node-7",), ("gpu-node-7",)]
