@@ -13,20 +13,11 @@ from pathlib import Path
 
 import yaml
 
-from tests.deploy.linting import (
-    DEPLOY,
-    LINT,
-    REPO,
-    actionlint,
-    broken_copy,
-    linter,
-    not_allowed,
-    run,
-)
+from tests.deploy import linting
 
-WORKFLOW = DEPLOY / "github" / "upgrade-gate.yml"
-GITLAB = DEPLOY / "gitlab" / "upgrade-gate.gitlab-ci.yml"
-SCRIPT = REPO / "scripts" / "upgrade-gate"
+WORKFLOW = linting.DEPLOY / "github" / "upgrade-gate.yml"
+GITLAB = linting.DEPLOY / "gitlab" / "upgrade-gate.gitlab-ci.yml"
+SCRIPT = linting.REPO / "scripts" / "upgrade-gate"
 ALLOWED = (re.compile(r"^bash scripts/install-gpu$"),
            re.compile(r'^bash scripts/upgrade-gate "\$\w+" "\$MARKER"$'))
 
@@ -42,19 +33,19 @@ def _commands() -> dict[str, str]:
 
 
 def test_actionlint_passes_the_gate_and_rejects_a_broken_one(tmp_path: Path) -> None:
-    broken = broken_copy(tmp_path, WORKFLOW, "CANDIDATE: ${{ inputs.vllm }}",
+    broken = linting.broken_copy(tmp_path, WORKFLOW, "CANDIDATE: ${{ inputs.vllm }}",
                           "CANDIDATE: ${{ inputs.vlm }}")
-    results = actionlint(WORKFLOW, broken)
-    assert not_allowed(results[str(WORKFLOW)]) == []
-    assert [m[1] for m in not_allowed(results[str(broken)])] == ["expression"]
+    results = linting.actionlint(WORKFLOW, broken)
+    assert linting.not_allowed(results[str(WORKFLOW)]) == []
+    assert [m[1] for m in linting.not_allowed(results[str(broken)])] == ["expression"]
 
 
 def test_gitlab_ci_schema_passes_the_gate_job(tmp_path: Path) -> None:
-    check = linter(LINT / "venv" / "bin" / "check-jsonschema", "check-jsonschema")
-    good = run(check, "--builtin-schema", "vendor.gitlab-ci", str(GITLAB))
+    check = linting.linter(linting.LINT / "venv" / "bin" / "check-jsonschema", "check-jsonschema")
+    good = linting.run(check, "--builtin-schema", "vendor.gitlab-ci", str(GITLAB))
     assert (good.returncode, good.stdout.strip()) == (0, "ok -- validation done"), good.stderr
-    broken = broken_copy(tmp_path, GITLAB, "when: always", "when: sometimes")
-    assert run(check, "--builtin-schema", "vendor.gitlab-ci", str(broken)).returncode == 1
+    broken = linting.broken_copy(tmp_path, GITLAB, "when: always", "when: sometimes")
+    assert linting.run(check, "--builtin-schema", "vendor.gitlab-ci", str(broken)).returncode == 1
 
 
 def test_the_gate_files_call_the_projects_commands_only_and_shellcheck_passes(
@@ -63,11 +54,11 @@ def test_the_gate_files_call_the_projects_commands_only_and_shellcheck_passes(
     assert len(commands) == 4
     for name, command in commands.items():
         assert any(allowed.search(command) for allowed in ALLOWED), f"{name}: {command}"
-    shellcheck = linter("shellcheck", "shellcheck (Debian's package)")
+    shellcheck = linting.linter("shellcheck", "shellcheck (Debian's package)")
     for name, command in commands.items():
         snippet = tmp_path / "snippet.sh"
         snippet.write_text(f"#!/usr/bin/env bash\nset -e\n{command}\n")
-        done = run(shellcheck, str(snippet))
+        done = linting.run(shellcheck, str(snippet))
         assert (done.returncode, done.stdout) == (0, ""), f"{name}:\n{done.stdout}"
 
 
