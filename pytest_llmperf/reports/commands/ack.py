@@ -103,4 +103,6 @@ def _shape(wanted: str | None, test: str, shapes: list[str],
 
 
 def _this_machine() -> str:
-    return family(current_fingerprint(detect_hardware()).to_dict())
+    """This machine's shape as a night here records it ($LLMPERF_HARDWARE's override too)."""
+    override = os.environ.get("LLMPERF_HARDWARE") or None
+    return family(current_fingerprint(detect_hardware(override)).to_dict())

@@ -102,3 +102,8 @@ def test_the_shape_defaults_to_the_tests_one_else_this_machines_else_is_required
         ack_command._shape("a100-4", CHAT, ["h100-1", "h200-2"])
     assert str(raised.value) == (f"--shape a100-4: {CHAT} has no series on it; its shapes: "
                                  "h100-1, h200-2")
+
+
+def test_this_machines_shape_follows_the_hardware_override(monkeypatch):
+    monkeypatch.setenv("LLMPERF_HARDWARE", "h100")
+    assert ack_command._this_machine().startswith("h100-")
