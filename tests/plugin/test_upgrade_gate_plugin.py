@@ -33,6 +33,9 @@ WORK = '''
         if side == "B" and test == "test_other_text":
             for record in records[::2]:
                 record.output_digest = 7
+        if side == "B" and os.environ.get("B_CLIENT_LAGS"):  # its event loop 50 ms late
+            from pytest_llmperf.records import ClientStats
+            return Measurement(records, client=ClientStats(loop_lag_s=[0.050] * 20))
         return Measurement(records)
 '''
 
@@ -98,6 +101,26 @@ def test_side_b_that_stopped_early_is_not_comparable_never_improved(suite):
     assert side_b["work"]["finish_reasons"] == {"stop": 4}
     # The ratios are kept for the record, unjudged.
     assert side_b["ab"]["metrics"]["tpot_s.p50"]["status"] is None
+
+
+def test_different_work_with_a_client_limited_side_is_not_comparable_naming_the_client(
+        suite, monkeypatch):
+    """A fact about the work outranks one about the noise (verdict/status.PRECEDENCE): side B
+    stopped early and its client lagged; the test fails as NOT COMPARABLE, with the client named
+    beside it, never as CLIENT LIMITED instead."""
+    monkeypatch.setenv("B_CLIENT_LAGS", "1")
+    result = suite.runpytest(*AB, "-k", "test_early")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "NOT COMPARABLE: the two sides did not execute the same work: B produced 0.33x the "
+        "output tokens: * against 0% of A's; the run was also client limited (event-loop lag "
+        "p90 50.0 ms (limit 10.0 ms))"])
+    assert "client-limited measurement" not in result.stdout.str()
+    assert ("test_early (B): NOT COMPARABLE, whatever the noise: the run was also client "
+            "limited (a fact about the work outranks one about the noise)") in _flat(result)
+    results = json.loads((suite.path / "run.json").read_text())["llmperf"]["results"]
+    side_b = next(r for r in results if r["key"] == "test_early (B)")
+    assert side_b["status"] == "not comparable"
 
 
 def test_outputs_that_differ_are_a_note_and_fail_only_when_they_must_match(suite):
