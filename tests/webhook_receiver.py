@@ -1,4 +1,5 @@
-"""A webhook on 127.0.0.1 for the nightly command's tests: it keeps what it is sent."""
+"""A webhook on 127.0.0.1 for the nightly command's tests: it keeps what it is sent (and stands
+for GitHub's API in the commit status sender's tests: the path and headers of each post)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ class Receiver(ThreadingHTTPServer):
 
     def __init__(self, status: int = 200, delay_s: float = 0.0) -> None:
         self.status, self.delay_s, self.bodies = status, delay_s, []
+        self.requests: list[tuple[str, dict[str, str]]] = []  # each post's path and headers
         super().__init__(("127.0.0.1", 0), _Handler)
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
@@ -29,6 +31,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         self.server.bodies.append((self.headers["Content-Type"], json.loads(body)))
+        self.server.requests.append((self.path, dict(self.headers)))
         time.sleep(self.server.delay_s)
         self.send_response(self.server.status)
         self.send_header("Content-Length", "2")

@@ -20,8 +20,9 @@ from pytest_llmperf.history.store import HistoryStore
 
 __all__ = ["Message", "Sender", "deliver", "last_runs", "open_episodes", "record_step"]
 
-# A channel's sender: the text in, None when delivered, else the one line that says why not.
-Sender = Callable[[str], "str | None"]
+# A channel's sender: the event ("opened", "resolved", "summary") and the text in; None when
+# delivered, else the one line that says why not.
+Sender = Callable[[str, str], "str | None"]
 _COLUMNS = [f.name for f in fields(Episode) if f.name != "id"]
 
 
@@ -110,7 +111,7 @@ def deliver(store: HistoryStore, senders: Mapping[str, Sender], now: datetime) -
         sender = senders.get(message.channel)
         if sender is None or message.channel in failed:
             continue  # not configured on this run, or refusing: kept for the next
-        problem = sender(message.text)
+        problem = sender(message.event, message.text)
         values = {"attempts": message.attempts + 1, "last_error": problem}
         if problem is None:
             values["delivered_at"] = now

@@ -9,7 +9,9 @@ The webhook then hears of an episode when it opens and when it resolves, not eve
     LLMPERF_STALE_HOURS=36    a runner shape with no run for longer is a stale episode
     LLMPERF_NIGHT_SUMMARY=1   one line per night, green nights too
 
-Senders by channel: `webhook` ($LLMPERF_WEBHOOK_URL, nightly/webhook.py).
+Channels (nightly/senders.py): `webhook` ($LLMPERF_WEBHOOK_URL, nightly/webhook.py), `email`
+($LLMPERF_EMAIL_TO, nightly/email_sender.py), `github` (a commit status where GITHUB_TOKEN,
+GITHUB_REPOSITORY and GITHUB_SHA are set, nightly/github_status.py).
 """
 
 from __future__ import annotations
@@ -32,11 +34,11 @@ from pytest_llmperf.history.episodes import (
 )
 from pytest_llmperf.history.store import HistoryError, HistoryStore
 from pytest_llmperf.nightly import outcomes as oc
-from pytest_llmperf.nightly import webhook
+from pytest_llmperf.nightly import senders
 from pytest_llmperf.reports.regressions import Regression, regressions
 
 __all__ = ["ENV_ON", "ENV_STALE", "ENV_SUMMARY", "after_night", "enabled", "failure_signals",
-           "passed_tests", "senders", "signals_from", "step_night"]
+           "passed_tests", "signals_from", "step_night"]
 
 ENV_ON, ENV_STALE, ENV_SUMMARY = "LLMPERF_EPISODES", "LLMPERF_STALE_HOURS", "LLMPERF_NIGHT_SUMMARY"
 DEFAULT_STALE_HOURS = 36.0
@@ -45,12 +47,6 @@ ON = ("1", "on", "yes", "true")
 
 def enabled(environ: Mapping[str, str]) -> bool:
     return environ.get(ENV_ON, "").strip().lower() in ON
-
-
-def senders(environ: Mapping[str, str]) -> dict[str, book.Sender]:
-    """The configured channels' senders."""
-    url = environ.get(webhook.ENV)
-    return {"webhook": lambda text: webhook.post(url, text)} if url else {}
 
 
 def stale_interval(environ: Mapping[str, str]) -> timedelta:
@@ -103,7 +99,7 @@ def step_night(store: HistoryStore, environ: Mapping[str, str], now: datetime,
     trended = {signal.test_id for signal in signals if signal.red}
     signals += [signal for signal in tests if signal.test_id not in trended]  # one episode
     signals += stale_signals(book.last_runs(store), interval, now)
-    sending = senders(environ)
+    sending = senders.configured(environ)
     wanted = summary if environ.get(ENV_SUMMARY, "").strip().lower() in ON else None
     book.record_step(store, advance(open_, signals, now), sending, now, wanted)
     return book.deliver(store, sending, now)

@@ -9,11 +9,12 @@ webhook's path is its key), so a line names only its host.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 import httpx
 
-__all__ = ["ENV", "TIMEOUT_S", "payload", "post"]
+__all__ = ["ENV", "TIMEOUT_S", "payload", "post", "sender"]
 
 ENV = "LLMPERF_WEBHOOK_URL"
 # Short: a chat server answers in well under a second, and a night's job must not hang on one.
@@ -39,3 +40,9 @@ def post(url: str, text: str, timeout_s: float = TIMEOUT_S) -> str | None:
         return (f"{where} answered HTTP {response.status_code}; the failures are in the "
                 "reports")
     return None
+
+
+def sender(environ: Mapping[str, str]):
+    """The episodes' `webhook` channel (nightly/senders.py) where $LLMPERF_WEBHOOK_URL is set."""
+    url = environ.get(ENV)
+    return (lambda event, text: post(url, text)) if url else None

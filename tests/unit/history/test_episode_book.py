@@ -44,7 +44,7 @@ def texts(receiver: Receiver) -> list[str]:
 
 def test_a_refused_delivery_is_retried_on_the_next_run_and_never_sent_twice(store):
     with Receiver(status=500) as receiver:
-        send = {"webhook": lambda text: webhook.post(receiver.url, text)}
+        send = {"webhook": webhook.sender({webhook.ENV: receiver.url})}
         night(store, [RED], T0)
         (said,) = book.deliver(store, send, T0)
         assert said == ("the webhook ($LLMPERF_WEBHOOK_URL, host 127.0.0.1) answered HTTP 500; "
