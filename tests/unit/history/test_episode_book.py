@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from sqlalchemy import create_engine
 
 from pytest_llmperf.history import episode_book as book
 from pytest_llmperf.history import location, record, schema
@@ -24,10 +25,15 @@ RED = Signal(REGRESSION, KEY, "suites/test_cpu.py::test_a tpot_s.p50 +25.0%", re
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def store(request, tmp_path):
-    where = str(tmp_path / "history.sqlite") if request.param == "sqlite" else \
+def where(request, tmp_path):
+    text = str(tmp_path / "history.sqlite") if request.param == "sqlite" else \
         request.getfixturevalue("postgres_db")
-    opened = HistoryStore.open(location.resolve(where, tmp_path))
+    return location.resolve(text, tmp_path)
+
+
+@pytest.fixture
+def store(where):
+    opened = HistoryStore.open(where)
     yield opened
     opened.close()
 
@@ -85,3 +91,18 @@ def test_last_runs_per_shape(store):
     ((shape, when),) = book.last_runs(store).items()
     assert (shape.startswith("cpu-"), when) == (True, datetime(2026, 11, 20, 3,
                                                                 tzinfo=timezone.utc))
+
+
+def test_a_store_from_before_episodes_gains_them_and_keeps_its_runs(where):
+    with create_engine(where.url).begin() as connection:  # a store at schema 4
+        for step in schema.MIGRATIONS[:4]:
+            step(connection)
+        connection.execute(schema.schema_version.insert().values(version=4))
+    opened = HistoryStore.open(where)
+    try:
+        opened.record(record.from_document(DOCUMENT, environ={}))
+        night(opened, [RED], T0)
+        assert [e.key for e in book.open_episodes(opened)] == [KEY]
+        assert [t for t, _ in opened.test_ids()] == ["suites/test_cpu.py::test_a"]
+    finally:
+        opened.close()
