@@ -50,7 +50,7 @@ def _episode(row) -> Episode:
 def open_episodes(store: HistoryStore) -> list[Episode]:
     table = schema.episodes
     query = select(table).where(table.c.resolved_at.is_(None)).order_by(table.c.id)
-    with store.transaction() as connection:
+    with store.transaction(write=False) as connection:
         return [_episode(row) for row in connection.execute(query).mappings()]
 
 
@@ -59,7 +59,7 @@ def last_runs(store: HistoryStore) -> dict[str, datetime]:
     runs = schema.runs
     when = func.max(func.coalesce(runs.c.started_at, runs.c.recorded_at))
     query = select(runs.c.family, when).where(runs.c.family.is_not(None)).group_by(runs.c.family)
-    with store.transaction() as connection:
+    with store.transaction(write=False) as connection:
         return {row[0]: _utc(row[1]) for row in connection.execute(query)}
 
 

@@ -14,10 +14,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from pytest_llmperf.errors import InputError
+
 __all__ = ["ACKNOWLEDGED", "FAILED", "PASSED", "RAN_AGAIN", "REGRESSION", "STALE", "Episode",
            "Signal",
-           "Step", "advance", "episode_key", "stale_signals", "with_green"]
+           "Step", "advance", "episode_key", "stale_interval", "stale_signals", "with_green"]
 
+DEFAULT_STALE_HOURS = 36.0
 REGRESSION, STALE, FAILED = "regression", "stale", "failed"  # FAILED: a test failed (its
 # target missed, its engine died): open until the test passes again
 PASSED, ACKNOWLEDGED, RAN_AGAIN = "passed", "acknowledged", "ran again"
@@ -95,6 +98,19 @@ def advance(open_episodes: Iterable[Episode], signals: Iterable[Signal], now: da
             step.resolved.append(replace(episode, resolved_at=now, resolution=why,
                                          line=signal.line))
     return step
+
+
+def stale_interval(text: str, name: str) -> timedelta:
+    """The interval `text` gives in hours (empty: DEFAULT_STALE_HOURS); InputError naming `name`
+    (the option or variable) where it is no positive number."""
+    try:
+        hours = float(text) if text.strip() else DEFAULT_STALE_HOURS
+    except ValueError:
+        hours = -1.0
+    if not 0 < hours < float("inf"):
+        raise InputError(f"{name}={text!r}: give the hours after which a runner shape with no "
+                         f"run is stale, e.g. {DEFAULT_STALE_HOURS:g}")
+    return timedelta(hours=hours)
 
 
 def stale_signals(last_runs: Mapping[str, datetime], interval: timedelta, now: datetime

@@ -122,11 +122,17 @@ class HistoryStore:
                 yield connection
 
     @contextmanager
-    def transaction(self):
-        """A connection in one write transaction, for the tables with a module of their own
-        (episode_book.py); SQLAlchemy's errors become HistoryError lines."""
-        with self._errors(), self._write() as connection:
-            yield connection
+    def transaction(self, write: bool = True):
+        """A connection in one write transaction (`write`), else one that only reads, for the
+        tables with a module of their own (episode_book.py); SQLAlchemy's errors become
+        HistoryError lines."""
+        with self._errors():
+            if write:
+                with self._write() as connection:
+                    yield connection
+            else:
+                with self._engine.connect() as connection:
+                    yield connection
 
     def _migrate(self) -> None:
         latest = len(schema.MIGRATIONS)

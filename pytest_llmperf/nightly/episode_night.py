@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
+from pytest_llmperf.errors import InputError
 from pytest_llmperf.history import episode_book as book
 from pytest_llmperf.history import location
 from pytest_llmperf.history.episodes import (
@@ -29,10 +30,11 @@ from pytest_llmperf.history.episodes import (
     Signal,
     advance,
     episode_key,
+    stale_interval,
     stale_signals,
     with_green,
 )
-from pytest_llmperf.history.store import HistoryError, HistoryStore
+from pytest_llmperf.history.store import HistoryStore
 from pytest_llmperf.nightly import outcomes as oc
 from pytest_llmperf.nightly import senders
 from pytest_llmperf.reports.regressions import Regression, regressions
@@ -41,24 +43,11 @@ __all__ = ["ENV_ON", "ENV_STALE", "ENV_SUMMARY", "after_night", "enabled", "fail
            "passed_tests", "signals_from", "step_night"]
 
 ENV_ON, ENV_STALE, ENV_SUMMARY = "LLMPERF_EPISODES", "LLMPERF_STALE_HOURS", "LLMPERF_NIGHT_SUMMARY"
-DEFAULT_STALE_HOURS = 36.0
 ON = ("1", "on", "yes", "true")
 
 
 def enabled(environ: Mapping[str, str]) -> bool:
     return environ.get(ENV_ON, "").strip().lower() in ON
-
-
-def stale_interval(environ: Mapping[str, str]) -> timedelta:
-    text = environ.get(ENV_STALE, "").strip()
-    try:
-        hours = float(text) if text else DEFAULT_STALE_HOURS
-    except ValueError:
-        hours = -1.0
-    if not hours > 0:
-        raise HistoryError(f"{ENV_STALE}={text!r}: give the hours after which a runner shape "
-                           f"with no run is stale, e.g. {DEFAULT_STALE_HOURS:g}")
-    return timedelta(hours=hours)
 
 
 def signals_from(found: list[Regression]) -> list[Signal]:
@@ -93,7 +82,7 @@ def step_night(store: HistoryStore, environ: Mapping[str, str], now: datetime,
                summary: str | None = None, tests: Sequence[Signal] = ()) -> list[str]:
     """Advance the episodes (`tests`: failure_signals of tonight's tests), queue their
     messages, deliver; the lines of what failed."""
-    interval = stale_interval(environ)
+    interval = stale_interval(environ.get(ENV_STALE, ""), ENV_STALE)
     open_ = book.open_episodes(store)
     signals = with_green(open_, signals_from(regressions(store, now)), REGRESSION)
     trended = {signal.test_id for signal in signals if signal.red}
@@ -117,5 +106,5 @@ def after_night(store: str, environ: Mapping[str, str], summary: str, found: oc.
                               tests)
         finally:
             opened.close()
-    except HistoryError as exc:
+    except InputError as exc:  # the store (HistoryError), or LLMPERF_STALE_HOURS
         return [f"episodes not advanced: {exc}"]

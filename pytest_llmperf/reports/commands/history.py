@@ -6,6 +6,8 @@ self-contained HTML dashboard (`--html PATH`).
     llmperf history TEST [--metric NAME] [--last N]  a test's series, a table per metric
     llmperf history [TEST ...] --html PATH           the dashboard, every test by default
     llmperf history [TEST ...] --json                the same as one JSON document on stdout
+    llmperf history --stale [HOURS]                  the runner shapes with no run for longer
+                                                     (default $LLMPERF_STALE_HOURS, else 36)
 
 The store is `--history PATH|URL` (default: $LLMPERF_HISTORY, else .llmperf/history.sqlite, as
 the plugin's); a TEST is a test id as the store has it, or a part of one that names exactly one.
@@ -20,10 +22,12 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pytest_llmperf.history import location
+from pytest_llmperf.errors import InputError
+from pytest_llmperf.history import episode_book, location
+from pytest_llmperf.history.episodes import stale_interval, stale_signals
 from pytest_llmperf.history.store import HistoryError, HistoryStore
 from pytest_llmperf.reports import history_json, history_page
-from pytest_llmperf.reports.commands.exits import EXIT_OK, EXIT_USAGE
+from pytest_llmperf.reports.commands.exits import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE
 from pytest_llmperf.reports.files import write_text
 from pytest_llmperf.reports.history_table import table_lines
 from pytest_llmperf.reports.history_view import DEFAULT_LAST, views
@@ -50,6 +54,10 @@ def add_command(commands) -> None:
                          help="the smallest change that counts (default: the test's tolerance)")
     history.add_argument("--baselines", type=Path, default=Path("baselines"), metavar="DIR",
                          help="baseline directory for the bands (default: baselines)")
+    history.add_argument("--stale", nargs="?", const=os.environ.get("LLMPERF_STALE_HOURS", ""),
+                         default=None, metavar="HOURS",
+                         help="list the runner shapes with no run for longer than HOURS "
+                              "(default $LLMPERF_STALE_HOURS, else 36); exit 1 if any")
     shown = history.add_mutually_exclusive_group()
     shown.add_argument("--html", type=Path, default=None, metavar="PATH",
                        help="write the dashboard here instead of printing tables")
@@ -88,12 +96,28 @@ def run(args: argparse.Namespace) -> int:
             return _show(store, args)
         finally:
             store.close()
-    except (HistoryError, ValueError) as exc:
+    except (InputError, ValueError) as exc:
         print(f"llmperf: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
 
+def _stale(store: HistoryStore, hours: str) -> int:
+    """--stale: a line per runner shape quiet for longer than the interval (history/episodes.py,
+    as `llmperf nightly` raises its stale episodes); exit 1 if any."""
+    interval = stale_interval(hours, "--stale")
+    found = [signal for signal in stale_signals(episode_book.last_runs(store), interval,
+                                                datetime.now(timezone.utc)) if signal.red]
+    for signal in found:
+        print(f"stale: {signal.line}")
+    if not found:
+        print(f"no runner shape is stale in {store.where.shown} (interval "
+              f"{interval.total_seconds() / 3600:g} h)")
+    return EXIT_REGRESSION if found else EXIT_OK
+
+
 def _show(store: HistoryStore, args: argparse.Namespace) -> int:
+    if args.stale is not None:
+        return _stale(store, args.stale)
     known = store.test_ids()
     if not args.tests and not (args.html or args.json):
         for test, count in known:

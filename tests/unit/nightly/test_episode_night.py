@@ -10,8 +10,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from pytest_llmperf.errors import InputError
 from pytest_llmperf.history import location, record
-from pytest_llmperf.history.store import HistoryError, HistoryStore
+from pytest_llmperf.history.store import HistoryStore
 from pytest_llmperf.nightly import episode_night
 from tests.unit.history.builders import DOCUMENT
 from tests.webhook_receiver import Receiver
@@ -74,7 +75,7 @@ def test_a_shape_that_stops_posts_one_stale_episode(store):
 
 
 def test_a_malformed_interval_is_one_line(store):
-    with pytest.raises(HistoryError) as bad:
+    with pytest.raises(InputError) as bad:
         episode_night.step_night(store, {"LLMPERF_STALE_HOURS": "a day"}, when(1))
     assert str(bad.value) == ("LLMPERF_STALE_HOURS='a day': give the hours after which a runner "
                               "shape with no run is stale, e.g. 36")
