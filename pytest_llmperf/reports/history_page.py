@@ -12,6 +12,7 @@ anywhere and needs no plotting library.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from html import escape
@@ -21,7 +22,7 @@ from pytest_llmperf.reports.history_chart import chart, when
 from pytest_llmperf.reports.history_view import ChangeFact, SeriesView, change_facts
 from pytest_llmperf.reports.regressions import Regression
 
-__all__ = ["page", "regression_of"]
+__all__ = ["anchor", "page", "regression_of"]
 
 FILTERS = (("hardware", "hardware"), ("host", "host"), ("engine", "engine"))
 STYLE = """
@@ -37,6 +38,7 @@ a { color: #0969da; } svg text { font: 11px system-ui, sans-serif; fill: #57606a
 """
 SCRIPT = """
 const FILTERS = ['hardware', 'host', 'engine'];
+let anchor = '';  // a chart's link (#series-...), kept beside the filters in the address
 function applyFilters() {
   const chosen = {};
   for (const name of FILTERS) chosen[name] = document.getElementById(name).value;
@@ -59,11 +61,13 @@ function applyFilters() {
       ? '' : 'none';
   }
   const kept = FILTERS.filter(n => chosen[n]).map(n => n + '=' + encodeURIComponent(chosen[n]));
+  if (anchor) kept.unshift(anchor);
   history.replaceState(null, '', kept.length ? '#' + kept.join('&') : location.pathname);
 }
 window.addEventListener('DOMContentLoaded', () => {
   for (const part of location.hash.slice(1).split('&')) {
     const [name, value] = part.split('=');
+    if (value === undefined && name) anchor = name;
     const select = FILTERS.includes(name) && document.getElementById(name);
     if (select) select.value = decodeURIComponent(value || '');
   }
@@ -81,6 +85,11 @@ def regression_of(view: SeriesView, found: Sequence[Regression]) -> Regression |
 def _key(test_id: str, series: str, metric: str) -> str:
     """What ties a regression to its chart on the page."""
     return escape(f"{series} {metric} {test_id}")
+
+
+def anchor(series: str, metric: str) -> str:
+    """The id of a series' chart: a link to it (#series-...) stays as long as its identity."""
+    return "series-" + re.sub(r"[^A-Za-z0-9_-]", "-", f"{series}-{metric}")
 
 
 def _ci(point, text: str = "CI job") -> str:
@@ -114,10 +123,12 @@ def _section(view: SeriesView, found: Sequence[Regression]) -> list[str]:
     badge = (f' <span class="{regression.state}">{regression.state} regression</span>'
              if regression else "")
     captions = [_caption(fact, fmt) for fact in facts]
-    return [f'<section class="chart" data-hardware="{escape(view.hardware)}" '
+    link = anchor(view.last.series, view.metric)
+    return [f'<section class="chart" id="{link}" data-hardware="{escape(view.hardware)}" '
             f'data-engine="{escape(view.engine)}" data-hosts="{escape(" ".join(view.hosts))}" '
             f'data-key="{_key(view.test_id, view.last.series, view.metric)}">',
-            f"<h2>{escape(view.test_id)} &mdash; {escape(view.metric)}{badge}</h2>",
+            f"<h2>{escape(view.test_id)} &mdash; {escape(view.metric)}{badge} "
+            f'<a href="#{link}" title="a link to this chart">#</a></h2>',
             _meta(view), chart(view, facts),
             f'<ol class="changes">{"".join(captions)}</ol>' if captions
             else '<p class="note">no change point</p>', "</section>"]
@@ -127,7 +138,8 @@ def _regressions(found: Sequence[Regression]) -> list[str]:
     if not found:
         return ['<p class="note">no open or acknowledged regression</p>']
     items = [f'<li data-key="{_key(r.test_id, r.series, r.metric)}"><span class="{r.state}">'
-             f'{r.state}</span>: {escape(r.line.split(": ", 1)[1])} ({_ci(r.at)})</li>'
+             f'{r.state}</span>: {escape(r.line.split(": ", 1)[1])} ({_ci(r.at)}, '
+             f'<a href="#{anchor(r.series, r.metric)}">chart</a>)</li>'
              for r in found]
     return ["<h2>Regressions</h2>", f'<ul class="regressions">{"".join(items)}</ul>']
 
