@@ -25,7 +25,7 @@ from pytest_llmperf.history.acks import Ack
 from pytest_llmperf.history.store import HistoryStore
 from tests.unit.history.builders import DOCUMENT
 
-CHAT = "suites/test_gpu_llama8b.py::test_chat"
+CHAT = "suites/test_gpu_llama8b.py::test_chat_conversations"  # as docs/history.md names it
 OFFLINE = "suites/test_gpu_llama8b.py::test_offline"
 CHAT_TPOT_MS = [10.0, 10.2, 9.9, 10.1, 9.8, 10.0, 12.5, 12.6, 12.4, 12.5]
 OFFLINE_TPOT_MS = [20.0, 20.2, 19.9, 26.0, 26.1, 25.9]
