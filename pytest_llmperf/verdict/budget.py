@@ -12,7 +12,8 @@ Bonferroni rather than Holm: Holm orders all of a run's p-values, which only the
 knows, and a test's outcome is reported when it ends; Bonferroni is Holm's first and strictest
 step, and needs only how many comparisons the run plans. A regression past its band but not past
 the budget is named, not failed ("unconfirmed"). A metric whose noise is unmeasured keeps its
-band's verdict: there is no p-value to confirm it by. Pure: no pytest, no I/O.
+band's verdict: there is no p-value to confirm it by; so does a band wider than a gate may have
+(noise.NOISY_BAND), which only a test's own choice makes. Pure: no pytest, no I/O.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import replace
 from statistics import NormalDist
 
 from pytest_llmperf.verdict.gate import DEFAULT_GATED, Verdict
+from pytest_llmperf.verdict.noise import NOISY_BAND
 from pytest_llmperf.verdict.status import Status
 
 __all__ = ["BUDGET", "NIGHTS", "band_chance", "budget_line", "chances", "confirm", "p_value",
@@ -59,16 +61,31 @@ def p_value(change: float, sd: float, direction: str) -> float:
     return 1 - _NORMAL.cdf(_worse_log(change, direction) / sd)
 
 
+def _band_log(verdict: Verdict) -> float | None:
+    """A verdict's band on the log scale. The band is a factor, the same there on either side
+    (gate.py), so the side the verdict shows it on does not matter."""
+    band = verdict.band_pct / 100
+    below = round(verdict.delta_pct, 1) < 0  # the side gate.band_side shows the band on
+    if not math.isfinite(band) or below and band >= 1:
+        return None
+    return -math.log1p(-band) if below else math.log1p(band)
+
+
 def band_chance(verdict: Verdict) -> float | None:
     """The false-alarm chance of a verdict's band: noise alone (its noise_sd) carries the
-    metric past it. The band is a factor, the same on the log scale on either side (gate.py),
-    so the side the verdict shows it on does not matter. None without a measured noise."""
-    sd, band = verdict.noise_sd, verdict.band_pct / 100
-    below = round(verdict.delta_pct, 1) < 0  # the side gate.band_side shows the band on
-    if sd is None or not math.isfinite(band) or below and band >= 1:
+    metric past it. None without a measured noise."""
+    log = _band_log(verdict)
+    if verdict.noise_sd is None or log is None:
         return None
-    log = -math.log1p(-band) if below else math.log1p(band)
-    return 1 - _NORMAL.cdf(log / sd)
+    return 1 - _NORMAL.cdf(log / verdict.noise_sd)
+
+
+def _chosen(verdict: Verdict) -> bool:
+    """Is the band wider than a gate may have (noise.NOISY_BAND as a factor)? Only a test's
+    choice makes one: a metric too noisy to gate that it named in gate=, a tolerance that
+    wide (the CPU suite's 2.5x). Such a band keeps its verdict."""
+    log = _band_log(verdict)
+    return log is None or log > math.log1p(NOISY_BAND)
 
 
 def confirm(verdict: Verdict, alpha: float) -> tuple[Verdict, str | None]:
@@ -76,7 +93,7 @@ def confirm(verdict: Verdict, alpha: float) -> tuple[Verdict, str | None]:
     names it; any other verdict (one without a measured noise too) as it is."""
     sd, direction = verdict.noise_sd, verdict.direction
     if verdict.status != Status.REGRESSION or sd is None or direction is None \
-            or not math.isfinite(verdict.delta_pct):
+            or not math.isfinite(verdict.delta_pct) or _chosen(verdict):
         return verdict, None
     p = p_value(verdict.delta_pct / 100, sd, direction)
     if p <= alpha:

@@ -76,6 +76,15 @@ def test_a_large_regression_and_one_of_unmeasured_noise_still_fail():
     assert budget.confirm(unmeasured, alpha) == (unmeasured, None)
 
 
+def test_a_band_wider_than_a_gate_may_have_keeps_its_verdict():
+    """A metric too noisy to gate that a test named (a spread of 45%: band 135%) fails a 5x
+    change by its band, though by its noise p is 0.6%: the test chose that band."""
+    named = check_metric("tpot_s.p50", Estimate(500.0, 0.0, 1), entry(45.0))
+    assert named.status == Status.REGRESSION
+    assert budget.p_value(4.0, named.noise_sd, "lower") > budget.per_comparison(18)
+    assert budget.confirm(named, budget.per_comparison(18)) == (named, None)
+
+
 def test_a_bands_false_alarm_chance_is_read_on_the_log_scale_either_side():
     up = check_metric("ttft_s.p50", Estimate(101.0, 0.0, 1), entry())
     down = check_metric("output_throughput_tok_s", Estimate(99.0, 0.0, 1),
