@@ -78,3 +78,20 @@ def test_gh_with_a_token_opens_the_pull_request(tmp_path):
     args = (tmp_path / "gh-args").read_text().splitlines()
     assert args[:4] == ["pr", "create", "--head", "llmperf/b"]
     assert args[5].startswith("Baselines for h200-8gpu from ")
+
+
+def test_a_pull_request_gh_cannot_open_is_said_and_the_push_stands(tmp_path):
+    remote = _remote_with_main(tmp_path)
+    clone = _clone_with_table(tmp_path, "h200", "h200-8gpu")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gh").write_text("#!/bin/sh\nexit 1\n")
+    (bin_dir / "gh").chmod(0o755)
+    said = _run(clone, "bash", str(SCRIPT),
+                env={"GH_TOKEN": "t", "PATH": f"{bin_dir}:{os.environ['PATH']}",
+                     "LLMPERF_BASELINE_BRANCH": "llmperf/b"})
+    assert said.splitlines()[-1] == (
+        "commit-baselines: gh could not open the pull request; open a pull request from "
+        "llmperf/b (gh pr create --head llmperf/b, or the forge's page; gh with GH_TOKEN, or "
+        "LLMPERF_GITLAB_TOKEN in GitLab CI, opens it)")
+    assert "llmperf/b" in _run(remote, "git", "branch", "--list", "llmperf/b")
