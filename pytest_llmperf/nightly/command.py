@@ -28,6 +28,7 @@ from xml.etree.ElementTree import ParseError
 
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.history import location, record
+from pytest_llmperf.history.episode_book import open_episodes
 from pytest_llmperf.history.store import HistoryError, HistoryStore
 from pytest_llmperf.nightly import episode_night, webhook
 from pytest_llmperf.nightly import outcomes as oc
@@ -130,14 +131,14 @@ def run(args: argparse.Namespace) -> int:
     problem = oc.pytest_problem(returncode, args.marker, night.suites)
     if problem:
         night.say(problem)
-    if night.store_ok:
-        _publish(night, store, args.publish)
-    if night.store_ok and episode_night.enabled(os.environ):  # issue 63
+    if night.store_ok and episode_night.enabled(os.environ):  # issue 63: before the page
         night.episodes = True
         summary = oc.headline(args.marker, found, ci_job_url())
         for line in episode_night.after_night(store, os.environ, summary, found,
                                               args.out / FILES["junit"]):
             print(PREFIX + line, file=sys.stderr, flush=True)
+    if night.store_ok:
+        _publish(night, store, args.publish)
     status = oc.exit_status(returncode, store_ok=night.store_ok, outcomes=found)
     return _finish(night, found, status)
 
@@ -263,13 +264,14 @@ def _publish(night: Night, store: str, folder: Path) -> None:
     where = location.resolve(store, Path.cwd())
     try:
         if where.is_sqlite and not where.path.is_file():
-            found, flagged = [], []  # no run recorded yet: the page says the store holds none
+            found, flagged, episodes = [], [], []  # no run yet: the page says the store holds none
         else:
             opened = HistoryStore.open(where, check_write=False)
             try:
                 tests = [test for test, _ in opened.test_ids()]
                 found = views(opened, tests, baseline_dir=Path("baselines"))
                 flagged = regressions(opened)
+                episodes = open_episodes(opened)  # issue 63
             finally:
                 opened.close()
     except HistoryError as exc:
@@ -277,7 +279,7 @@ def _publish(night: Night, store: str, folder: Path) -> None:
         night.say(f"the history page was not published: {exc}")
         return
     line = write_text("history page", "--publish", folder / PAGE,
-                      history_page.page(found, where.shown, flagged))
+                      history_page.page(found, where.shown, flagged, episodes))
     print(PREFIX + line, flush=True)
 
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from html import escape
 
+from pytest_llmperf.history.episodes import Episode
 from pytest_llmperf.metrics.registry import formatter
 from pytest_llmperf.reports.history_chart import chart, when
 from pytest_llmperf.reports.history_view import ChangeFact, SeriesView, change_facts
@@ -144,20 +145,31 @@ def _regressions(found: Sequence[Regression]) -> list[str]:
     return ["<h2>Regressions</h2>", f'<ul class="regressions">{"".join(items)}</ul>']
 
 
+def _episodes(open_episodes: Sequence[Episode], now: datetime) -> list[str]:
+    """The open episodes (history/episodes.py): what, since when, how many nights."""
+    if not open_episodes:
+        return []
+    items = [f'<li><span class="open">{escape(e.kind)}</span>: {escape(e.line)} (open since '
+             f"{e.opened_at:%Y-%m-%d}, {(now - e.opened_at).days} days, {e.nights} "
+             f"night{'s' * (e.nights != 1)})</li>" for e in open_episodes]
+    return ["<h2>Open episodes</h2>", f'<ul class="regressions">{"".join(items)}</ul>']
+
+
 def _select(name: str, title: str, options: Sequence[str]) -> str:
     items = "".join(f'<option value="{escape(o)}">{escape(o)}</option>' for o in options)
     return (f'<label>{title} <select id="{name}" onchange="applyFilters()">'
             f'<option value="">all</option>{items}</select></label>')
 
 
-def page(found: Sequence[SeriesView], where: str, regressions: Sequence[Regression] = ()
-         ) -> str:
+def page(found: Sequence[SeriesView], where: str, regressions: Sequence[Regression] = (),
+         episodes: Sequence[Episode] = ()) -> str:
     """The dashboard of `found` (history_view.views) from the store shown as `where`, with its
-    `regressions` (reports/regressions.py)."""
+    `regressions` (reports/regressions.py) and open `episodes` (history/episode_book.py)."""
     options = {"hardware": sorted({v.hardware for v in found}),
                "host": sorted({h for v in found for h in v.hosts}),
                "engine": sorted({v.engine for v in found})}
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    moment = datetime.now(timezone.utc)
+    now = moment.strftime("%Y-%m-%d %H:%M UTC")
     lines = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
              "<title>pytest-llmperf history</title>", f"<style>{STYLE}</style>",
              f"<script>{SCRIPT}</script>", "</head>", "<body>",
@@ -166,7 +178,8 @@ def page(found: Sequence[SeriesView], where: str, regressions: Sequence[Regressi
              "a point of the series, e.g. CLIENT LIMITED; red: a failed verdict; a click opens "
              "the run's CI job), grey lines the levels, dashed lines the change points "
              "(numbered as the list under the chart), the green band the committed "
-             "baseline's.</p>", *_regressions(regressions), '<div class="filters">',
+             "baseline's.</p>", *_episodes(episodes, moment), *_regressions(regressions),
+             '<div class="filters">',
              *(_select(name, title, options[name]) for name, title in FILTERS),
              f'<span class="note"><span id="shown">{len(found)}</span> charts</span></div>']
     for view in found:

@@ -1,9 +1,13 @@
 """`llmperf nightly` with LLMPERF_EPISODES=1 end to end on a suite that starts no engine: three
 nights (a test fails, fails again, passes) post "opened" once and "resolved" once to the real
 webhook receiver, with a summary line each night where asked, and no failure post; a receiver
-that refuses the first night gets the message on the next, once."""
+that refuses the first night gets the message on the next, once; the published page lists the
+open episode."""
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import pytest
 
@@ -72,3 +76,8 @@ def test_a_receiver_that_refuses_gets_the_post_on_the_next_night_once(nights, mo
     opened = ("opened: test_night.py::test_one: tpot_s.p50 missed its target: 52.3 ms, target "
               "<= 40.0 ms")
     assert [body["text"] for _, body in receiver.bodies] == [opened, opened]  # refused, taken
+    page = Path("site/index.html").read_text()  # the published page lists the open episode
+    assert ("<h2>Open episodes</h2>" in page) and re.search(
+        r'<li><span class="open">failed</span>: test_night.py::test_one: tpot_s.p50 missed its '
+        r"target: 52.3 ms, target &lt;= 40.0 ms \(open since \d{4}-\d\d-\d\d, 0 days, 3 "
+        r"nights\)</li>", page)

@@ -147,5 +147,6 @@ def _dashboard(store: HistoryStore, args: argparse.Namespace, found, tests: list
         print(json.dumps(document, indent=1))
     else:
         print(write_text("history dashboard", "--html", args.html,
-                         history_page.page(found, store.where.shown, flagged)))
+                         history_page.page(found, store.where.shown, flagged,
+                                           episode_book.open_episodes(store))))
     return EXIT_OK
