@@ -73,7 +73,8 @@ def test_prometheus_text_parses_with_the_nights_values_and_labels(capsys, store)
 
 
 def test_bencher_export_and_the_published_example_pass_the_same_schema(capsys, store):
-    schema = json.loads((DATA / "bmf.schema.json").read_text())
+    schema = json.loads((DATA / "bmf.schema.json").read_text())  # Bencher's published schema
+    jsonschema.Draft7Validator.check_schema(schema)
     jsonschema.validate(json.loads((DATA / "bmf_example.json").read_text()), schema)
     code, out, _ = export(capsys, "--format", "bencher", "--store", store, "--run", "1")
     document = json.loads(out)
@@ -89,6 +90,8 @@ def test_bencher_export_and_the_published_example_pass_the_same_schema(capsys, s
 
 def test_bencher_measure_slugs_are_lower_case_words_joined_by_dashes():
     assert measure_slug("server:TTFT_s.p99") == "server-ttft-s-p99"
+    # a Measure's slug is at most 64 characters (the page's "Order of Precedence")
+    assert max(len(measure_slug(f"{name}.p99")) for name in BY_NAME) <= 64
 
 
 def _shape(value):
