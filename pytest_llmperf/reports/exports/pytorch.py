@@ -1,11 +1,14 @@
 """A night as records of the PyTorch OSS benchmark database, the format vLLM's dashboards read
-(https://github.com/pytorch/pytorch/wiki/How-to-integrate-with-PyTorch-OSS-benchmark-database;
+(https://github.com/pytorch/pytorch/wiki/PyTorch-OSS-benchmark-infra, "Benchmark results
+format": benchmark {name (required), mode, dtype, extra_info}, model {name (required), ...};
+https://github.com/pytorch/pytorch/wiki/How-to-integrate-with-PyTorch-OSS-benchmark-database;
 vLLM writes it in benchmarks/benchmark_utils.py, convert_to_pytorch_benchmark_format,
 https://github.com/vllm-project/vllm/blob/main/benchmarks/benchmark_utils.py).
 
-One record a metric of a result, as vLLM writes them: benchmark {name, extra_info}, model
-{name}, metric {name, benchmark_values: [value], extra_info}. What the database has no field for
-(test, runner shape, host, hardware, commit, CI job, spread) goes to the extra_info objects.
+One record a metric of a result, as vLLM writes them: benchmark {name, extra_info} (and mode
+"inference"), model {name}, metric {name, benchmark_values: [value], extra_info}. What the
+database has no field for (test, runner shape, host, hardware, commit, CI job, spread) goes to
+the extra_info objects.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ BENCHMARK = "pytest-llmperf"
 def _benchmark(night: Night, result: Result) -> dict[str, Any]:
     point = result.point
     started = night.started_at
-    return {"name": BENCHMARK, "extra_info": {
+    return {"name": BENCHMARK, "mode": "inference", "extra_info": {
         "test_id": result.test_id, "run": night.run_id, "series": point.series,
         "date": started.isoformat() if started else None, "commit": point.commit,
         "hardware": point.hardware_class, "shape": point.family, "host": point.host,

@@ -120,6 +120,7 @@ def test_pytorch_records_have_every_field_of_vllms_record_with_its_type(capsys, 
         assert isinstance(ours["metric"]["extra_info"], dict)
     assert records[1]["metric"]["benchmark_values"] == [TPOTS[1]]
     assert records[1]["model"] == {"name": "suites/models/tiny-llama"}
+    assert records[1]["benchmark"]["mode"] == "inference"  # the wiki's "Training or inference"
     assert records[1]["benchmark"]["extra_info"]["test_id"] == TEST
     assert records[1]["benchmark"]["extra_info"]["host"] == "node-7"
     assert not _holds(_shape({"metric": {"name": "x"}}), _shape(example))
