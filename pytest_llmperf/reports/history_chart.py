@@ -19,7 +19,7 @@ from pytest_llmperf.metrics.registry import formatter
 from pytest_llmperf.reports.history_view import ChangeFact, SeriesView
 from pytest_llmperf.verdict.status import Status
 
-__all__ = ["HEIGHT", "WIDTH", "chart", "when"]
+__all__ = ["HEIGHT", "WIDTH", "chart", "label_rows", "when"]
 
 WIDTH, HEIGHT = 760, 230
 # The top 34 pixels hold the change points' two lines (size, then what changed) above the dots.
@@ -31,6 +31,10 @@ TICKS = 6
 # What changed, on the chart: as many characters as fit beside a change point in half the
 # chart's width (the tooltip and the caption under the chart say it whole).
 WHAT_SHOWN = 60
+# A change point's two lines of label take a row of ROW pixels; labels that would touch go to
+# the next row down, each row adding ROW to the chart's height. CHAR_PX: the widest a character
+# of the 11-pixel labels takes (bold digits and capitals), so a row's texts never touch.
+ROW, CHAR_PX = 26, 7.0
 
 
 def when(point) -> str:
@@ -134,28 +138,58 @@ def _levels(view: SeriesView, x: dict[int, float], y) -> list[str]:
     return out
 
 
-def _changes(facts: list[ChangeFact], x: dict[int, float]) -> list[str]:
+def label_rows(spans: list[tuple[float, float]]) -> list[int]:
+    """The row of each label (its x extent, left to right on the chart): the first row where it
+    touches no label already placed there."""
+    rows: list[list[tuple[float, float]]] = []
+    found = []
+    for low, high in spans:
+        row = next((i for i, taken in enumerate(rows)
+                    if all(high < a or low > b for a, b in taken)), len(rows))
+        if row == len(rows):
+            rows.append([])
+        rows[row].append((low, high))
+        found.append(row)
+    return found
+
+
+def _texts(fact: ChangeFact) -> tuple[str, str]:
+    label = f"{fact.number}: {(fact.change.ratio - 1) * 100:+.1f}% at run {fact.at.run_id}"
+    what = ", ".join(fact.what) or "nothing recorded changed"
+    return label, what if len(what) <= WHAT_SHOWN else what[:WHAT_SHOWN - 3] + "..."
+
+
+def _span(cx: float, texts: tuple[str, str]) -> tuple[float, float, str, int]:
+    """The x extent of a change's label, its anchor and offset from its line."""
+    width = CHAR_PX * max(map(len, texts))
+    if cx < WIDTH / 2:
+        return cx + 4, cx + 4 + width, "start", 4
+    return cx - 4 - width, cx - 4, "end", -4
+
+
+def _changes(facts: list[ChangeFact], x: dict[int, float]) -> tuple[list[str], int]:
     """A dashed line between a change's first run and the run before it, and its marker: the
-    number of its caption under the chart, its size, and what changed as the tooltip."""
+    number of its caption under the chart, its size, and what changed as the tooltip; and how
+    many label rows they take (drawn above the plot, which moves down by the rows after the
+    first)."""
+    centres = [(x[id(fact.before)] + x[id(fact.at)]) / 2 for fact in facts]
+    texts = [_texts(fact) for fact in facts]
+    spans = [_span(cx, text) for cx, text in zip(centres, texts)]
+    rows = label_rows([(low, high) for low, high, _, _ in spans])
+    extra = ROW * max(rows, default=0)
     out = []
-    for fact in facts:
-        color = WORSE if fact.worse else BETTER
-        cx = (x[id(fact.before)] + x[id(fact.at)]) / 2
-        label = (f"{fact.number}: {(fact.change.ratio - 1) * 100:+.1f}% at run "
-                 f"{fact.at.run_id}")
-        what = ", ".join(fact.what) or "nothing recorded changed"
-        if len(what) > WHAT_SHOWN:
-            what = what[:WHAT_SHOWN - 3] + "..."
+    for fact, cx, (label, what), (_, _, anchor, dx), row in zip(facts, centres, texts, spans,
+                                                                rows):
+        color, top = (WORSE if fact.worse else BETTER), ROW * row
         tip = f"{label} ({when(fact.at)}); {fact.clause}"
-        anchor, dx = ("start", 4) if cx < WIDTH / 2 else ("end", -4)
         out += [f'<g class="change"><title>{escape(tip)}</title>',
-                f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="4" y2="{HEIGHT - BOTTOM}" '
+                f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{4 + top}" y2="{HEIGHT - BOTTOM + extra}" '
                 f'stroke="{color}" stroke-dasharray="5 4" stroke-width="1.5"/>',
-                f'<text x="{cx + dx:.1f}" y="13" text-anchor="{anchor}" '
+                f'<text x="{cx + dx:.1f}" y="{13 + top}" text-anchor="{anchor}" '
                 f'style="fill:{color};font-weight:600">{escape(label)}</text>',
-                f'<text x="{cx + dx:.1f}" y="26" text-anchor="{anchor}">{escape(what)}</text>'
-                "</g>"]
-    return out
+                f'<text x="{cx + dx:.1f}" y="{26 + top}" text-anchor="{anchor}">'
+                f"{escape(what)}</text></g>"]
+    return out, extra
 
 
 def _axes(x_labels: list[tuple[float, str]], y, low: float, high: float, fmt) -> list[str]:
@@ -182,8 +216,10 @@ def chart(view: SeriesView, facts: list[ChangeFact]) -> str:
     y = _scale(low, high, HEIGHT - BOTTOM, TOP)
     dots = [_dot(p, x[id(p)], y(min(max(v, low), high)), fmt, view.metric)
             for p in view.points if (v := _value(p, view.metric)) is not None]
-    parts = [*_band(view, y, fmt), *_axes(x_labels, y, low, high, fmt), *_levels(view, x, y),
-             *_changes(facts, x), *dots]
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-            f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(view.metric)}">'
-            + "".join(parts) + "</svg>")
+    changes, extra = _changes(facts, x)
+    plot = [*_band(view, y, fmt), *_axes(x_labels, y, low, high, fmt), *_levels(view, x, y),
+            *dots]
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT + extra}" '
+            f'viewBox="0 0 {WIDTH} {HEIGHT + extra}" role="img" '
+            f'aria-label="{escape(view.metric)}">' + "".join(changes)
+            + f'<g transform="translate(0 {extra})">' + "".join(plot) + "</g></svg>")
