@@ -27,6 +27,10 @@ def test_mlperf_offline_scenario(llmperf):
     assert verdict.stats["output_throughput_tok_s"] == result.output_throughput_tok_s
 
 
+# Nightly: the offline engine is one of its own, about 60 s of the main job on an AMD family 25
+# (2026-11-29), where the main job must fit 10 minutes on the slowest CPU (docs/testing.md);
+# tests/integration/test_offline.py holds offline mode in CI.
+@pytest.mark.nightly
 def test_offline_throughput(llmperf):
     """256 prompts, 128 in / 64 out, all at once (an MLPerf-style Offline scenario)."""
     workload = Workload.fixed(input_tokens=128, output_tokens=64, num_requests=256,
