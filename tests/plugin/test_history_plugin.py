@@ -17,6 +17,7 @@ import tomllib
 import pytest
 
 from pytest_llmperf.history import store as store_mod
+from pytest_llmperf.history.schema import SCHEMA_VERSION
 from pytest_llmperf.session import history_run
 from tests.plugin.history_suite import CONFTEST, NOISE, SUITE, run
 from tests.plugin.lines import assert_lines
@@ -181,7 +182,8 @@ def test_a_store_of_a_newer_schema_stops_the_session_before_measuring(suite, mon
     result = run(suite, monkeypatch, 0.01)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert_error(result, "ERROR: pytest-llmperf: --llmperf-history .llmperf/history.sqlite: the "
-                         "store is at schema version 9, newer than this pytest-llmperf's 3; "
+                         "store is at schema version 9, newer than this pytest-llmperf's "
+                         f"{SCHEMA_VERSION}; "
                          "upgrade pytest-llmperf, or point --llmperf-history at another store")
 
 
