@@ -286,9 +286,17 @@ _CPU_SIGNATURE_FIELDS = (("vendor_id", "{}"), ("cpu family", "family {}"), ("mod
                          ("CPU implementer", "implementer {}"), ("CPU part", "part {}"))
 
 
+# scripts/rehearse --slower FACTOR sets it ("slower 2x"): the run is then a CPU of its own, as a
+# slower machine would be, with its own first-run baselines, and this one's tables are no
+# reference for it (docs/testing.md, "Rehearsing one, here").
+REHEARSAL_ENV = "LLMPERF_REHEARSAL"
+
+
 def _cpu_signature(cpuinfo: str) -> str | None:
     parts = [fmt.format(value) for key, fmt in _CPU_SIGNATURE_FIELDS
              if (value := _cpuinfo_value(cpuinfo, key))]
+    if rehearsal := os.environ.get(REHEARSAL_ENV):
+        parts.append(f"(rehearsal: {rehearsal})")
     return " ".join(parts) or None
 
 

@@ -332,7 +332,8 @@ def test_cpu_from_fake_proc(tmp_path):
     assert hardware.memory_mib == 16000
 
 
-def test_cpu_signature_tells_generations_behind_one_model_name_apart(tmp_path):
+def test_cpu_signature_tells_generations_behind_one_model_name_apart(tmp_path, monkeypatch):
+    monkeypatch.delenv("LLMPERF_REHEARSAL", raising=False)  # as under scripts/rehearse
     zen = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: {}\nmodel\t\t: {}\n" \
           "model name\t: AMD EPYC\nflags\t\t: avx2 avx512f\n"
     (tmp_path / "cpuinfo").write_text(zen.format(25, 17))
@@ -344,7 +345,17 @@ def test_cpu_signature_tells_generations_behind_one_model_name_apart(tmp_path):
     assert zen5.cpu_signature == "AuthenticAMD family 26 model 2"
 
 
-def test_cpu_on_arm_reads_features(tmp_path):
+def test_a_rehearsed_slower_cpu_is_a_cpu_of_its_own(tmp_path, monkeypatch):
+    """scripts/rehearse --slower 2: another signature, so another machine's baselines and its own
+    first-run ones, as on a CPU that is really twice as slow."""
+    (tmp_path / "cpuinfo").write_text("vendor_id\t: AuthenticAMD\ncpu family\t: 25\n"
+                                      "model\t\t: 1\nmodel name\t: AMD EPYC\n")
+    monkeypatch.setenv("LLMPERF_REHEARSAL", "slower 2x")
+    assert from_cpu(tmp_path).cpu_signature == "AuthenticAMD family 25 model 1 (rehearsal: slower 2x)"
+
+
+def test_cpu_on_arm_reads_features(tmp_path, monkeypatch):
+    monkeypatch.delenv("LLMPERF_REHEARSAL", raising=False)
     (tmp_path / "cpuinfo").write_text("processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n"
                                       "CPU implementer\t: 0x41\nCPU part\t: 0xd4f\n")
     hardware = from_cpu(tmp_path)
