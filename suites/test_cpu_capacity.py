@@ -101,10 +101,16 @@ def test_trace_capacity_by_speedup(llmperf):
     knob is the trace's speedup; gated as slo_capacity_speedup. The SLO is idle_slo's."""
     trace = Workload.trace(TRACE, format="mooncake", warmup_requests=2)
     # From 1x, the recorded pace, and 2x, doubling: on an AMD family 23 (2026-11-28) 4x saturated
-    # the engine (13.2 of 15.6 req/s offered completed).
+    # the engine (13.2 of 15.6 req/s offered completed). On an engine twice as slow as an AMD
+    # family 25's (scripts/rehearse --slower 2, 2026-11-29) the recorded pace itself did (TPOT
+    # p50 73 ms against 4 x 14 ms idle): a slower machine replays the trace slower than
+    # recorded, which is its answer, not a failure; only then does a second search look below
+    # 1x (from a quarter of the pace, whose replay takes 48 s: not on every machine).
     slo = idle_slo(llmperf, IDLE_LONG, tpot="tpot_s.p50")
     capacity = llmperf.capacity(trace, slo, low=1.0, high=2.0, rel_tol=0.25, max_runs=6)
-    assert capacity.speedup >= 1.0, capacity.note
+    if capacity.speedup == 0:
+        capacity = llmperf.capacity(trace, slo, low=0.25, high=1.0, rel_tol=0.25, max_runs=4)
+    assert capacity.speedup > 0, capacity.note
 
 
 def test_mlperf_server_scenario(llmperf):
