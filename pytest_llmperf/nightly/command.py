@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     problem = oc.pytest_problem(returncode, args.marker, night.suites)
     if problem:
         night.say(problem)
-    if night.store_ok and episode_night.enabled(os.environ):  # issue 63: before the page
+    if night.store_ok and episode_night.enabled(os.environ):  # before the page is published
         night.episodes = True
         summary = oc.headline(args.marker, found, ci_job_url())
         for line in episode_night.after_night(store, os.environ, summary, found,
@@ -271,7 +271,7 @@ def _publish(night: Night, store: str, folder: Path) -> None:
                 tests = [test for test, _ in opened.test_ids()]
                 found = views(opened, tests, baseline_dir=Path("baselines"))
                 flagged = regressions(opened)
-                episodes = open_episodes(opened)  # issue 63
+                episodes = open_episodes(opened)
             finally:
                 opened.close()
     except HistoryError as exc:
