@@ -10,10 +10,15 @@ would be); "quarter" spins 25% of each 100 ms. With --where, the full neighbour 
 "compute" pinned to the engine's compute core (TINY_CPU computes on core 0), "control" pinned to
 the other core (where the engine's API server and engine core run), "both" one loop on each core.
 --llmperf-disturbance warn, so every run is measured and recorded; the script prints one row per
-run from the run file.
+run from the run file. With --disturbance fail (the plugin's default) a run a neighbour has
+already made DISTURBED is ended early (machine/neighbour_watch.py): its row says after how long.
+--requests and --output-tokens make the workload smaller still, for a neighbour on the compute
+core (the engine then runs at a few tokens a second).
 
     .venv/bin/python scripts/calibrate_disturbance.py --rounds 4
-    .venv/bin/python scripts/calibrate_disturbance.py --rounds 2 --where
+    .venv/bin/python scripts/calibrate_disturbance.py --rounds 2 --where --requests 8 \
+        --output-tokens 16
+    .venv/bin/python scripts/calibrate_disturbance.py --rounds 1 --where --disturbance fail
 """
 
 from __future__ import annotations
@@ -67,8 +72,8 @@ def test_cal(llmperf, run, tmp_path):
     try:
         time.sleep(1.0 if pids else 0)
         # Small: beside a full neighbour the nice-19 engine gets a few percent of a core.
-        llmperf.run(Workload.fixed(input_tokens=128, output_tokens=48, num_requests=32,
-                                   concurrency=8, warmup_requests=2))
+        llmperf.run(Workload.fixed(input_tokens=128, output_tokens={output_tokens},
+                                   num_requests={requests}, concurrency=8, warmup_requests=2))
     finally:
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
@@ -80,22 +85,27 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--where", action="store_true",
                         help="the full neighbour on the compute core, the other core, both")
+    parser.add_argument("--requests", type=int, default=32)
+    parser.add_argument("--output-tokens", type=int, default=48)
+    parser.add_argument("--disturbance", choices=("warn", "fail"), default="warn",
+                        help="fail: a disturbed run is ended early, as the plugin's default")
     args = parser.parse_args()
     kinds = ["quiet", "full", "compute", "control", "both"] if args.where else \
         ["quiet", "full", "quarter"]
     conditions = kinds * args.rounds
     with tempfile.TemporaryDirectory(prefix="llmperf-cal-") as work:
         suite = Path(work) / "test_cal.py"
-        suite.write_text(SUITE.format(conditions=conditions))
+        suite.write_text(SUITE.format(conditions=conditions, requests=args.requests,
+                                      output_tokens=args.output_tokens))
         out = Path(work) / "run.json"
         subprocess.run([sys.executable, "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider",
-                        "--rootdir", str(REPO), "--llmperf-disturbance", "warn",
+                        "--rootdir", str(REPO), "--llmperf-disturbance", args.disturbance,
                         "--llmperf-stall-timeout", "600",
                         "--llmperf-json", str(out), "--llmperf-log-dir", work],
                        cwd=REPO, check=False)
         results = json.loads(out.read_text().replace("NaN", "null"))["llmperf"]["results"]
     print("run  neighbour  other cores  on engine's  busy  steal  TPOT p50 ms  out tok/s  "
-          "disturbed  busiest")
+          "status      disturbed  busiest")
     for index, result in enumerate(results):
         cpu = (result.get("disturbance") or {}).get("cpu") or {}
         metrics = result["metrics"]
@@ -105,6 +115,7 @@ def main() -> int:
               f"  {cpu.get('steal_share', float('nan')):5.1%}"
               f"  {metrics['tpot_s.p50']['value'] * 1e3:11.2f}"
               f"  {metrics['output_throughput_tok_s']['value']:9.0f}"
+              f"  {result.get('status') or '-':10s}"
               f"  {(result.get('disturbance') or {}).get('disturbed')!s:9s}"
               f"  {cpu.get('top')} {cpu.get('top_cores', 0):.2f}")
     return 0

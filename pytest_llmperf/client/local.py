@@ -18,22 +18,26 @@ from pytest_llmperf.client.measurement import (
 from pytest_llmperf.client.openai import OpenAIStreamClient
 from pytest_llmperf.client.patterns import LoadPattern
 from pytest_llmperf.client.server_metrics import ServerMetricsSampler
-from pytest_llmperf.client.watchdog import Watchdog, abort_reason
+from pytest_llmperf.client.watchdog import Interrupt, Watchdog, abort_reason
 from pytest_llmperf.records import Request
 
 
 async def measure_locally(endpoint: Endpoint, requests: Sequence[Request], pattern: LoadPattern,
                           seed: int, warmup: Sequence[Request], duration_s: float | None,
-                          stall_timeout_s: float) -> Measurement:
+                          stall_timeout_s: float, interrupt: Interrupt | None = None
+                          ) -> Measurement:
     prepare_checks(requests)
     async with OpenAIStreamClient(endpoint.base_url, endpoint.model, endpoint.options,
                                   access=endpoint.access) as client:
-        watchdog = Watchdog(lambda: progress.of_client(client), stall_timeout_s,
-                            lambda stall: client.stop(abort_reason(stall_timeout_s)))
+        watchdog = Watchdog(
+            lambda: progress.of_client(client), stall_timeout_s,
+            lambda stall: client.stop(abort_reason(stall_timeout_s, interrupted=stall is None)),
+            interrupt=interrupt)
         async with watchdog.running():
             await warm_up(client, warmup, WARMUP_CONCURRENCY, stopped=watchdog.stopped)
             if watchdog.stopped():  # in the warm-up: nothing was measured
-                return Measurement([], stall=str(watchdog.stall))
+                return Measurement([], stall=watchdog.stall and str(watchdog.stall),
+                                   interrupted=watchdog.interrupted)
             with progress_line(watchdog, len(requests)):
                 async with ServerMetricsSampler(endpoint.base_url,
                                                 access=endpoint.access,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from pytest_llmperf.client.local import measure_locally
 from pytest_llmperf.client.measurement import Endpoint, Measurement, run_async
-from pytest_llmperf.client.watchdog import DEFAULT_STALL_TIMEOUT_S
+from pytest_llmperf.client.watchdog import DEFAULT_STALL_TIMEOUT_S, Interrupt
 from pytest_llmperf.client.workers import measure_in_workers
 from pytest_llmperf.records import Request
 
@@ -22,13 +22,15 @@ __all__ = ["Endpoint", "Measurement", "measure"]
 def measure(endpoint: Endpoint, requests: list[Request], pattern, *, seed: int,
             warmup: Sequence[Request] = (), duration_s: float | None = None,
             workers: int = 1,
-            stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S) -> Measurement:
-    """Run the requests against the endpoint; one record per request that was sent."""
+            stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+            interrupt: Interrupt | None = None) -> Measurement:
+    """Run the requests against the endpoint; one record per request that was sent.
+    `interrupt`, once set from another thread, ends it (client/watchdog.py)."""
     # A conversation's turns depend on each other's answers: its sessions go to the workers
     # whole (workers.plan_workers).
     if workers > 1:
         return measure_in_workers(endpoint, requests, pattern, seed=seed, warmup=list(warmup),
                                   duration_s=duration_s, workers=workers,
-                                  stall_timeout_s=stall_timeout_s)
+                                  stall_timeout_s=stall_timeout_s, interrupt=interrupt)
     return run_async(measure_locally(endpoint, requests, pattern, seed, list(warmup),
-                                     duration_s, stall_timeout_s))
+                                     duration_s, stall_timeout_s, interrupt))

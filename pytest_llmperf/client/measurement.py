@@ -54,6 +54,8 @@ class Measurement:
     client: ClientStats = field(default_factory=ClientStats)
     client_error: str | None = None  # a client worker died; `records` holds the others'
     stall: str | None = None  # the watchdog stopped it (watchdog.Stall); `records` holds the rest
+    # A neighbour had already made it DISTURBED, and it was ended (watchdog.Interrupt): why.
+    interrupted: str | None = None
     disturbance: Disturbance | None = None  # what else used the machine (machine/watch.py)
 
 
@@ -71,7 +73,8 @@ def finished(records: list[RequestRecord], sampler: ServerMetricsSampler, stats:
     mismatch = phases.count_note(summary.get("e2el_s.n"), served, len(records) - completed)
     warning = "; ".join(text for text in (sampler.warning, mismatch) if text) or None
     return Measurement(records, summary, warning, stats, client_error,
-                       stall=watchdog.stall and str(watchdog.stall))
+                       stall=watchdog.stall and str(watchdog.stall),
+                       interrupted=watchdog.interrupted)
 
 
 def run_async(coro):

@@ -83,8 +83,12 @@ class Board:
         return combine([Snapshot(int(cells[i]), int(cells[i + 1]), int(cells[i + 2]),
                                  cells[i + 3]) for i in range(0, len(cells), FIELDS)])
 
-    def request_stop(self) -> None:
-        self._stop.value = 1
+    def request_stop(self, interrupted: bool = False) -> None:
+        """`interrupted`: by the parent's Interrupt (watchdog.py), not a stall."""
+        self._stop.value = 2 if interrupted else 1
 
     def stop_requested(self) -> bool:
         return bool(self._stop.value)
+
+    def interrupted(self) -> bool:
+        return self._stop.value == 2

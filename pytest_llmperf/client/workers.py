@@ -47,7 +47,12 @@ from pytest_llmperf.client.measurement import (
 from pytest_llmperf.client.openai import OpenAIStreamClient
 from pytest_llmperf.client.patterns import LoadPattern, share
 from pytest_llmperf.client.server_metrics import ServerMetricsSampler
-from pytest_llmperf.client.watchdog import DEFAULT_STALL_TIMEOUT_S, Watchdog, abort_reason
+from pytest_llmperf.client.watchdog import (
+    DEFAULT_STALL_TIMEOUT_S,
+    Interrupt,
+    Watchdog,
+    abort_reason,
+)
 from pytest_llmperf.records import ClientStats, Request
 
 __all__ = ["WorkerPlan", "measure_in_workers", "plan_workers", "share"]
@@ -143,7 +148,7 @@ async def _publish(job: _Job, client: OpenAIStreamClient, board: progress.Board)
     while not board.stop_requested():
         board.publish(job.worker, progress.of_client(client))
         await asyncio.sleep(PUBLISH_S)
-    client.stop(abort_reason(job.stall_timeout_s))
+    client.stop(abort_reason(job.stall_timeout_s, interrupted=board.interrupted()))
 
 
 def _death(worker: int, process) -> str:
@@ -190,7 +195,8 @@ def _collect(pending: dict[int, tuple[Any, Connection]], timeout_s: float | None
 def measure_in_workers(endpoint: Endpoint, requests: list[Request],
                        pattern: LoadPattern, *, seed: int, warmup: list[Request],
                        duration_s: float | None, workers: int, on_started=None,
-                       stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S) -> Measurement:
+                       stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+                       interrupt: Interrupt | None = None) -> Measurement:
     """`measure.measure` over `workers` processes; `on_started(pids)` lets a benchmark watch
     them."""
     plans = plan_workers(pattern, len(requests), len(warmup), workers)
@@ -209,7 +215,9 @@ def measure_in_workers(endpoint: Endpoint, requests: list[Request],
             pending[k] = (process, parent)
         if on_started is not None:
             on_started([p.pid for p, _ in pending.values()])
-        watchdog = Watchdog(board.read, stall_timeout_s, lambda stall: board.request_stop())
+        watchdog = Watchdog(board.read, stall_timeout_s,
+                            lambda stall: board.request_stop(interrupted=stall is None),
+                            interrupt=interrupt)
         return run_async(_measure(endpoint, pending, watchdog, len(requests)))
     finally:
         for process, conn in pending.values():

@@ -37,7 +37,7 @@ from typing import Any
 from pytest_llmperf.machine.gpu_telemetry import GpuTelemetry
 
 __all__ = ["BUSY_SHARE_LIMIT", "CpuDisturbance", "DCGM_SLOWDOWNS", "Disturbance", "GpuState",
-           "HELD_SHARE_LIMIT", "OTHER_CORES_LIMIT", "STEAL_SHARE_LIMIT"]
+           "HELD_SHARE_LIMIT", "OTHER_CORES_LIMIT", "STEAL_SHARE_LIMIT", "ended_early"]
 
 OTHER_CORES_LIMIT = 0.10
 BUSY_SHARE_LIMIT = 0.85
@@ -258,3 +258,11 @@ class Disturbance:
         return (f"disturbed measurement: not the engine's numbers ({'; '.join(self.reasons)}); "
                 "rerun on a quiet machine (stop the other load, or give the suite a machine "
                 "of its own); nothing from this run was written as a baseline")
+
+
+def ended_early(reason: str) -> str:
+    """The one line of a measurement ended early for a neighbour (machine/neighbour_watch.py)."""
+    return (f"disturbed measurement, ended early: not the engine's numbers ({reason}); rerun on "
+            "a quiet machine (stop the other load, or give the suite a machine of its own); "
+            "what was measured before the end is in the run file, and nothing of it was "
+            "written as a baseline")

@@ -28,10 +28,9 @@ __all__ = ["Snapshot", "allowed_cores", "cpu_disturbance", "engine_cores", "sess
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _KTHREADD = 2
-# A process's CPU time comes from /proc/[pid]/schedstat, in nanoseconds (sched-stats.rst,
-# https://docs.kernel.org/scheduler/sched-stats.html); the machine's from /proc/stat, in clock
-# ticks (10 ms at the usual 100 Hz). Over a window of 0.5 s on 2 cores those ticks put the busy
-# share within about 2%: no verdict is drawn from a shorter one.
+# A process's CPU time comes from /proc/[pid]/stat, every thread's, and the machine's from
+# /proc/stat, both in clock ticks (10 ms at the usual 100 Hz). Over a window of 0.5 s on 2 cores
+# those ticks put the busy share within about 2%: no verdict is drawn from a shorter one.
 MIN_WINDOW_S = 0.5
 
 
@@ -40,7 +39,10 @@ class Proc:
     pid: int
     ppid: int
     name: str
-    cpu_s: float  # CPU time so far (schedstat's, else user + system from stat)
+    cpu_s: float  # CPU time so far, every thread's (_read_proc)
+    # When it started, in clock ticks after boot: a pid reused between two snapshots is another
+    # process. (Its name is no such sign: pytest-xdist's workers and vLLM's retitle themselves.)
+    start_ticks: int = 0
 
 
 @dataclass(frozen=True)
@@ -60,13 +62,12 @@ def _read_proc(pid: int) -> Proc | None:
         return None
     name = stat[stat.index("(") + 1:stat.rindex(")")]
     fields = stat[stat.rindex(")") + 2:].split()
-    # After the name: state, ppid, ..., utime (14th field of the line) and stime (15th).
+    # After the name: state, ppid, ..., utime (14th field of the line), stime (15th) and the
+    # start time (22nd). utime and stime are every thread's, ended ones included; schedstat's
+    # nanoseconds count the main thread alone (0.06 of 2 s for a process whose two threads did
+    # the work: tests/unit/machine/test_disturbance.py).
     cpu_s = (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
-    try:  # nanoseconds on the CPU: no 10 ms rounding per process
-        cpu_s = int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
-    except (OSError, ValueError, IndexError):
-        pass
-    return Proc(pid, int(fields[1]), name, cpu_s)
+    return Proc(pid, int(fields[1]), name, cpu_s, int(fields[19]))
 
 
 def _read_cpu_line() -> tuple[int, int, int]:
@@ -111,6 +112,16 @@ def _ours(procs: dict[int, Proc], root: int) -> set[int]:
             found.add(pid)
             stack.extend(children.get(pid, ()))
     return found
+
+
+def _same(earlier: Proc | None, later: Proc) -> bool:
+    """Is `later` the process `earlier` was (not another one under a reused pid)? By start time
+    where both snapshots read it, else by name."""
+    if earlier is None:
+        return False
+    if earlier.start_ticks and later.start_ticks:
+        return earlier.start_ticks == later.start_ticks
+    return earlier.name == later.name
 
 
 def engine_cores(snapshot: Snapshot | None, engine_root: int | None) -> set[int]:
@@ -166,7 +177,7 @@ def cpu_disturbance(before: Snapshot | None, after: Snapshot | None,
         if pid in ours or pid == _KTHREADD or proc.ppid == _KTHREADD:
             continue
         earlier = before.procs.get(pid)
-        cpu_s = proc.cpu_s - (earlier.cpu_s if earlier and earlier.name == proc.name else 0.0)
+        cpu_s = proc.cpu_s - (earlier.cpu_s if _same(earlier, proc) else 0.0)
         if cpu_s > 0:
             used[pid] = cpu_s / wall_s
     top = max(used, key=used.get, default=None)

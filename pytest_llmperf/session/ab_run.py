@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pytest_llmperf.client.measure import Measurement
 from pytest_llmperf.engines.errors import EngineDied, EngineError
 from pytest_llmperf.engines.spec import Engine
+from pytest_llmperf.errors import Disturbed
 from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.machine.hardware import is_gpu_class
 from pytest_llmperf.metrics import goodput
@@ -136,7 +137,7 @@ class AbRun:
         self.ended: dict[str, float] = {}  # each side's last measurement's end (monotonic)
         self.trade = self.fit and runner.gpu_count > 0
 
-    def measure(self, plan: AbPlan) -> EngineDied | None:
+    def measure(self, plan: AbPlan) -> EngineDied | Disturbed | None:
         """The first pairs, then the confirm pairs if B regressed over them (a deferred test's
         rerun measures the confirm pairs only)."""
         pairs, confirm_pairs = plan.pairs, plan.confirm_pairs
@@ -163,7 +164,7 @@ class AbRun:
                 died = self.more_pairs(plan)
         return died
 
-    def more_pairs(self, plan: AbPlan) -> EngineDied | None:
+    def more_pairs(self, plan: AbPlan) -> EngineDied | Disturbed | None:
         """Pinpoint's "unknown: more attempts": while B is INCONCLUSIVE after its confirm
         pairs, measure as many more pairs as the noise measured so far needs to resolve the
         tolerance (PairedRatios.pairs_to_resolve), if that is at most the plan's ceiling; past
@@ -192,7 +193,7 @@ class AbRun:
                   if paired.judge(plan.tolerance).status == Status.INCONCLUSIVE]
         return max(wanted, default=None)
 
-    def measure_round(self, first_pair: int, count: int) -> EngineDied | None:
+    def measure_round(self, first_pair: int, count: int) -> EngineDied | Disturbed | None:
         order = abba_order(first_pair + count)[2 * first_pair:]
         swap_at = count // 2 * 2 if self.trade and count >= 2 else None
         for index, side in enumerate(order):
@@ -262,7 +263,7 @@ class AbRun:
                           f"{','.join(after[side])}" for side in ("A", "B"))
         self.runner.ledger.note(self.test_id, f"A/B sides traded GPUs halfway: {shown}")
 
-    def results(self, died: EngineDied | None) -> tuple[MeasurementRecord, ...]:
+    def results(self, died: EngineDied | Disturbed | None) -> tuple[MeasurementRecord, ...]:
         """Both sides' records, paired by position; the engine's death raised after them."""
         pairs = min(len(self.runs["A"]), len(self.runs["B"]))
         records = tuple(

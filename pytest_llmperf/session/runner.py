@@ -19,16 +19,16 @@ from pytest_llmperf.client.patterns import Concurrency
 from pytest_llmperf.client.selfcheck import check_client
 from pytest_llmperf.client.server_kind import ServerKind
 from pytest_llmperf.client.server_kind import limits as server_limits
-from pytest_llmperf.client.watchdog import DEFAULT_STALL_TIMEOUT_S
+from pytest_llmperf.client.watchdog import DEFAULT_STALL_TIMEOUT_S, Interrupt
 from pytest_llmperf.engines.errors import EngineDied, EngineStalled
 from pytest_llmperf.engines.image_input import check_images
 from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
 from pytest_llmperf.engines.runner_type import check_api
 from pytest_llmperf.engines.spec import Engine
-from pytest_llmperf.errors import InputError
+from pytest_llmperf.errors import Disturbed, InputError
 from pytest_llmperf.failures import describe_counts
 from pytest_llmperf.ids import MeasurementId
-from pytest_llmperf.machine.disturbance import Disturbance
+from pytest_llmperf.machine.disturbance import Disturbance, ended_early
 from pytest_llmperf.machine.hardware import is_gpu_class
 from pytest_llmperf.metrics import agents as agent_numbers
 from pytest_llmperf.metrics import (
@@ -178,7 +178,8 @@ class Runner:
                                           warmup if attempt == 0 else (), limits)
             runs.append(run)
             if run[1].client_error or died:
-                break  # a client worker or the engine died: what was measured is kept
+                break  # a client worker or the engine died, or a neighbour: what was measured
+                # is kept
         record = self.record(id, engine, workload, runs, start_s)
         if places := probe_places(workload.source):  # the probes: a measurement of their own
             record_probes(self.ledger, id, runs, places, record)
@@ -210,15 +211,23 @@ class Runner:
             measure(endpoint, list(warmup), Concurrency(max_concurrency=WARMUP_CONCURRENCY),
                     seed=0, stall_timeout_s=self.config.stall_timeout_s)
 
-    def mark_died(self, records: Sequence[MeasurementRecord], died: EngineDied) -> None:
-        """The verdict of measurements their engine died (or stalled) in."""
-        status = Status.ENGINE_STALLED if isinstance(died, EngineStalled) else Status.ENGINE_DIED
+    def mark_died(self, records: Sequence[MeasurementRecord],
+                  died: EngineDied | Disturbed) -> None:
+        """The verdict of measurements their engine died (or stalled) in, or that were ended
+        early for a neighbour."""
+        status = (Status.DISTURBED if isinstance(died, Disturbed)
+                  else Status.ENGINE_STALLED if isinstance(died, EngineStalled)
+                  else Status.ENGINE_DIED)
         for record in records:
             record.status = status
 
     def measure_once(self, engine: Engine, endpoint: Endpoint, requests, workload: Workload,
                      warmup, limits: goodput.Limits | None = None
-                     ) -> tuple[tuple[RunMetrics, Measurement], EngineDied | None]:
+                     ) -> tuple[tuple[RunMetrics, Measurement], EngineDied | Disturbed | None]:
+        """One run, and why the runs of its test end here, if they do: its engine died or
+        stalled, or a neighbour had already made it DISTURBED and it was ended early."""
+        interrupt = Interrupt()
+
         def call() -> Measurement:
             with self.target.one_at_a_time():
                 first = warmup
@@ -229,16 +238,20 @@ class Runner:
                 return measure(endpoint, requests, workload.pattern, seed=workload.seed,
                                warmup=first, duration_s=workload.duration_s,
                                workers=self.client_workers(),
-                               stall_timeout_s=self.config.stall_timeout_s)
+                               stall_timeout_s=self.config.stall_timeout_s,
+                               interrupt=interrupt)
 
-        measured = self.target.watch(call, engine)
+        measured = self.target.watch(call, engine, on_disturbed=interrupt.set)
         # A probed run's own metrics leave its probes out (session/probe_record.py).
         load_records = load_metrics_records(measured.records, probe_places(workload.source))
         metrics = compute_metrics(load_records, goodput_limits=limits,
                                   server_metrics=measured.server_metrics)
         metrics = replace(metrics, energy=energy.energy_metrics(
             measured.disturbance, metrics.prompt_tokens, metrics.output_tokens))
-        return (metrics, measured), self.target.death(engine, measured.records, measured.stall)
+        died = self.target.death(engine, measured.records, measured.stall)
+        if died is None and measured.interrupted:
+            return (metrics, measured), Disturbed(ended_early(measured.interrupted))
+        return (metrics, measured), died
 
     def record(self, id: MeasurementId, engine: Engine, workload: Workload,
                runs: list[tuple[RunMetrics, Measurement]], start_s: float | None

@@ -49,7 +49,8 @@ class LlmperfSession:
             deployment = Deployment.from_settings(settings, os.environ)
         target = choose_target(deployment, pool, rootdir=settings.rootdir, gpu_count=gpu_count,
                                process_root=process_root,
-                               judge_disturbance=settings.disturbance != "off")
+                               judge_disturbance=settings.disturbance != "off",
+                               stop_disturbed=settings.disturbance == "fail")
         runner = Runner(RunnerConfig.of(settings), target, ledger)
         judge = Judge(JudgeConfig.of(settings), ledger, runner.server_of, history)
         return cls(settings, ledger, runner, AbRunner(runner), judge, history)

@@ -54,8 +54,10 @@ class Target(Protocol):
     def identity(self, engine: Engine, base_url: str) -> dict[str, str]:
         """Which server `engine` runs (server_info.identity), asked once it was healthy."""
 
-    def watch(self, call: Callable[[], Measurement], engine: Engine) -> Measurement:
-        """`call()`, watched for what else used the machine where that is ours to watch."""
+    def watch(self, call: Callable[[], Measurement], engine: Engine,
+              on_disturbed: Callable[[str], None] | None = None) -> Measurement:
+        """`call()`, watched for what else used the machine where that is ours to watch;
+        `on_disturbed(reason)` ends `call` early where a neighbour already decided it."""
 
     def death(self, engine: Engine, records: Sequence, stall: str | None
               ) -> EngineDied | None:
@@ -96,6 +98,9 @@ class OurEngines:
     # 0: this process.
     process_root: int = 0
     judge_disturbance: bool = True  # False under --llmperf-disturbance off: cards read, not judged
+    # Under --llmperf-disturbance fail (the default), a measurement a neighbour already made
+    # DISTURBED is ended early (machine/neighbour_watch.py); warn measures it whole.
+    stop_disturbed: bool = False
 
     def notes(self) -> list[str]:
         return []
@@ -117,7 +122,8 @@ class OurEngines:
         return kind_identity(engine) or server_info.identity(
             server_info.fetch_version(base_url), engine_versions(engine))
 
-    def watch(self, call: Callable[[], Measurement], engine: Engine) -> Measurement:
+    def watch(self, call: Callable[[], Measurement], engine: Engine,
+              on_disturbed: Callable[[str], None] | None = None) -> Measurement:
         """Under --llmperf-disturbance off the engine's cards are still read, for their
         telemetry and energy per token; nothing is judged."""
         measured, disturbance = watched(
@@ -125,7 +131,8 @@ class OurEngines:
             gpus=self.pool.gpus_of(engine) if self.gpu_count else (),
             window=lambda found: energy.measured_window(found.records),
             judge=self.judge_disturbance,
-            engine_root=None if self.gpu_count else self.pool.server_pid(engine))
+            engine_root=None if self.gpu_count else self.pool.server_pid(engine),
+            on_disturbed=on_disturbed if self.stop_disturbed else None)
         return replace(measured, disturbance=disturbance)
 
     def death(self, engine: Engine, records: Sequence, stall: str | None
@@ -184,7 +191,8 @@ class YourEndpoint:
                 base_url, headers=dict(access.headers), verify=access.ssl_context()))
         return self._identity
 
-    def watch(self, call: Callable[[], Measurement], engine: Engine) -> Measurement:
+    def watch(self, call: Callable[[], Measurement], engine: Engine,
+              on_disturbed: Callable[[str], None] | None = None) -> Measurement:
         """Its machine is not ours to watch; this one's neighbours only slow the client there,
         which its self-check sees."""
         return call()
@@ -214,9 +222,9 @@ class YourEndpoint:
 
 def choose_target(deployment: Deployment | None, pool: EnginePool, *, rootdir: Path,
                   gpu_count: int = 0, process_root: int = 0,
-                  judge_disturbance: bool = True) -> Target:
+                  judge_disturbance: bool = True, stop_disturbed: bool = False) -> Target:
     """The session's one target: `deployment`'s server where there is one, else the engines
     this session starts."""
     if deployment is not None:
         return YourEndpoint(deployment, rootdir, pool)
-    return OurEngines(pool, gpu_count, process_root, judge_disturbance)
+    return OurEngines(pool, gpu_count, process_root, judge_disturbance, stop_disturbed)

@@ -108,7 +108,7 @@ def test_the_engines_count_of_a_batch_is_its_inputs_not_a_second_client():
     def measured(engine_count: float, failure: str = "server_error"):
         sampler = SimpleNamespace(summary=lambda: {"e2el_s.n": engine_count}, warning=None)
         records = [batch_of_8(i, ok=i < 4, failure=failure) for i in range(5)]
-        return finished(records, sampler, ClientStats(), SimpleNamespace(stall=None)).warning
+        return finished(records, sampler, ClientStats(), SimpleNamespace(stall=None, interrupted=None)).warning
 
     assert measured(32.0) is None
     assert measured(40.0) == (

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_llmperf.client.progress import IDLE, Board, Snapshot, combine, of_client
-from pytest_llmperf.client.watchdog import Watchdog
+from pytest_llmperf.client.watchdog import INTERRUPTED, Interrupt, Watchdog, abort_reason
 from pytest_llmperf.failures import count_kinds, describe_counts, kind_of_status
 from pytest_llmperf.records import RequestRecord
 
@@ -49,7 +49,9 @@ def test_the_board_sums_what_workers_publish_and_carries_the_stop():
     assert board.read() == Snapshot(3, 8, 60, 14.0)
     assert not board.stop_requested()
     board.request_stop()
-    assert board.stop_requested()
+    assert board.stop_requested() and not board.interrupted()
+    board.request_stop(interrupted=True)  # workers then fail their requests as INTERRUPTED
+    assert board.stop_requested() and board.interrupted()
 
 
 class Clock:
@@ -88,6 +90,22 @@ def test_one_silent_request_is_named_as_one():
     dog = Watchdog(lambda: Snapshot(1, 0, 0, 90.0), 10.0, lambda stall: None, clock=clock)
     assert str(dog.check()) == ("no chunk for 10.0 s on the 1 request in flight (stall timeout "
                                 "10 s, --llmperf-stall-timeout)")
+
+
+def test_an_interrupt_set_from_another_thread_ends_the_measurement_once():
+    clock, given_up, interrupt = Clock(), [], Interrupt()
+    dog = Watchdog(lambda: Snapshot(2, 0, 0, 100.0), 3.0, given_up.append, clock=clock,
+                   interrupt=interrupt)
+    assert dog.check() is None and not dog.stopped()
+    interrupt.set("a neighbour on the engine's cores")
+    interrupt.set("a later reason")  # the first one holds
+    assert dog.check() is None  # no stall: an interruption
+    assert dog.stopped() and dog.interrupted == "a neighbour on the engine's cores"
+    assert given_up == [None]
+    clock.now = 200.0  # silent long enough to stall: it is stopped already
+    assert dog.check() is None and given_up == [None], "given up once"
+    assert abort_reason(3.0, interrupted=True) == INTERRUPTED
+    assert abort_reason(3.0).startswith("stopped by the stall watchdog")
 
 
 def test_status_codes_and_counts_by_kind():

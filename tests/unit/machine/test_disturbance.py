@@ -12,6 +12,7 @@ from pytest_llmperf.machine import neighbours
 from pytest_llmperf.machine.disturbance import CpuDisturbance, Disturbance, GpuState
 from pytest_llmperf.machine.gpu_state import GpuWatch
 from pytest_llmperf.machine.neighbours import Proc, Snapshot, cpu_disturbance
+from tests.busy_neighbour import busy_neighbour
 from tests.nvml_stand_in import H200, Card, NvmlStandIn, h200_card
 
 TICKS = neighbours._CLOCK_TICKS  # noqa: SLF001 - the unit the snapshots count in
@@ -248,7 +249,6 @@ def test_a_real_busy_neighbour_allowed_on_a_real_engines_core_is_counted_there()
     loop started outside the session (its own session, like a shell's job), first allowed on
     every core, then kept off core 0 where the machine has another."""
     import os
-    import signal
     import subprocess
     import sys
     import time
@@ -257,19 +257,10 @@ def test_a_real_busy_neighbour_allowed_on_a_real_engines_core_is_counted_there()
     engine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         os.sched_setaffinity(engine.pid, {usable[0]})
-        # sh starts the loop in the background and exits: init, not this session, is its parent
-        # (as `setsid -f` gives it), and it stops by itself after 10 s in any case.
-        spin = "import time; end = time.time() + 10\nwhile time.time() < end: pass"
-        line = f"{sys.executable} -c '{spin}' >/dev/null 2>&1 & echo $!"
-        started = subprocess.run(["sh", "-c", line], capture_output=True, text=True, check=True)
-        neighbour = int(started.stdout.split()[-1])
-        try:
-            time.sleep(0.2)  # its interpreter up and spinning
+        with busy_neighbour(10.0):
             before = neighbours.take_snapshot()
             time.sleep(0.8)
             after = neighbours.take_snapshot()
-        finally:
-            os.kill(neighbour, signal.SIGKILL)
         root = neighbours.session_root(False)
         found = cpu_disturbance(before, after, root, engine.pid)
         assert found.engine_cores == (usable[0],)
@@ -278,3 +269,46 @@ def test_a_real_busy_neighbour_allowed_on_a_real_engines_core_is_counted_there()
     finally:
         engine.kill()
         engine.wait()
+
+
+def test_a_process_of_several_busy_threads_is_counted_whole():
+    """/proc/[pid]/schedstat counts a process's main thread alone: a neighbour whose threads do
+    the work (BLAS, a compiler, another engine) would read nearly idle. Two threads hashing for
+    a second each (hashlib lets go of the interpreter's lock), then idle, read as their sum."""
+    import subprocess
+    import sys
+
+    code = ("import hashlib, sys, threading, time\n"
+            "data = b'x' * 10_000_000\n"
+            "def spin():\n"
+            "    end = time.process_time() + 2.0\n"  # the process's CPU: 1 s a thread
+            "    while time.process_time() < end: hashlib.sha256(data).digest()\n"
+            "threads = [threading.Thread(target=spin) for _ in range(2)]\n"
+            "[t.start() for t in threads]; [t.join() for t in threads]\n"
+            "print('done', flush=True); time.sleep(30)\n")
+    worker = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert worker.stdout.readline() == "done\n"
+        proc = neighbours.take_snapshot().procs[worker.pid]
+        assert proc.cpu_s >= 1.9, proc  # both threads' time, not the idle main thread's
+        assert proc.start_ticks > 0
+    finally:
+        worker.kill()
+        worker.wait()
+
+
+def test_a_pid_reused_between_snapshots_is_another_process_whatever_its_name():
+    before = snapshot(10.0, 0.5, stress=50.0)
+    after = snapshot(20.0, 0.5, stress=51.0)
+    same = cpu_disturbance(before, after, ROOT)
+    assert same.other_cores == pytest.approx(0.1)  # 1 s of CPU over 10 s
+    # The same pid, started anew (another start time): all of its CPU time is in the window.
+    reused = Snapshot(after.wall_s, {**after.procs, 900: Proc(900, 1, "stress", 51.0, 7)},
+                      after.busy_ticks, after.total_ticks, after.steal_ticks, 2)
+    before_started = Snapshot(before.wall_s, {**before.procs, 900: Proc(900, 1, "stress", 50.0, 3)},
+                              before.busy_ticks, before.total_ticks, before.steal_ticks, 2)
+    assert cpu_disturbance(before_started, reused, ROOT).other_cores == pytest.approx(5.1)
+    # Retitled (pytest-xdist's workers, vLLM's processes), started once: the same process.
+    retitled = Snapshot(after.wall_s, {**after.procs, 900: Proc(900, 1, "[stress busy]", 51.0, 3)},
+                        after.busy_ticks, after.total_ticks, after.steal_ticks, 2)
+    assert cpu_disturbance(before_started, retitled, ROOT).other_cores == pytest.approx(0.1)
