@@ -108,7 +108,9 @@ def main() -> int:
           "status      disturbed  busiest")
     for index, result in enumerate(results):
         cpu = (result.get("disturbance") or {}).get("cpu") or {}
-        metrics = result["metrics"]
+        # A run ended early in its warm-up measured nothing: its numbers read nan.
+        metrics = {name: {"value": float("nan") if value.get("value") is None
+                          else value["value"]} for name, value in result["metrics"].items()}
         print(f"{index:3d}  {conditions[index]:9s}  {cpu.get('other_cores', float('nan')):11.2f}"
               f"  {cpu.get('on_engine_cores', float('nan')):11.2f}"
               f"  {cpu.get('machine_busy_share', float('nan')):4.0%}"
