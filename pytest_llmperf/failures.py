@@ -27,12 +27,15 @@ NO_TOKENS = "no_tokens"  # a complete stream without a single generated token
 CONNECTION = "connection"  # no connection (refused, unreachable, connect timeout)
 TIMEOUT = "timeout"  # the request ran past the client's per-request limit
 STALLED = "stalled"  # stopped by the stall watchdog (see watchdog.py)
+# Ended by the plugin: a neighbour had already made the measurement DISTURBED
+# (machine/neighbour_watch.py); the engine did nothing wrong.
+ENDED_EARLY = "ended_early"
 CLIENT = "client"  # the client could not build or send the request
 INVALID_OUTPUT = "invalid_output"  # a complete output its request's check refused (a schema)
 
 # In the order a summary lists them: what the server said first, then what broke on the way.
 KINDS = (OVERLOADED, BAD_REQUEST, SERVER_ERROR, STREAM_ERROR, MALFORMED, CUT_OFF, NO_DONE,
-         NO_USAGE, NO_TOKENS, CONNECTION, TIMEOUT, STALLED, CLIENT, INVALID_OUTPUT)
+         NO_USAGE, NO_TOKENS, CONNECTION, TIMEOUT, STALLED, ENDED_EARLY, CLIENT, INVALID_OUTPUT)
 
 # HTTP 503 is what a server or gateway with a full queue answers, 429 a rate limiter's answer
 # (RFC 9110 15.6.4, RFC 6585 4): both say "too much load", not "bad request".

@@ -46,8 +46,13 @@ class StreamClosed(ConnectionError):
 
 
 class Aborted(Exception):
-    """The pool's requests were ended from outside (the stall watchdog gave up on the server).
-    Not a StreamClosed: an aborted request is never sent again."""
+    """The pool's requests were ended from outside (the stall watchdog gave up on the server,
+    or the measurement was ended early). Not a StreamClosed: an aborted request is never sent
+    again. `kind`: the failure kind its requests are counted under (failures.py)."""
+
+    def __init__(self, reason: str, kind: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
 
 
 class _Exchange:
@@ -385,10 +390,11 @@ class ConnectionPool:
         else:
             self._discard(connection)
 
-    def abort_all(self, reason: str) -> None:
-        """End every request in flight with `Aborted(reason)`, and every later one at once: the
-        caller has given up on this server. What a request received before is kept by its sink."""
-        self._aborted = Aborted(reason)
+    def abort_all(self, reason: str, kind: str) -> None:
+        """End every request in flight with `Aborted(reason, kind)`, and every later one at once:
+        the caller has given up on this server. What a request received before is kept by its
+        sink."""
+        self._aborted = Aborted(reason, kind)
         for connection in list(self._open):
             connection._fail(self._aborted)
             connection.abort()

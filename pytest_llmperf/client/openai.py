@@ -28,6 +28,7 @@ from pytest_llmperf.client.embeddings import (
 from pytest_llmperf.client.http1 import Aborted, ConnectionPool, StreamClosed
 from pytest_llmperf.client.server_kind import VLLM, ServerKind
 from pytest_llmperf.client.sse import ERROR_BODY_CHARS, StreamDecoder
+from pytest_llmperf.client.watchdog import INTERRUPTED
 from pytest_llmperf.records import API_PATHS, POOLING_APIS, Request, RequestRecord
 
 __all__ = ["ERROR_BODY_CHARS", "ClientOptions", "OpenAIStreamClient"]
@@ -170,8 +171,10 @@ class OpenAIStreamClient:
 
     def stop(self, reason: str) -> None:
         """Give up on the server: every request in flight ends now as a `stalled` failure with
-        `reason`, and every later one at once. What was received before is kept."""
-        self._pool.abort_all(reason)
+        `reason` (an `ended_early` one where the measurement was ended for a neighbour,
+        watchdog.INTERRUPTED), and every later one at once. What was received before is kept."""
+        self._pool.abort_all(reason, failures.ENDED_EARLY if reason == INTERRUPTED
+                             else failures.STALLED)
 
 
 def _fail(record: RequestRecord, kind: str, error: str) -> None:
@@ -180,7 +183,7 @@ def _fail(record: RequestRecord, kind: str, error: str) -> None:
 
 def _kind_of_exception(exc: Exception) -> str:
     if isinstance(exc, Aborted):
-        return failures.STALLED
+        return exc.kind
     if isinstance(exc, StreamClosed):
         return failures.MALFORMED if str(exc).startswith("malformed") else failures.CUT_OFF
     if isinstance(exc, OSError):  # ConnectionError included: refused, reset, unreachable

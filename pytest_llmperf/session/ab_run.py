@@ -274,7 +274,7 @@ class AbRun:
             if record.status is None:
                 record.status = Status.SIDE_A if record.id.side == "A" else Status.SIDE_B
         if died:
-            self.runner.mark_died(records, died)
+            self.runner.mark_ended(records, died)
             raise died
         return records
 

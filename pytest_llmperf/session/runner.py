@@ -178,8 +178,7 @@ class Runner:
                                           warmup if attempt == 0 else (), limits)
             runs.append(run)
             if run[1].client_error or died:
-                break  # a client worker or the engine died, or a neighbour: what was measured
-                # is kept
+                break  # a client worker or the engine died, or a neighbour ended it: kept
         record = self.record(id, engine, workload, runs, start_s)
         if places := probe_places(workload.source):  # the probes: a measurement of their own
             record_probes(self.ledger, id, runs, places, record)
@@ -201,7 +200,7 @@ class Runner:
         for line in server_limits(kind, record.result.records, text_prompts):
             self.ledger.note(record.test_id, line)
         if died:
-            self.mark_died([record], died)
+            self.mark_ended([record], died)
             raise died
         return record
 
@@ -211,7 +210,7 @@ class Runner:
             measure(endpoint, list(warmup), Concurrency(max_concurrency=WARMUP_CONCURRENCY),
                     seed=0, stall_timeout_s=self.config.stall_timeout_s)
 
-    def mark_died(self, records: Sequence[MeasurementRecord],
+    def mark_ended(self, records: Sequence[MeasurementRecord],
                   died: EngineDied | Disturbed) -> None:
         """The verdict of measurements their engine died (or stalled) in, or that were ended
         early for a neighbour."""

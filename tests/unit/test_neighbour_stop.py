@@ -82,6 +82,7 @@ def test_a_busy_neighbour_ends_the_measurement_early_as_disturbed(monkeypatch, m
     assert 0 < len(records) < 20 and len(record.result.runs) == 1
     # the request in flight at the end
     assert records[-1].error == f"Aborted: {INTERRUPTED}", [r.error for r in records]
+    assert records[-1].error_kind == "ended_early"  # not the engine's stall
 
 
 def test_under_disturbance_warn_the_measurement_runs_whole(monkeypatch, mock_engine):
