@@ -29,12 +29,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 from pytest_llmperf.machine.disturbance import OTHER_CORES_LIMIT
 from pytest_llmperf.machine.neighbours import (
     Snapshot,
     cpu_disturbance,
+    read_cpu_line,
+    read_proc,
     session_pids,
     take_snapshot,
 )
@@ -73,8 +74,8 @@ def _on_engine(found) -> bool:
 @dataclass
 class _Cheap:
     wall_s: float
-    busy_ticks: int
-    session_ticks: int
+    busy_s: float  # every CPU's busy time
+    session_s: float  # the session's processes' CPU time
 
 
 class NeighbourWatch:
@@ -123,12 +124,13 @@ class NeighbourWatch:
                 self._on_disturbed(self.reason)
 
     def _cheap(self) -> _Cheap | None:
-        """The machine's busy ticks and the session's processes' CPU ticks, now."""
+        """The machine's busy time and the session's processes' CPU time, now."""
         try:
-            busy = _machine_busy_ticks()
+            busy_ticks = read_cpu_line()[0]
         except (OSError, ValueError, IndexError):
             return None
-        return _Cheap(time.monotonic(), busy, sum(map(_process_ticks, self._session)))
+        session_s = sum(proc.cpu_s for proc in map(read_proc, self._session) if proc is not None)
+        return _Cheap(time.monotonic(), busy_ticks / _CLOCK_TICKS, session_s)
 
 
 def _others(before: _Cheap, after: _Cheap) -> bool:
@@ -137,21 +139,6 @@ def _others(before: _Cheap, after: _Cheap) -> bool:
     wall_s = after.wall_s - before.wall_s
     if wall_s <= 0:
         return False
-    others = ((after.busy_ticks - before.busy_ticks)
-              - (after.session_ticks - before.session_ticks)) / _CLOCK_TICKS
-    return others / wall_s >= OTHER_CORES_LIMIT
+    others_s = (after.busy_s - before.busy_s) - (after.session_s - before.session_s)
+    return others_s / wall_s >= OTHER_CORES_LIMIT
 
-
-def _machine_busy_ticks() -> int:
-    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return sum(values[:8]) - values[3] - (values[4] if len(values) > 4 else 0)
-
-
-def _process_ticks(pid: int) -> int:
-    """utime + stime of every thread of `pid` (proc(5)); 0 once it has ended."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0
-    fields = stat[stat.rindex(")") + 2:].split()
-    return int(fields[11]) + int(fields[12])

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from pytest_llmperf.machine.disturbance import CpuDisturbance
 
-__all__ = ["Snapshot", "allowed_cores", "cpu_disturbance", "engine_cores", "session_pids",
-           "session_root", "take_snapshot"]
+__all__ = ["Snapshot", "allowed_cores", "cpu_disturbance", "engine_cores", "read_cpu_line",
+           "read_proc", "session_pids", "session_root", "take_snapshot"]
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _KTHREADD = 2
@@ -39,7 +39,7 @@ class Proc:
     pid: int
     ppid: int
     name: str
-    cpu_s: float  # CPU time so far, every thread's (_read_proc)
+    cpu_s: float  # CPU time so far, every thread's (read_proc)
     # When it started, in clock ticks after boot: a pid reused between two snapshots is another
     # process. (Its name is no such sign: pytest-xdist's workers and vLLM's retitle themselves.)
     start_ticks: int = 0
@@ -55,7 +55,7 @@ class Snapshot:
     cores: int
 
 
-def _read_proc(pid: int) -> Proc | None:
+def read_proc(pid: int) -> Proc | None:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:  # it ended while we looked
@@ -70,7 +70,7 @@ def _read_proc(pid: int) -> Proc | None:
     return Proc(pid, int(fields[1]), name, cpu_s, int(fields[19]))
 
 
-def _read_cpu_line() -> tuple[int, int, int]:
+def read_cpu_line() -> tuple[int, int, int]:
     """(busy, total, steal) ticks over all CPUs from /proc/stat's first line."""
     values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
@@ -82,11 +82,11 @@ def _read_cpu_line() -> tuple[int, int, int]:
 def take_snapshot() -> Snapshot | None:
     """Every process's CPU time and the machine's, now; None where /proc cannot tell."""
     try:
-        busy, total, steal = _read_cpu_line()
+        busy, total, steal = read_cpu_line()
         pids = [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
     except (OSError, ValueError, IndexError):
         return None
-    procs = {proc.pid: proc for proc in map(_read_proc, pids) if proc is not None}
+    procs = {proc.pid: proc for proc in map(read_proc, pids) if proc is not None}
     return Snapshot(time.monotonic(), procs, busy, total, steal, os.cpu_count() or 1)
 
 
