@@ -12,6 +12,8 @@ red); a row from before shapes were kept (shape None) covers every shape. An
 acknowledgement records who (git's user.name, else $USER), when and why, and expires (--until,
 else DEFAULT_DAYS after it was made): expired, the test is red again. It covers the changes whose
 first run came before it; a later change for the worse of the same metric is a new regression.
+The baseline gate reads them too (acked_baseline.py): a night slower than the committed table
+passes while an acknowledgement holds and the metric stays at the level acknowledged.
 Pure but for who_am_i (one git call).
 """
 

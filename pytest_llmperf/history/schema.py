@@ -27,6 +27,11 @@
                     event, channel, text,            kept until a sender took it, so a failed
                     created_at, delivered_at,        delivery is retried on the next run and
                     attempts, last_error             never sent twice (schema 5)
+    saved_runs      id, name, host, recorded_at,     one run saved by name (--llmperf-save NAME
+                    document                         with a store; schema 6): the "before" of a
+                                                     before/after on one node, kept where a
+                                                     runner that starts empty finds it again
+                                                     (--llmperf-compare NAME; saved_runs.py)
 
 `family`, `engine_hash`, `workload_hash` and `series` are identity.py's keys; `series` is indexed
 with the run, so one series reads in one index range. JSON columns keep what a row was measured
@@ -55,6 +60,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
+    Text,
     func,
     inspect,
     select,
@@ -63,8 +69,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "acks", "bisect_steps", "episodes", "metric_values",
-           "metadata", "outbox", "results", "runs", "schema_version", "stored_version",
-           "upgrade"]
+           "metadata", "outbox", "results", "runs", "saved_runs", "schema_version",
+           "stored_version", "upgrade"]
 
 metadata = MetaData()
 
@@ -181,6 +187,18 @@ outbox = Table(
     Column("last_error", String(1000)),
 )
 
+# A run file saved by name (saved_runs.py): the file's text, exactly as --llmperf-save writes it
+# under .llmperf/runs/ (text, not JSON: a run file keeps NaN, which PostgreSQL's json refuses); a
+# name saved twice keeps both rows, and the newest (of this host first) is read.
+saved_runs = Table(
+    "saved_runs", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(200), nullable=False, index=True),
+    Column("host", String(255)),
+    Column("recorded_at", DateTime(timezone=True), nullable=False),
+    Column("document", Text, nullable=False),
+)
+
 
 def _create_v1(connection: Connection) -> None:
     metadata.create_all(connection, tables=[schema_version, runs, results, metric_values])
@@ -204,8 +222,13 @@ def _add_episodes(connection: Connection) -> None:
     metadata.create_all(connection, tables=[episodes, outbox])
 
 
+def _add_saved_runs(connection: Connection) -> None:
+    metadata.create_all(connection, tables=[saved_runs])
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [_create_v1, _add_bisect_steps, _add_acks,
-                                                  _add_ack_shape, _add_episodes]
+                                                  _add_ack_shape, _add_episodes,
+                                                  _add_saved_runs]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

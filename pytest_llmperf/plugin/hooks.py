@@ -121,12 +121,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RAY_KEY] = RayCluster(settings.path(settings.log_dir))
     fingerprint = hardware_mod.current_fingerprint(hardware)
     _check_expected(settings, fingerprint)
-    _check_same_node(settings, fingerprint)
     try:  # a store this session cannot use is refused before anything is measured
         history = history_run.open_history(settings, fingerprint,
                                            worker=xdist.is_worker(config))
+        # A "before" run kept in the store, where this runner has no file of it.
+        history_run.fetch_saved(history, settings.compare, settings.runs_dir())
     except ValueError as exc:
         raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
+    _check_same_node(settings, fingerprint)
     gpus = visible_gpus(hardware.device_count) if hardware.is_gpu else []
     config.stash[SESSION_KEY] = LlmperfSession.start(
         settings, _engine_pool(config, settings, hardware, gpus), fingerprint=fingerprint,

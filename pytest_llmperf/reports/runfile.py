@@ -101,7 +101,7 @@ from pytest_llmperf.verdict.atomic_file import atomic_write
 from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from pytest_llmperf.verdict.stored_run import FORMAT, WRITE_ONE, StoredResult, StoredRun
 
-__all__ = ["FORMAT", "WRITE_ONE", "run_document", "write_run"]
+__all__ = ["FORMAT", "WRITE_ONE", "run_document", "run_text", "write_run"]
 
 LATENCIES = ("ttft_s", "tpot_s", "itl_s", "e2el_s")
 THROUGHPUT_BENCHMARK = "s_per_output_tok"
@@ -152,7 +152,12 @@ def write_run(path: str | os.PathLike[str], document: Mapping[str, Any]) -> None
     NaN is kept as JSON's non-standard NaN token so an empty distribution survives the round
     trip; json.loads reads it back.
     """
-    atomic_write(Path(path), json.dumps(document, indent=2, sort_keys=True, default=str) + "\n")
+    atomic_write(Path(path), run_text(document))
+
+
+def run_text(document: Mapping[str, Any]) -> str:
+    """A run file's text: what write_run writes, and the results store keeps of a saved run."""
+    return json.dumps(document, indent=2, sort_keys=True, default=str) + "\n"
 
 
 def _machine_info(fingerprint: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.history import location, record
+from pytest_llmperf.history import location, record, saved_runs
+from pytest_llmperf.history.acked_baseline import AcknowledgedBaseline
 from pytest_llmperf.history.from_history import baseline_estimates
 from pytest_llmperf.history.identity import engine_hash, family, series_key, workload_hash
 from pytest_llmperf.history.store import RECORD_WAIT_S, HistoryError, HistoryStore, Point
@@ -23,11 +24,14 @@ from pytest_llmperf.history.trend import TrendCheck
 from pytest_llmperf.machine.clocks import read_clocks
 from pytest_llmperf.machine.hardware import Fingerprint, host_name
 from pytest_llmperf.reports.files import check_writable, merge_documents
+from pytest_llmperf.reports.runfile import run_text
 from pytest_llmperf.session.provenance import git_commit
 from pytest_llmperf.session.settings import Settings
 from pytest_llmperf.verdict import gate, references
+from pytest_llmperf.verdict.atomic_file import atomic_write
+from pytest_llmperf.verdict.stored_run import StoredRun
 
-__all__ = ["SessionHistory", "open_history", "record_run"]
+__all__ = ["SessionHistory", "fetch_saved", "open_history", "record_run"]
 
 # How many stored runs of a series the trend gate and baselines from history read: the last
 # change point before them is all that matters, and a level is well known after this many.
@@ -43,6 +47,8 @@ class SessionHistory:
     window: int = 3
     from_history: int | None = None
     rootdir: Path = Path(".")
+    save_as: str | None = None  # --llmperf-save NAME: kept in the store too (saved_runs.py)
+    notes: list[str] = field(default_factory=list)  # lines for the summary's end
     _now: dict[str, Any] = field(default_factory=dict)
 
     def points(self, subject: references.Subject, gated) -> tuple[list[Point], Point]:
@@ -71,6 +77,17 @@ class SessionHistory:
         acks = self.store.acks(subject.test_id) if self.store else ()
         return (TrendCheck(stored, now, self.where.shown, subject.test_id, self.window, acks,
                            baseline_at=baseline_at),)
+
+    def acknowledging(self, subject: references.Subject, gated,
+                      baseline: references.Reference) -> references.Reference:
+        """The baseline, with this test's acknowledgements applied to its regressions
+        (history/acked_baseline.py); as it is where this process reads no store or the test
+        has none."""
+        acks = self.store.acks(subject.test_id) if self.store else []
+        if not acks:
+            return baseline
+        stored, now = self.points(subject, gated)
+        return AcknowledgedBaseline(baseline, tuple(acks), now.family or None, tuple(stored))
 
     def baseline_current(self, subject: references.Subject, current: references.Current, gated,
                          tolerance: float | None) -> tuple[references.Current, str | None]:
@@ -106,24 +123,58 @@ def open_history(settings: Settings, fingerprint: Fingerprint, *, worker: bool
         store = HistoryStore.open(where, check_write=not worker)
     return SessionHistory(where, store, fingerprint, trend=settings.trend,
                           window=settings.trend_window, from_history=settings.from_history,
-                          rootdir=settings.rootdir)
+                          rootdir=settings.rootdir, save_as=settings.save)
+
+
+def fetch_saved(history: SessionHistory | None, name: str | None, runs_dir: Path) -> None:
+    """--llmperf-compare NAME whose file is not in `runs_dir` (a runner that starts empty): the
+    run saved as NAME in the store, written there, so the comparison reads it as it reads any
+    saved run; the summary says where it came from. Nothing when the file is there, the value
+    is a path, or the store holds no such run (the comparison's own line then says so)."""
+    if (history is None or history.store is None or not name or name.endswith(".json")
+            or (runs_dir / f"{name}.json").exists()):
+        return
+    found = saved_runs.find(history.store, name, history.fingerprint.host)
+    if found is None:
+        return
+    path = runs_dir / f"{name}.json"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, found.text)
+    except OSError as exc:
+        raise HistoryError(f"--llmperf-compare {name}: the run saved in {history.where.shown} "
+                           f"could not be written to {path} ({exc.strerror or exc}); make "
+                           f"{runs_dir} writable") from None
+    history.notes.append(
+        f"--llmperf-compare {name}: read from the results store {history.where.shown} (saved on "
+        f"{found.host or 'an unnamed host'} at {found.recorded_at:%Y-%m-%d %H:%M} UTC)")
 
 
 def record_run(history: SessionHistory | None, payloads: list[dict[str, Any]]) -> list[str]:
-    """Append the session's run (every worker's results) to the store; the summary's line."""
+    """Append the session's run (every worker's results) to the store and, with --llmperf-save
+    NAME, keep its run file there under NAME (history/saved_runs.py); the summary's lines."""
     document = merge_documents([p.get("document") for p in payloads])
-    if history is None or not document or not document["llmperf"]["results"]:
+    if history is None:
         return []
+    if not document or not document["llmperf"]["results"]:
+        return list(history.notes)
     clocks = read_clocks(history.fingerprint.hardware.is_gpu)
     run = record.from_document(document, clocks=clocks)
     try:
         store = HistoryStore.open(history.where, wait_s=RECORD_WAIT_S)
         try:
             number = store.record(run)
+            if history.save_as:
+                # The text --llmperf-save wrote: the document through the run file's model.
+                text = run_text(StoredRun.from_plain(document).to_plain())
+                saved_runs.save(store, history.save_as, run.host, text)
         finally:
             store.close()
     except HistoryError as exc:
-        return [f"results not recorded in the history: {exc}"]
+        return [*history.notes, f"results not recorded in the history: {exc}"]
     count = len(run.results)
-    return [f"history: run {number} recorded in {history.where.shown} "
-            f"({count} result{'s' if count > 1 else ''})"]
+    saved = (f"; saved there as {history.save_as!r} too, for --llmperf-compare "
+             f"{history.save_as} on a runner without this one's files"
+             if history.save_as else "")
+    return [*history.notes, f"history: run {number} recorded in {history.where.shown} "
+            f"({count} result{'s' if count > 1 else ''}){saved}"]

@@ -182,7 +182,8 @@ class Judge:
         existing baseline holds."""
         ref = self.baseline_ref(subject.test.path, user_nodeid(subject.test.nodeid), subject.key,
                                 subject.engine)
-        reference = None if self.config.updating else self.reference_for(subject, ref, exact)
+        reference = None if self.config.updating else self.reference_for(subject, ref, exact,
+                                                                          gated)
         judgement = judge(current, reference, gated=gated, tolerance=options.tolerance,
                                  slo=slo, known=known,
                                  also=self._trend_checks(id, subject, gated, ref))
@@ -280,17 +281,21 @@ class Judge:
         self.updates.add(subject.test.nodeid, PendingUpdate(ref, entries, provenance, id, local))
 
     def reference_for(self, subject: Subject, ref: BaselineRef,
-                      exact: bool) -> Reference:
+                      exact: bool, gated: tuple[str, ...] = ()) -> Reference:
         """What this session judges a measurement against: --llmperf-compare's saved run, else
-        the suite's baseline table. In an A/B session only llmperf.run is paired; a sweep,
-        capacity or offline run measured side A only."""
+        the suite's baseline table, whose regressions an acknowledgement in the results store
+        may cover (history/acked_baseline.py). In an A/B session only llmperf.run is paired; a
+        sweep, capacity or offline run measured side A only."""
         if self.config.reference == SIDE_A:
             return NotJudged("measured on side A only; --llmperf-ab judges llmperf.run")
         if self.config.reference == SAVED_RUN:
             return self._saved_reference(subject.key, subject.workload)
-        return BaselineTable(ref, subject.engine, self.ledger.fingerprint.to_dict(),
-                                   require=self.config.require_baseline, exact=exact,
-                                   local=self.local_ref(ref), workload=subject.workload)
+        table = BaselineTable(ref, subject.engine, self.ledger.fingerprint.to_dict(),
+                              require=self.config.require_baseline, exact=exact,
+                              local=self.local_ref(ref), workload=subject.workload)
+        if self.history is None:
+            return table
+        return self.history.acknowledging(subject, gated, table)
 
     def local_ref(self, ref: BaselineRef) -> BaselineRef:
         """The machine-local stand-in for a committed baseline table: the same file name and

@@ -9,7 +9,8 @@ The scenario: the first baselines of two runner shapes on one day, the CPU from 
 `baselines` job and an H100 (the hardware override) from the GitLab `baselines` job, each from
 its own clone, both pushed without colliding; both branches merged; a night from the workflow's
 `suite` job gated by the merged table and green; a night twice as slow from the GitLab `nightly`
-job red, its failure posted to the webhook. And the CronJob's command and args, with its
+job red, its failure posted to the webhook; `llmperf ack` from a third clone, and the next
+night as slow green. And the CronJob's command and args, with its
 environment as Kubernetes sets it ($(VAR) expanded, LLMPERF_HOST from the downward API's
 spec.nodeName, the reports volume mounted in a temporary folder), on an H200 by the hardware
 override: two nights in two pods of one node are one host in the store."""
@@ -43,6 +44,8 @@ MARKED = SUITE.replace(
     'pytestmark = [pytest.mark.engine(Engine(model="m", max_num_seqs=32)), pytest.mark.cpu, '
     'pytest.mark.h100, pytest.mark.h200]')
 TPOT_S = 0.010
+# What a night twice as slow regresses (tests/plugin/test_acks_plugin.py's suite): acknowledged.
+ACKED = ("tpot_s.p50", "tpot_s.p90", "e2el_s.p50", "output_throughput_tok_s")
 
 
 def _github(job: str) -> list[tuple[str, str]]:
@@ -125,9 +128,22 @@ def test_the_deploy_files_commands_as_written(tmp_path, postgres_db):
         # Twice as slow: 20 injected requests make a band the gate states ("it sees 54%").
         slowed = {**base, "MARKER": "cpu", "FAKE_a": f"0.1,{TPOT_S * 2}"}
         red = _steps(_clone(tmp_path, "night-2"), _gitlab("nightly"), slowed)
-    assert red == [1]
-    [(_, posted)] = receiver.bodies
-    assert "suites/test_night.py::test_a: tpot_s.p50" in posted["text"], posted
+        assert red == [1]
+        [(_, posted)] = receiver.bodies
+        assert "suites/test_night.py::test_a: tpot_s.p50" in posted["text"], posted
+
+        # Someone reads the post and acknowledges it from a clone of their own (docs/nightly.md's
+        # command); the next night, as slow, is green on the same files.
+        triage = _clone(tmp_path, "triage")
+        for metric in ACKED:
+            done = subprocess.run(
+                [".venv/bin/llmperf", "ack", "suites/test_night.py::test_a", "--metric", metric,
+                 "--reason", "driver 580: known, tracked in #412", "--history",
+                 postgres_db], cwd=triage, env=base, capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, done.stderr
+        acked = _steps(_clone(tmp_path, "night-3"), _gitlab("nightly"), slowed)
+    assert acked == [0]
+    assert len(receiver.bodies) == 1  # nothing new to post
 
 
 def _cronjob(env: dict[str, str], reports: Path) -> str:

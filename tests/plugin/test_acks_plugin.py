@@ -112,3 +112,28 @@ def test_updating_the_committed_baseline_accepts_the_change(suite, monkeypatch):
     accepted.assert_outcomes(passed=1)
     assert_lines(accepted, "test_suite.py::test_a: tpot_s.p50 changed for the worse at run 5 *; "
                            "accepted: the committed baseline was updated since (*)")
+
+
+def test_an_acknowledgement_covers_the_committed_baselines_regression_at_its_level(
+        suite, monkeypatch, capsys):
+    """No trend gate: the committed table alone makes a night twice as slow red; acknowledged,
+    the same level passes, naming the acknowledgement, and a night slower again is red."""
+    url = str(suite.path / "nights.sqlite")
+    run(suite, monkeypatch, 0.010, "--llmperf-history", url,
+        "--llmperf-update-baselines").assert_outcomes(passed=1)
+    red = run(suite, monkeypatch, 0.020, "--llmperf-history", url)
+    red.assert_outcomes(failed=1)
+    capsys.readouterr()
+    for metric in REGRESSED:
+        assert cli.main(["ack", TEST, "--metric", metric, "--reason", "driver 580: known, "
+                         "tracked in #412", "--history", url]) == 0
+    capsys.readouterr()
+    green = run(suite, monkeypatch, 0.020, "--llmperf-history", url, "-v")
+    green.assert_outcomes(passed=1)
+    assert_lines(green, "test_suite.py::test_a: tpot_s.p50 regressed: 20.0* ms vs baseline "
+                        "10.0* ms *; acknowledged by * until *: driver 580: known, tracked in "
+                        "#412 (the level acknowledged: 20.0* ms)")
+    slower = run(suite, monkeypatch, 0.030, "--llmperf-history", url)
+    slower.assert_outcomes(failed=1)
+    assert_lines(slower, "*tpot_s.p50 regressed: 30.0* ms vs baseline 10.0* ms *; worse than the "
+                         "level * acknowledged on * (20.0* ms, allowed +*%): a new regression*")

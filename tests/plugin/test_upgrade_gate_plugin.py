@@ -8,6 +8,8 @@ real engine's path is tests/integration/test_upgrade_gate_real.py."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
 
 import pytest
 
@@ -243,6 +245,38 @@ def test_the_same_node_names_what_changed_and_checks_the_work(suite):
     assert ("test_early: the work could not be checked: the saved run has no record of the work "
             "it executed (written by an older pytest-llmperf); save it again to check it"
             ) in _flat(older)
+
+
+def test_a_before_run_kept_in_the_store_is_compared_by_name_on_a_runner_that_starts_empty(
+        suite, tmp_path, monkeypatch):
+    """The driver before/after on an ephemeral runner: the "before" night saves into the team's
+    store; the "after" night's checkout has no .llmperf/runs/ and reads it back from there."""
+    store = f"sqlite:///{tmp_path / 'team.sqlite'}"
+    monkeypatch.setenv("LLMPERF_HOST", "gpu-3")
+    before = suite.runpytest("-p", "no:cacheprovider", "-k", "test_early", "--llmperf-save",
+                             "before-580", "--llmperf-history", store)
+    before.assert_outcomes(passed=1)
+    assert "saved there as 'before-580' too, for --llmperf-compare before-580" in _flat(before)
+    saved = (suite.path / ".llmperf" / "runs" / "before-580.json").read_text()
+    shutil.rmtree(suite.path / ".llmperf")  # the next night's runner starts empty
+    after = suite.runpytest("-p", "no:cacheprovider", "-k", "test_early", "--llmperf-compare",
+                            "before-580", "--llmperf-history", store, "--llmperf-summary",
+                            "full")
+    after.assert_outcomes(passed=1)
+    flat = _flat(after)
+    assert re.search(r"--llmperf-compare before-580: read from the results store \S+team\.sqlite"
+                     r" \(saved on gpu-3 at \d{4}-\d\d-\d\d \d\d:\d\d UTC\)", flat), flat
+    assert "test_early: outputs identical on 4 of 4 requests" in flat  # compared with it
+    assert (suite.path / ".llmperf" / "runs" / "before-580.json").read_text() == saved
+    # Saved on another node: refused before any engine starts, as a file from there would be.
+    shutil.rmtree(suite.path / ".llmperf")
+    monkeypatch.setenv("LLMPERF_HOST", "gpu-7")
+    refused = suite.runpytest("-p", "no:cacheprovider", "-k", "test_early", "--llmperf-compare",
+                              "before-580", "--llmperf-history", store)
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines([
+        "ERROR: pytest-llmperf: --llmperf-compare before-580: saved on host gpu-3, this run is "
+        "on gpu-7; a before/after comparison holds on one node only: *"])
 
 
 # ---------------------------------------------------------------- against a baseline

@@ -1,0 +1,93 @@
+"""A baseline's regression the team acknowledged (`llmperf ack`, acks.py): red until then, then
+passed, saying so, while the acknowledgement lasts and the metric stays where it was seen.
+
+The trend gate reads acknowledgements itself (trend.py). The baseline gate judges against a
+table that does not move until someone updates it, so without this a night slower than the
+committed table stays red after the team has acknowledged it, and the only way to green is to
+rewrite the table. `AcknowledgedBaseline` wraps the baseline (any verdict/references.py
+`Reference`) and looks again at each REGRESSION it finds: where an active acknowledgement
+silences that metric on this runner shape (Ack.silences), the level it accepted is the metric's
+value in the series' newest stored run from before the acknowledgement (the red night someone
+looked at). A value within the test's tolerance of that level passes, with the baseline's line
+and the acknowledgement's (who, when, until, why); a value worse than it is a new regression
+and stays red, its line naming the level acknowledged. An expired acknowledgement is named
+beside the regression, as the trend gate does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+
+from pytest_llmperf.history.acks import Ack
+from pytest_llmperf.history.store import Point
+from pytest_llmperf.metrics.registry import direction, formatter
+from pytest_llmperf.verdict import gate
+from pytest_llmperf.verdict.references import Current, Judgement, Reference
+from pytest_llmperf.verdict.status import Status
+
+__all__ = ["AcknowledgedBaseline"]
+
+
+@dataclass(frozen=True)
+class AcknowledgedBaseline:
+    """`reference` (the baseline) with this test's `acks`, the runner `shape` of the run being
+    judged, and the stored `points` of its series, oldest first."""
+
+    reference: Reference
+    acks: Sequence[Ack]
+    shape: str | None
+    points: Sequence[Point]
+    clock: datetime | None = None  # now; None: the wall clock
+
+    def compare(self, current: Current, gated: Sequence[str],
+                tolerance: float | None) -> Judgement:
+        judgement = self.reference.compare(current, gated, tolerance)
+        band = gate.DEFAULT_TOLERANCE if tolerance is None else tolerance
+        clock = self.clock or datetime.now(timezone.utc)
+        verdicts, notes = [], list(judgement.notes)
+        for verdict in judgement.report.verdicts:
+            if verdict.status != Status.REGRESSION:
+                verdicts.append(verdict)
+                continue
+            seen = [ack for ack in self.acks if ack.silences(verdict.name, self.shape)]
+            active = max((ack for ack in seen if ack.active(clock)),
+                         key=lambda ack: ack.recorded_at, default=None)
+            if active is None:
+                expired = max(seen, key=lambda ack: ack.recorded_at, default=None)
+                verdicts.append(verdict if expired is None else replace(
+                    verdict, message=f"{verdict.message}; expired: {expired.line()}"))
+                continue
+            level = self._level(verdict.name, active)
+            if level is None:  # nothing stored before it: no level to hold the metric to
+                verdicts.append(verdict)
+                continue
+            fmt = formatter(verdict.name, level, verdict.value)
+            if _within(verdict.name, verdict.value, level, band):
+                line = (f"{verdict.message}; {active.line()} (the level acknowledged: "
+                        f"{fmt(level)})")
+                verdicts.append(replace(verdict, status=Status.PASS, message=line))
+                notes.append(line)
+            else:
+                verdicts.append(replace(verdict, message=(
+                    f"{verdict.message}; worse than the level {active.who} acknowledged on "
+                    f"{active.recorded_at.date().isoformat()} ({fmt(level)}, allowed "
+                    f"{band * 100:+.1f}%): a new regression")))
+        return replace(judgement, report=gate.GateReport(tuple(verdicts)), notes=notes)
+
+    def _level(self, metric: str, ack: Ack) -> float | None:
+        """The metric in the newest stored run from before the acknowledgement."""
+        for point in reversed(self.points):
+            found = point.values.get(metric)
+            if (point.started_at is not None and point.started_at <= ack.recorded_at
+                    and found is not None and found.value is not None):
+                return found.value
+        return None
+
+
+def _within(metric: str, value: float, level: float, band: float) -> bool:
+    """Is `value` no worse than `level` by more than the factor 1 + band (gate.py's band)?"""
+    if direction(metric) == "lower":
+        return value <= level * (1 + band)
+    return value >= level / (1 + band)
