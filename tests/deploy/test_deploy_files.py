@@ -193,12 +193,13 @@ def test_each_deploy_file_calls_llmperf_nightly_and_nothing_of_its_own(commands)
 
 
 def test_the_image_installs_the_project_and_runs_llmperf() -> None:
-    """The Dockerfile's one RUN installs the project under the constraints; what a container
+    """The Dockerfile's one RUN installs the project under the constraints and the lock
+    (scripts/lock_gpu.py); what a container
     runs is `llmperf` (the CronJob's `nightly ...`), not vLLM's server."""
     instructions = re.findall(r"^([A-Z]+) (.*)$", DOCKERFILE.read_text(), re.MULTILINE)
     runs = [args for name, args in instructions if name == "RUN"]
     assert runs == ["python3 -m pip install --no-cache-dir -c deploy/constraints-gpu.txt "
-                    "'.[gpu,postgres,plots]'"]
+                    "-c deploy/gpu-lock.txt '.[gpu,postgres,plots]'"]
     assert ("ENTRYPOINT", '["llmperf"]') in instructions
 
 
@@ -219,7 +220,7 @@ def test_the_pinned_stack_is_one_stack_everywhere() -> None:
     assert f"vllm=={vllm}" in extras["gpu"]
     dockerfile = DOCKERFILE.read_text()
     assert re.search(rf"^FROM vllm/vllm-openai:v{re.escape(vllm)}$", dockerfile, re.MULTILINE)
-    assert re.search(r"pip install .*-c deploy/constraints-gpu\.txt '\.\[gpu", dockerfile)
+    assert re.search(r"pip install .*-c deploy/constraints-gpu\.txt .*'\.\[gpu", dockerfile)
     install_gpu = (REPO / "scripts" / "install-gpu").read_text()
     assert re.search(r"pip install .*-c deploy/constraints-gpu\.txt .*'\.\[gpu,postgres,plots\]'",
                      install_gpu)
