@@ -3,6 +3,8 @@
     llmperf compare A.json B.json [--metrics ttft_s.p50,...] [--tolerance 0.1]
     llmperf compare AB.json      (the paired results of an --llmperf-ab run)
                                                           (reports/commands/compare.py)
+    llmperf compare-pools --old A1.json A2.json ... --new B1.json B2.json ...
+                                                          (reports/commands/compare_pools.py)
     llmperf env [--json] [--hardware CLASS[:N]]
     llmperf bench-client [--streams 64,256] [--rates 100] [--workers N] [--server-procs N]
                          [--no-vllm]
@@ -33,7 +35,7 @@ from pytest_llmperf import bootstrap
 from pytest_llmperf.bisect import command as bisectcommand
 from pytest_llmperf.machine.hardware import current_fingerprint, detect_hardware
 from pytest_llmperf.nightly import command as nightlycommand
-from pytest_llmperf.reports.commands import ack, compare, export, history, plot
+from pytest_llmperf.reports.commands import ack, compare, compare_pools, export, history, plot
 from pytest_llmperf.reports.commands.exits import EXIT_OK, EXIT_USAGE, CliError
 from pytest_llmperf.reports.text_table import cell_text
 from pytest_llmperf.session.settings import whole_number
@@ -67,6 +69,7 @@ def make_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     compare.add_command(commands)
+    compare_pools.add_command(commands)
     env = commands.add_parser("env", help="print this machine's fingerprint (for bug reports)",
                               description="Print the hardware and software fingerprint that "
                                           "results carry.")

@@ -29,7 +29,8 @@ from pytest_llmperf.verdict.paired_ratios import format_ratio
 from pytest_llmperf.verdict.references import Current, SavedRun, judge
 from pytest_llmperf.verdict.status import Status
 
-__all__ = ["ab_rows", "add_command", "compare_runs", "run"]
+__all__ = ["ab_rows", "add_command", "check_metric_names", "compare_runs", "fingerprint_changes",
+           "format_table", "metric_names", "read", "run", "summarize", "tolerance_type"]
 
 NOISE_MARK = "*"
 HEADER = ["test", "metric", "A", "B", "delta", "allowed", "verdict"]
@@ -52,14 +53,14 @@ def add_command(commands) -> None:
                          help="comma-separated metrics to judge, for every test (default: each "
                               "test's own gate= list as recorded in A, else "
                               f"{','.join(gate.DEFAULT_GATED)})")
-    compare.add_argument("--tolerance", type=_tolerance, default=None, metavar="FRACTION",
+    compare.add_argument("--tolerance", type=tolerance_type, default=None, metavar="FRACTION",
                          help="allowed relative change, widened by noise, for every test "
                               "(default: each test's own tolerance= as recorded in A, else "
                               f"{gate.DEFAULT_TOLERANCE})")
     compare.set_defaults(run=run)
 
 
-def _metric_names(text: str | None) -> tuple[str, ...] | None:
+def metric_names(text: str | None) -> tuple[str, ...] | None:
     if text is None:
         return None  # each test's own
     names = tuple(name.strip() for name in text.split(",") if name.strip())
@@ -68,7 +69,7 @@ def _metric_names(text: str | None) -> tuple[str, ...] | None:
     return names
 
 
-def _tolerance(text: str) -> float:
+def tolerance_type(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -182,7 +183,7 @@ def format_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return aligned(header, rows, RIGHT_ALIGNED)
 
 
-def _fingerprint_changes(a: RunFile, b: RunFile) -> list[str]:
+def fingerprint_changes(a: RunFile, b: RunFile) -> list[str]:
     """What differs between the two machines/stacks: the upgrade under test, or a mistake."""
     changes = []
     for name in sorted(set(a.fingerprint) | set(b.fingerprint)):
@@ -192,7 +193,7 @@ def _fingerprint_changes(a: RunFile, b: RunFile) -> list[str]:
     return changes
 
 
-def _read(path: str) -> RunFile:
+def read(path: str) -> RunFile:
     try:
         return read_run(path)
     except RunFileError as exc:
@@ -201,18 +202,14 @@ def _read(path: str) -> RunFile:
 
 def run(args: argparse.Namespace) -> int:
     if args.b is None:
-        return _compare_ab(_read(args.a))
-    names = _metric_names(args.metrics)
-    a, b = _read(args.a), _read(args.b)
-    known = {name for run in (a, b) for saved in run.results.values() for name in saved.estimates}
-    try:
-        gate.check_names(names or (), known, what="--metrics")
-    except gate.UnknownMetricError as exc:
-        raise CliError(str(exc)) from None
+        return _compare_ab(read(args.a))
+    names = metric_names(args.metrics)
+    a, b = read(args.a), read(args.b)
+    check_metric_names(names, a, b)
     rows, verdicts = compare_runs(a, b, names, args.tolerance)
     print(f"A (reference): {a.path}{_provenance(a)}")
     print(f"B (candidate): {b.path}{_provenance(b)}")
-    changes = _fingerprint_changes(a, b)
+    changes = fingerprint_changes(a, b)
     if changes:
         print("changed from A to B: " + ", ".join(changes))
     print()
@@ -221,7 +218,16 @@ def run(args: argparse.Namespace) -> int:
     if any(NOISE_MARK in row[5] for row in rows):
         print(f"{NOISE_MARK} band widened by noise: {gate.NOISE_K:g} x the combined spread of "
               "A's and B's repeats")
-    return _summary(verdicts, rows)
+    return summarize(verdicts, rows)
+
+
+def check_metric_names(names: Sequence[str] | None, a: RunFile, b: RunFile) -> None:
+    """--metrics names only metrics one of the runs has (CliError: one line with the known)."""
+    known = {name for run in (a, b) for saved in run.results.values() for name in saved.estimates}
+    try:
+        gate.check_names(names or (), known, what="--metrics")
+    except gate.UnknownMetricError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _compare_ab(run: RunFile) -> int:
@@ -235,7 +241,7 @@ def _compare_ab(run: RunFile) -> int:
     print()
     for line in format_table(AB_HEADER, rows):
         print(line)
-    return _summary(verdicts, [])
+    return summarize(verdicts, [])
 
 
 def _provenance(run: RunFile) -> str:
@@ -244,7 +250,7 @@ def _provenance(run: RunFile) -> str:
     return f" ({shown})" if shown else ""
 
 
-def _summary(verdicts: list[gate.Verdict], rows: list[list[str]]) -> int:
+def summarize(verdicts: list[gate.Verdict], rows: list[list[str]]) -> int:
     regressions = [v for v in verdicts if v.status in (Status.REGRESSION, Status.NOT_COMPARABLE)]
     counts = {status: sum(v.status == status for v in verdicts)
               for status in (Status.REGRESSION, Status.IMPROVEMENT, Status.PASS)}
