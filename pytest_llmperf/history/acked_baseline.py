@@ -12,6 +12,12 @@ looked at). A value within the test's tolerance of that level passes, with the b
 and the acknowledgement's (who, when, until, why); a value worse than it is a new regression
 and stays red, its line naming the level acknowledged. An expired acknowledgement is named
 beside the regression, as the trend gate does.
+
+An accepted change (`llmperf accept`, an Ack of kind ACCEPT, which never expires) goes further:
+the metric is judged against the level accepted instead of the table, by the gate's own rule
+(verdict/gate.check_metric): the median and spread of the series' stored runs since its last
+change point, up to the accept (history/series.py). The same level passes, saying so; a further
+slowdown past the accepted level's band is red, its line naming that level.
 """
 
 from __future__ import annotations
@@ -21,9 +27,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
 from pytest_llmperf.history.acks import Ack
+from pytest_llmperf.history.series import series_of
 from pytest_llmperf.history.store import Point
 from pytest_llmperf.metrics.registry import direction, formatter
+from pytest_llmperf.metrics.stats import combine_repeats
 from pytest_llmperf.verdict import gate
+from pytest_llmperf.verdict.baseline_entry import BaselineEntry
 from pytest_llmperf.verdict.references import Current, Judgement, Reference
 from pytest_llmperf.verdict.status import Status
 
@@ -59,6 +68,12 @@ class AcknowledgedBaseline:
                 verdicts.append(verdict if expired is None else replace(
                     verdict, message=f"{verdict.message}; expired: {expired.line()}"))
                 continue
+            if active.accepted:
+                accepted = self._accepted(verdict, active, current, band)
+                verdicts.append(accepted)
+                if accepted.status == Status.PASS:
+                    notes.append(accepted.message)
+                continue
             level = self._level(verdict.name, active)
             if level is None:  # nothing stored before it: no level to hold the metric to
                 verdicts.append(verdict)
@@ -75,6 +90,30 @@ class AcknowledgedBaseline:
                     f"{active.recorded_at.date().isoformat()} ({fmt(level)}, allowed "
                     f"{band * 100:+.1f}%): a new regression")))
         return replace(judgement, report=gate.GateReport(tuple(verdicts)), notes=notes)
+
+    def _accepted(self, verdict: gate.Verdict, accept: Ack, current: Current,
+                  band: float) -> gate.Verdict:
+        """The metric judged against the level accepted instead of the table: the median and
+        spread of the series' runs since its last change, up to the accept (the new normal and
+        its noise), by the gate's own band."""
+        before = [p for p in self.points
+                  if p.started_at is not None and p.started_at <= accept.recorded_at]
+        series = series_of(before, verdict.name, band)
+        since = series.changes[-1].index if series.changes else 0
+        values = series.values[since:]
+        if not values:  # nothing stored before it: the table's verdict stands
+            return verdict
+        level = combine_repeats(values)
+        entry = BaselineEntry(level.value, level.spread, direction(verdict.name), band,
+                              level.n)
+        judged = gate.check_metric(verdict.name, current.estimates[verdict.name], entry)
+        fmt = formatter(verdict.name, level.value, verdict.value)
+        where = (f"the level {accept.who} accepted on {accept.recorded_at.date().isoformat()}: "
+                 f"{fmt(level.value)} over {level.n} run{'s' if level.n > 1 else ''}")
+        if judged.status == Status.REGRESSION:
+            return replace(judged, message=f"{judged.message}, {where}; {accept.reason}")
+        return replace(verdict, status=Status.PASS,
+                       message=f"{verdict.message}; {accept.line()} ({where})")
 
     def _level(self, metric: str, ack: Ack) -> float | None:
         """The metric in the newest stored run from before the acknowledgement."""

@@ -14,6 +14,12 @@ else DEFAULT_DAYS after it was made): expired, the test is red again. It covers 
 first run came before it; a later change for the worse of the same metric is a new regression.
 The baseline gate reads them too (acked_baseline.py): a night slower than the committed table
 passes while an acknowledgement holds and the metric stays at the level acknowledged.
+
+`llmperf accept` records the other answer, "this is the new normal": an Ack of kind ACCEPT that
+never expires. The trend gate passes the change it covers for good, and the baseline gate judges
+that metric against the level accepted (the median and spread of the series' runs since its
+last change, up to the accept) instead of the table, until the table is updated through its pull
+request (`--llmperf-update-baselines --llmperf-from-history N` writes the same level).
 Pure but for who_am_i (one git call).
 """
 
@@ -25,12 +31,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 
-__all__ = ["DEFAULT_DAYS", "Ack", "covering", "expired_for", "parse_until", "who_am_i"]
+__all__ = ["ACCEPT", "ACK", "DEFAULT_DAYS", "FOREVER", "Ack", "covering", "expired_for",
+           "parse_until", "who_am_i"]
 
 # Two weeks: long enough to ship a fix or update the baseline, short enough that an accepted
 # regression comes back to someone's attention if nothing was done.
 DEFAULT_DAYS = 14
 GIT_TIMEOUT_S = 5
+ACK, ACCEPT = "ack", "accept"
+# An accepted change's `until`: it does not expire (the level it accepted is the normal one).
+FOREVER = datetime(9999, 12, 31, tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,11 @@ class Ack:
     recorded_at: datetime
     until: datetime
     shape: str | None = None  # the series' family (identity.family); None: every shape
+    kind: str = ACK  # ACK, or ACCEPT: the new level is the normal one, for good
+
+    @property
+    def accepted(self) -> bool:
+        return self.kind == ACCEPT
 
     def active(self, now: datetime) -> bool:
         return now < self.until
@@ -55,6 +70,9 @@ class Ack:
         return change_at is not None and change_at <= self.recorded_at
 
     def line(self) -> str:
+        if self.accepted:
+            return (f"accepted as the new level by {self.who} on "
+                    f"{self.recorded_at.date().isoformat()}: {self.reason}")
         # An --until day is kept as the end of that day: show the day itself.
         last = (self.until - timedelta(microseconds=1)).date().isoformat()
         return (f"acknowledged by {self.who} on {self.recorded_at.date().isoformat()} until "

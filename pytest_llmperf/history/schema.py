@@ -16,9 +16,12 @@
                     test_id, a, b, outcome, detail   (bisect/): found again by its key, so an
                                                      interrupted bisect resumes (schema 2)
     acks            id, test_id, metric, reason,     one acknowledged regression (`llmperf ack`,
-                    who, recorded_at, until, shape   acks.py; schema 3; shape: schema 4, the
-                                                     runner shape (family) of the series it
-                                                     silences; NULL in older rows: every shape)
+                    who, recorded_at, until, shape,  acks.py; schema 3; shape: schema 4, the
+                    kind                             runner shape (family) of the series it
+                                                     silences; NULL in older rows: every shape;
+                                                     kind: schema 7, "accept" for a change
+                                                     accepted as the new normal, `llmperf
+                                                     accept`, which never expires)
     episodes        id, kind, key, test_id, metric,  one episode (episodes.py, schema 5): a
                     series, shape, line, opened_at,  regression or a stale runner shape, open
                     last_seen_at, nights,            from the night it was first seen until it
@@ -151,6 +154,7 @@ acks = Table(
     Column("recorded_at", DateTime(timezone=True), nullable=False),
     Column("until", DateTime(timezone=True), nullable=False),
     Column("shape", String(200), nullable=True),
+    Column("kind", String(10), nullable=True),
 )
 
 
@@ -226,9 +230,16 @@ def _add_saved_runs(connection: Connection) -> None:
     metadata.create_all(connection, tables=[saved_runs])
 
 
+def _add_ack_kind(connection: Connection) -> None:
+    """Schema 7: acks.kind ("accept" for `llmperf accept`; NULL: an acknowledgement). A store
+    made before lacks it; one made now has it from _add_acks."""
+    if "kind" not in {column["name"] for column in inspect(connection).get_columns("acks")}:
+        connection.execute(text("ALTER TABLE acks ADD COLUMN kind VARCHAR(10)"))
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [_create_v1, _add_bisect_steps, _add_acks,
                                                   _add_ack_shape, _add_episodes,
-                                                  _add_saved_runs]
+                                                  _add_saved_runs, _add_ack_kind]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

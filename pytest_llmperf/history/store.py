@@ -23,7 +23,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError, SQLAlch
 
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.history import identity, location, postgres, schema, sqlite
-from pytest_llmperf.history.acks import Ack
+from pytest_llmperf.history.acks import ACK, Ack
 from pytest_llmperf.history.record import MetricValue, RunRecord
 from pytest_llmperf.verdict.gate import DEFAULT_GATED
 
@@ -206,7 +206,8 @@ class HistoryStore:
         with self._errors(), self._write() as connection:
             connection.execute(schema.acks.insert().values(
                 test_id=ack.test_id, metric=ack.metric, reason=ack.reason, who=ack.who,
-                recorded_at=ack.recorded_at, until=ack.until, shape=ack.shape))
+                recorded_at=ack.recorded_at, until=ack.until, shape=ack.shape,
+                kind=None if ack.kind == ACK else ack.kind))
 
     # ------------------------------------------------------------------ reading
 
@@ -219,7 +220,8 @@ class HistoryStore:
         with self._errors(), self._engine.connect() as connection:
             rows = list(connection.execute(query).mappings())
         return [Ack(row["test_id"], row["metric"], row["reason"], row["who"],
-                    _utc(row["recorded_at"]), _utc(row["until"]), row["shape"])
+                    _utc(row["recorded_at"]), _utc(row["until"]), row["shape"],
+                    row["kind"] or ACK)
                 for row in rows]
 
     def metric_names(self, test_id: str) -> list[str]:

@@ -137,3 +137,41 @@ def test_an_acknowledgement_covers_the_committed_baselines_regression_at_its_lev
     slower.assert_outcomes(failed=1)
     assert_lines(slower, "*tpot_s.p50 regressed: 30.0* ms vs baseline 10.0* ms *; worse than the "
                          "level * acknowledged on * (20.0* ms, allowed +*%): a new regression*")
+
+
+def test_an_accepted_level_is_the_new_normal_and_a_further_slowdown_still_fails(
+        suite, monkeypatch, capsys):
+    """`llmperf accept`: the committed table says 10 ms; three nights, then three at 20 ms, red;
+    accepted, the next 20 ms night passes against the level accepted (the median of the three
+    runs since the change; it never expires), and 24 ms is red against that level, not only
+    against the table."""
+    url = str(suite.path / "nights.sqlite")
+    run(suite, monkeypatch, 0.010, "--llmperf-history", url,
+        "--llmperf-update-baselines").assert_outcomes(passed=1)
+    for number in range(1, 7):
+        tpot = 0.010 * NOISE[number] * (2 if number >= 4 else 1)
+        outcome = run(suite, monkeypatch, tpot, "--llmperf-history", url)
+        outcome.assert_outcomes(**({"failed": 1} if number >= 4 else {"passed": 1}))
+    capsys.readouterr()
+    for metric in REGRESSED:
+        assert cli.main(["accept", TEST, "--metric", metric, "--reason", "the new attention "
+                         "kernel trades TPOT for memory", "--history", url]) == 0
+        said = capsys.readouterr().out
+        assert f"{TEST} {metric}: accepted as the new level by " in said, said
+    accepted = run(suite, monkeypatch, 0.020, "--llmperf-history", url, "-v")
+    accepted.assert_outcomes(passed=1)
+    assert_lines(accepted, "test_suite.py::test_a: tpot_s.p50 regressed: 20.0* ms vs baseline "
+                           "10.0* ms *; accepted as the new level by * on *: the new attention "
+                           "kernel trades TPOT for memory (the level * accepted on *: 20.0* ms "
+                           "over 3 runs)")
+    slower = run(suite, monkeypatch, 0.024, "--llmperf-history", url)
+    slower.assert_outcomes(failed=1)
+    assert_lines(slower, "*tpot_s.p50 regressed: 24.0* ms vs baseline 20.0* ms *, the level * "
+                         "accepted on *: 20.0* ms over 3 runs; the new attention kernel trades "
+                         "TPOT for memory*")
+    store = HistoryStore.open(location.resolve(url, suite.path))
+    try:
+        assert {ack.kind for ack in store.acks()} == {"accept"}
+        assert all(ack.until.year == 9999 for ack in store.acks())
+    finally:
+        store.close()

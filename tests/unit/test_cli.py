@@ -274,8 +274,8 @@ def test_help_and_missing_command(capsys):
     assert out.startswith("usage: llmperf [-h] COMMAND ...")
     commands = [line.split()[0] for line in out.splitlines()
                 if line.startswith("    ") and not line.startswith("     ")]
-    assert commands == ["compare", "compare-pools", "env", "bench-client", "plot", "history", "ack", "export",
-                        "bisect", "nightly", "bootstrap-baselines"]
+    assert commands == ["compare", "compare-pools", "env", "bench-client", "plot", "history", "ack",
+                        "accept", "export", "bisect", "nightly", "bootstrap-baselines"]
     assert "judge run B against run A" in out and "print this machine's fingerprint" in out
     assert cli.main([]) == 2
     assert "the following arguments are required: COMMAND" in capsys.readouterr().err

@@ -1,7 +1,9 @@
-"""`llmperf ack`: acknowledge a regression the trend gate keeps failing, in the results store.
+"""`llmperf ack` and `llmperf accept`: a regression the gates keep failing, acknowledged for a
+while or accepted as the new level for good, in the results store (history/acks.py).
 
     llmperf ack TEST --metric NAME --reason TEXT [--until YYYY-MM-DD] [--shape FAMILY]
                 [--history PATH|URL]
+    llmperf accept TEST --metric NAME --reason TEXT [--shape FAMILY] [--history PATH|URL]
 
 The acknowledgement silences one series: the test's metric on one runner shape (the store's
 hardware family, `llmperf history` shows it). --shape defaults to the test's one shape, or, where
@@ -32,22 +34,34 @@ __all__ = ["add_command", "run"]
 
 def add_command(commands) -> None:
     ack = commands.add_parser(
-        "ack", help="acknowledge a regression the trend gate fails, for a while",
+        "ack", help="acknowledge a regression the gates fail, for a while",
         description="Record in the results store that a test's change for the worse is "
-                    "known and accepted: the trend gate passes it, saying so, until --until "
-                    f"(default {acks_mod.DEFAULT_DAYS} days), then fails it again.")
-    ack.add_argument("test", metavar="TEST", help="the test id (or a unique part of one)")
-    ack.add_argument("--metric", default=None, metavar="NAME", help="the regressed metric")
-    ack.add_argument("--reason", default=None, metavar="TEXT", help="why it is accepted")
+                    "known: the trend and baseline gates pass it, saying so, until --until "
+                    f"(default {acks_mod.DEFAULT_DAYS} days), then fail it again.")
+    _arguments(ack)
     ack.add_argument("--until", default=None, metavar="YYYY-MM-DD",
                      help=f"the last day it holds (default: {acks_mod.DEFAULT_DAYS} days on)")
-    ack.add_argument("--shape", default=None, metavar="FAMILY",
-                     help="the runner shape whose series it silences (default: the test's one "
-                          "shape, else this machine's)")
-    ack.add_argument("--history", default=os.environ.get("LLMPERF_HISTORY", location.DEFAULT),
-                     metavar="PATH|URL", help="the store (default: $LLMPERF_HISTORY, else "
-                                              f"{location.DEFAULT})")
-    ack.set_defaults(run=run)
+    ack.set_defaults(run=run, kind=acks_mod.ACK)
+    accept = commands.add_parser(
+        "accept", help="accept a test's changed level as the new normal",
+        description="Record in the results store that a test's metric is at a new level for "
+                    "good: the trend gate passes the change, and the baseline gate judges the "
+                    "metric against the level accepted (the median and spread of the runs "
+                    "since the change) until the committed table is updated.")
+    _arguments(accept)
+    accept.set_defaults(run=run, kind=acks_mod.ACCEPT, until=None)
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("test", metavar="TEST", help="the test id (or a unique part of one)")
+    parser.add_argument("--metric", default=None, metavar="NAME", help="the changed metric")
+    parser.add_argument("--reason", default=None, metavar="TEXT", help="why it is accepted")
+    parser.add_argument("--shape", default=None, metavar="FAMILY",
+                        help="the runner shape whose series it covers (default: the test's one "
+                             "shape, else this machine's)")
+    parser.add_argument("--history", default=os.environ.get("LLMPERF_HISTORY", location.DEFAULT),
+                        metavar="PATH|URL", help="the store (default: $LLMPERF_HISTORY, else "
+                                                 f"{location.DEFAULT})")
 
 
 def run(args: argparse.Namespace, now: datetime | None = None) -> int:
@@ -56,7 +70,8 @@ def run(args: argparse.Namespace, now: datetime | None = None) -> int:
             raise ValueError("--reason TEXT: say why the change is accepted (every night's "
                              "line shows it)")
         now = now or datetime.now(timezone.utc)
-        until = acks_mod.parse_until(args.until, now)
+        accept = args.kind == acks_mod.ACCEPT
+        until = acks_mod.FOREVER if accept else acks_mod.parse_until(args.until, now)
         store = open_store(args.history)
         try:
             ack = _ack(store, args, now, until)
@@ -82,7 +97,7 @@ def _ack(store: HistoryStore, args: argparse.Namespace, now: datetime,
                          + (", ..." if len(metrics) > 12 else ""))
     shape = _shape(args.shape, test, sorted({p.family for p in store.points(test, None)}))
     return acks_mod.Ack(test, args.metric, args.reason.strip(), acks_mod.who_am_i(), now, until,
-                        shape)
+                        shape, args.kind)
 
 
 def _shape(wanted: str | None, test: str, shapes: list[str],

@@ -75,3 +75,24 @@ def test_who_is_git_user_else_user(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     assert acks.who_am_i({"USER": "ci"}) == "ci"
     assert acks.who_am_i({}) == "unknown"
+
+
+def test_accept_takes_the_same_input_and_never_expires(store_path, capsys):
+    """`llmperf accept`: the same test, metric and reason checks as ack, one line each; no
+    --until (the level accepted is the normal one: it does not expire)."""
+    code = cli.main(["accept", TEST, "--metric", "tpot_s.p50", "--history", store_path])
+    assert code == 2 and capsys.readouterr().err == (
+        "llmperf: error: --reason TEXT: say why the change is accepted (every night's line "
+        "shows it)\n")
+    assert cli.main(["accept", TEST, "--metric", "tpot_s.p50", "--reason", "r", "--until",
+                     "2030-01-01", "--history", store_path]) == 2
+    assert "unrecognized arguments: --until 2030-01-01" in capsys.readouterr().err
+    assert cli.main(["accept", TEST, "--metric", "tpot_s.p50", "--reason", "the new kernel",
+                     "--history", store_path]) == 0
+    assert f"{TEST} tpot_s.p50: accepted as the new level by " in capsys.readouterr().out
+    store = HistoryStore.open(location.resolve(store_path, "."), check_write=False)
+    try:
+        [kept] = store.acks()
+    finally:
+        store.close()
+    assert (kept.kind, kept.until) == (acks.ACCEPT, acks.FOREVER) and kept.accepted

@@ -104,11 +104,11 @@ def test_a_version_1_store_gains_the_bisect_steps_and_keeps_its_runs(where):
 def test_a_newer_schema_is_refused_in_one_line(where):
     HistoryStore.open(where)
     with create_engine(where.url).begin() as connection:
-        connection.execute(text("update schema_version set version = 7"))
+        connection.execute(text("update schema_version set version = 99"))
     with pytest.raises(HistoryError) as caught:
         HistoryStore.open(where)
     assert str(caught.value) == (
-        f"--llmperf-history {where.shown}: the store is at schema version 7, newer than this "
+        f"--llmperf-history {where.shown}: the store is at schema version 99, newer than this "
         f"pytest-llmperf's {schema.SCHEMA_VERSION}; upgrade pytest-llmperf, or point --llmperf-history at another "
         "store")
 
