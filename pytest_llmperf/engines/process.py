@@ -2,8 +2,9 @@
 Ray head alike.
 
 Each runs in its own session (process group), so one `killpg` reaches every engine-core and
-worker process it spawned. PR_SET_PDEATHSIG stops it when the test process dies; `stop_group`
-stops it everywhere else (session end, Ctrl-C, a failed start, a timeout).
+worker process it spawned. PR_SET_PDEATHSIG asks it to stop when the test process dies, and a
+reaper per group (reaper.py) makes sure it does; `stop_group` stops it everywhere else (session
+end, Ctrl-C, a failed start, a timeout).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections import deque
 from pathlib import Path
 from typing import Callable, Iterator
 
+from pytest_llmperf.engines import reaper
 from pytest_llmperf.engines.errors import EngineStartError
 from pytest_llmperf.engines.kinds.vllm import VLLM
 from pytest_llmperf.engines.spec import Engine
@@ -95,6 +97,7 @@ def spawn(command: list[str], added_env: dict[str, str], log_path: Path,
         )
     if nice:
         lower_autogroup(proc.pid, nice)
+    reaper.watch(proc.pid)  # the group ends with this process, however it ends (reaper.py)
     return proc
 
 
@@ -147,6 +150,13 @@ def stop_group(proc: subprocess.Popen, grace_s: float = STOP_TIMEOUT_S) -> None:
     """End the child's whole session: SIGTERM, wait until every process of the group is gone,
     SIGKILL what is left after `grace_s` (0: SIGKILL at once, for an engine that hangs). Returns
     only when nothing is left running."""
+    try:
+        _stop(proc, grace_s)
+    finally:
+        reaper.release(proc.pid)
+
+
+def _stop(proc: subprocess.Popen, grace_s: float) -> None:
     if grace_s > 0:
         _signal_group(proc.pid, signal.SIGTERM)
         # A stopped process (SIGSTOP, a debugger's Ctrl-Z) holds SIGTERM until it continues.

@@ -38,9 +38,14 @@ def test_a_pushed_night_is_read_back_by_name_and_the_next_night_replaces_it(
 
 
 def test_two_hosts_are_two_groups_even_with_a_slash_in_a_name(tmp_path, pushgateway):  # noqa: F811
-    other = make_store(tmp_path, environ={"LLMPERF_HOST": "rack 2/node 1"})
-    assert main(["export", "--format", "prometheus", "--store", other,
-                 "--push", pushgateway]) == 0
+    # Both hosts pushed here: the gateway is the module's, and under pytest-xdist (CI's first
+    # step) the test above may run on the other worker, against its own gateway.
+    for host in ("node-7", "rack 2/node 1"):
+        folder = tmp_path / host.replace("/", "_")
+        folder.mkdir()
+        store = make_store(folder, environ={"LLMPERF_HOST": host})
+        assert main(["export", "--format", "prometheus", "--store", store,
+                     "--push", pushgateway]) == 0
     hosts = {sample.labels["host"] for sample in samples(pushgateway, "llmperf_tpot_seconds")}
     assert hosts == {"node-7", "rack 2/node 1"}
 
