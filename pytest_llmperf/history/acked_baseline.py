@@ -99,8 +99,7 @@ class AcknowledgedBaseline:
         before = [p for p in self.points
                   if p.started_at is not None and p.started_at <= accept.recorded_at]
         series = series_of(before, verdict.name, band)
-        since = series.changes[-1].index if series.changes else 0
-        values = series.values[since:]
+        values = series.values[series.level_start():]
         if not values:  # nothing stored before it: the table's verdict stands
             return verdict
         level = combine_repeats(values)

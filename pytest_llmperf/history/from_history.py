@@ -35,7 +35,7 @@ def baseline_estimates(points: Sequence[Point], now: Point, estimates: Mapping[s
         if estimate is None or not math.isfinite(estimate.value):
             continue
         series = series_of([*points, with_value(now, name, estimate.value)], name, tolerance)
-        start = series.changes[-1].index if series.changes else 0
+        start = series.level_start()
         used = list(zip(series.points, series.values))[start:][-runs:]
         if not used:
             continue

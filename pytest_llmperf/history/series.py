@@ -43,6 +43,10 @@ class Series:
     def at(self, change: Change) -> Point:
         return self.points[change.index]
 
+    def level_start(self) -> int:
+        """Where the level it is at now begins: its last change's first run (0 without one)."""
+        return self.changes[-1].index if self.changes else 0
+
     def recent(self, window: int) -> list[Change]:
         """The changes whose first run is one of the last `window` runs."""
         return [change for change in self.changes if change.index >= len(self.points) - window]

@@ -131,13 +131,14 @@ def fetch_saved(history: SessionHistory | None, name: str | None, runs_dir: Path
     run saved as NAME in the store, written there, so the comparison reads it as it reads any
     saved run; the summary says where it came from. Nothing when the file is there, the value
     is a path, or the store holds no such run (the comparison's own line then says so)."""
-    if (history is None or history.store is None or not name or name.endswith(".json")
-            or (runs_dir / f"{name}.json").exists()):
+    if history is None or history.store is None or not name or name.endswith(".json"):
+        return
+    path = runs_dir / f"{name}.json"
+    if path.exists():
         return
     found = saved_runs.find(history.store, name, history.fingerprint.host)
     if found is None:
         return
-    path = runs_dir / f"{name}.json"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, found.text)
