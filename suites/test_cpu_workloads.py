@@ -60,6 +60,9 @@ def test_chat_completions_with_text_prompts(llmperf):
     assert result.output_tokens == 16 * 32
 
 
+# Nightly: the config-only engine's own start is about 56 s of the main job; CI runs the same
+# path on the real engine (tests/integration/test_xdist_endpoint.py).
+@pytest.mark.nightly
 @pytest.mark.engine(TINY_CPU_NO_TOKENIZER)
 def test_architecture_config_without_tokenizer(llmperf):
     """A model shipped as config.json only, served with skip_tokenizer_init: token-id prompts
@@ -121,6 +124,7 @@ def test_sharegpt_conversation_file(llmperf):
     assert result.server_metrics["prefix_cache_hit_rate"] > 0.3
 
 
+@pytest.mark.nightly  # the config-only engine, as above
 @pytest.mark.engine(TINY_CPU_NO_TOKENIZER)
 def test_conversations_without_a_tokenizer(llmperf):
     """The GPU suites' conversation path: a config-only model served with skip_tokenizer_init,
