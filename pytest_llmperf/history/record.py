@@ -17,6 +17,7 @@ from typing import Any
 
 from pytest_llmperf.history import identity
 from pytest_llmperf.machine.hardware import host_name
+from pytest_llmperf.metrics import cost
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.numbers import finite_or_none
 from pytest_llmperf.verdict.status import Status
@@ -78,12 +79,19 @@ def _stored(estimate: Estimate) -> MetricValue:
 
 
 def _metrics(stored: StoredResult) -> dict[str, MetricValue]:
-    """The entry's metrics, and the engine's start time as the metric engine_start_s (one
-    sample: the run file keeps it beside the metrics), so it is a series like any other."""
+    """The entry's metrics, and two numbers the run file keeps beside them as metrics of one
+    sample, so each is a series like any other: the engine's start time (engine_start_s) and,
+    where the run had a price (--llmperf-cost-per-hour), its dollars per million output and
+    total tokens (metrics/cost.py; the history page charts them)."""
     metrics = {name: _stored(estimate) for name, estimate in stored.metrics.items()}
     start = finite_or_none(stored.engine_start_s)
     if start is not None and "engine_start_s" not in metrics:
         metrics["engine_start_s"] = MetricValue(start, 0.0, 1, "lower")
+    priced = stored.derived.get("cost") or {}
+    for name in cost.NAMES:
+        usd = finite_or_none(priced.get(name))
+        if usd is not None and name not in metrics:
+            metrics[name] = MetricValue(usd, 0.0, 1, "lower")
     return metrics
 
 

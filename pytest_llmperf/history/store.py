@@ -251,10 +251,10 @@ class HistoryStore:
             return [(row[0], int(row[1])) for row in connection.execute(query)]
 
     def points(self, test_id: str, names: Iterable[str] | None, *, series: str | None = None,
-               last: int | None = None) -> list[Point]:
+               last: int | None = None, also: Iterable[str] = ()) -> list[Point]:
         """The stored results of `test_id` (of one series, if given), oldest first, with the
-        metrics `names` (None: the metrics each result's test gated); `last`: only the newest
-        so many."""
+        metrics `names` (None: the metrics each result's test gated, and those of `also` where
+        stored); `last`: only the newest so many."""
         runs, results = schema.runs, schema.results
         query = (select(results, runs.c.run_uid, runs.c.started_at, runs.c.commit,
                         runs.c.family, runs.c.fingerprint, runs.c.clocks, runs.c.hardware_class,
@@ -268,7 +268,7 @@ class HistoryStore:
             query = query.limit(last)
         with self._errors(), self._engine.connect() as connection:
             found = list(connection.execute(query).mappings())
-            names = list(names) if names is not None else _gated(found)
+            names = list(names) if names is not None else [*_gated(found), *also]
             metrics = self._values(connection, [row["id"] for row in found], names)
         return [_point(row, metrics.get(row["id"], {})) for row in reversed(found)]
 

@@ -5,8 +5,13 @@ marker whose tooltip says what changed (the caption list under the chart says it
 the committed baseline's band is green.
 
 The x axis is time, not run order, because a team reads a night by its date ("since Tuesday")
-and a gap in the nights is a gap on the axis. A chart with a run of unknown start (a run file
-without a date) falls back to run order, labelled by run number.
+and a gap in the nights is a gap on the axis: a tick a day (every few days over a long span),
+every few hours within a day, the date on the first tick of each day. A chart with a run of
+unknown start (a run file without a date) falls back to run order, labelled by run number.
+
+The SVG has a viewBox and no fixed size: the page's style sizes it to the full width of its
+section, and no narrower than MIN_WIDTH_PX (a phone scrolls it sideways rather than shrink its
+11-pixel labels below about 9 pixels).
 """
 
 from __future__ import annotations
@@ -19,15 +24,18 @@ from pytest_llmperf.metrics.registry import formatter
 from pytest_llmperf.reports.history_view import ChangeFact, SeriesView
 from pytest_llmperf.verdict.status import Status
 
-__all__ = ["HEIGHT", "WIDTH", "chart", "label_rows", "when"]
+__all__ = ["HEIGHT", "MIN_WIDTH_PX", "WIDTH", "chart", "date_ticks", "label_rows", "when"]
 
-WIDTH, HEIGHT = 760, 230
+WIDTH, HEIGHT = 960, 230
+MIN_WIDTH_PX = 760
 # The top 34 pixels hold the change points' two lines (size, then what changed) above the dots.
 LEFT, RIGHT, TOP, BOTTOM = 70, 20, 34, 30
 FAILING = {status.summary for status in Status if status.failing}
 WORSE, BETTER = "#cf222e", "#1a7f37"
-# About six date labels fit under a 670-pixel axis without touching.
-TICKS = 6
+# At most eight labels under the 870-pixel axis: a "2026-11-29 03:00" label is about 100 pixels.
+TICKS = 8
+HOUR, DAY = 3600, 86400
+HOUR_STEPS = (1, 2, 3, 4, 6, 12)  # hours between ticks within a day or two
 # What changed, on the chart: as many characters as fit beside a change point in half the
 # chart's width (the tooltip and the caption under the chart say it whole).
 WHAT_SHOWN = 60
@@ -73,24 +81,38 @@ def _positions(view: SeriesView) -> tuple[dict[int, float], list[tuple[float, st
         last = len(view.points) - 1
         return where, [(x(i), f"run {view.points[i].run_id}") for i in sorted({0, last // 2,
                                                                                last})]
-    return where, [(x(t), label) for t, label in _date_ticks(min(keys), max(keys))]
+    return where, [(x(t), label) for t, label in date_ticks(min(keys), max(keys))]
 
 
-def _date_ticks(first: float, last: float) -> list[tuple[float, str]]:
-    """Midnights (UTC) every few days between two timestamps; the hour too within a day."""
-    start = datetime.fromtimestamp(first, timezone.utc)
-    if last - first < 86400:
-        return [(first, start.strftime("%Y-%m-%d %H:%M"))] + (
-            [(last, datetime.fromtimestamp(last, timezone.utc).strftime("%H:%M"))]
-            if last > first else [])
-    step = max(1, -(-int((last - first) // 86400) // TICKS))
-    day = start.replace(hour=0, minute=0, second=0, microsecond=0)
-    if day.timestamp() < first:
-        day += timedelta(days=1)
-    out = []
-    while day.timestamp() <= last:
-        out.append((day.timestamp(), day.strftime("%Y-%m-%d")))
-        day += timedelta(days=step)
+def date_ticks(first: float, last: float) -> list[tuple[float, str]]:
+    """Ticks at whole hours (UTC, every 1-12 hours) over a span of up to two days, else at
+    midnights every few days; at most TICKS. A tick's label is its date where it is the first
+    tick of its day, else its time."""
+    if last <= first:
+        return [(first, datetime.fromtimestamp(first, timezone.utc).strftime("%Y-%m-%d %H:%M"))]
+    span = last - first
+    hours = next((h for h in HOUR_STEPS if span / (h * HOUR) < TICKS), None)
+    if hours is None or span > 2 * DAY:
+        step = timedelta(days=max(1, -(-int(span // DAY) // TICKS)))
+        tick = datetime.fromtimestamp(first, timezone.utc).replace(
+            hour=0, minute=0, second=0, microsecond=0)
+        tick += timedelta(days=1) if tick.timestamp() < first else timedelta(0)
+    else:
+        step = timedelta(hours=hours)
+        tick = datetime.fromtimestamp(first, timezone.utc).replace(
+            minute=0, second=0, microsecond=0)
+        tick = tick.replace(hour=tick.hour - tick.hour % hours)
+    out, day = [], None
+    while tick.timestamp() <= last:
+        if tick.timestamp() >= first:
+            dated = tick.date() != day
+            out.append((tick.timestamp(), tick.strftime(
+                ("%Y-%m-%d" if tick.hour == 0 else "%Y-%m-%d %H:%M") if dated else "%H:%M")))
+            day = tick.date()
+        tick += step
+    if not out:  # a span within one step: its two ends
+        out = [(first, datetime.fromtimestamp(first, timezone.utc).strftime("%Y-%m-%d %H:%M")),
+               (last, datetime.fromtimestamp(last, timezone.utc).strftime("%H:%M"))]
     return out
 
 
@@ -219,7 +241,7 @@ def chart(view: SeriesView, facts: list[ChangeFact]) -> str:
     changes, extra = _changes(facts, x)
     plot = [*_band(view, y, fmt), *_axes(x_labels, y, low, high, fmt), *_levels(view, x, y),
             *dots]
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT + extra}" '
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="plot" '
             f'viewBox="0 0 {WIDTH} {HEIGHT + extra}" role="img" '
             f'aria-label="{escape(view.metric)}">' + "".join(changes)
             + f'<g transform="translate(0 {extra})">' + "".join(plot) + "</g></svg>")

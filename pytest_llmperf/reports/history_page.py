@@ -19,7 +19,7 @@ from html import escape
 
 from pytest_llmperf.history.episodes import Episode
 from pytest_llmperf.metrics.registry import formatter
-from pytest_llmperf.reports.history_chart import chart, when
+from pytest_llmperf.reports.history_chart import MIN_WIDTH_PX, chart, when
 from pytest_llmperf.reports.history_view import ChangeFact, SeriesView, change_facts
 from pytest_llmperf.reports.regressions import Regression
 
@@ -36,7 +36,10 @@ section { border: 1px solid #d0d7de; border-radius: 6px; padding: 10px 14px; mar
 .acknowledged { color: #9a6700; font-weight: 600; }
 ol.changes, ul.regressions { font-size: 12.5px; margin: 4px 0 0; padding-left: 22px; }
 a { color: #0969da; } svg text { font: 11px system-ui, sans-serif; fill: #57606a; }
-"""
+.plot-frame { overflow-x: auto; } h2, .meta, li { overflow-wrap: anywhere; }
+svg.plot { display: block; width: 100%; height: auto; min-width: MIN_WIDTHpx; }
+@media (max-width: 600px) { body { margin: 10px; } section { padding: 8px; } }
+""".replace("MIN_WIDTH", str(MIN_WIDTH_PX))  # full width; a phone scrolls a chart sideways
 SCRIPT = """
 const FILTERS = ['hardware', 'host', 'engine'];
 let anchor = '';  // a chart's link (#series-...), kept beside the filters in the address
@@ -130,7 +133,7 @@ def _section(view: SeriesView, found: Sequence[Regression]) -> list[str]:
             f'data-key="{_key(view.test_id, view.last.series, view.metric)}">',
             f"<h2>{escape(view.test_id)} &mdash; {escape(view.metric)}{badge} "
             f'<a href="#{link}" title="a link to this chart">#</a></h2>',
-            _meta(view), chart(view, facts),
+            _meta(view), f'<div class="plot-frame">{chart(view, facts)}</div>',
             f'<ol class="changes">{"".join(captions)}</ol>' if captions
             else '<p class="note">no change point</p>', "</section>"]
 
@@ -171,6 +174,7 @@ def page(found: Sequence[SeriesView], where: str, regressions: Sequence[Regressi
     moment = datetime.now(timezone.utc)
     now = moment.strftime("%Y-%m-%d %H:%M UTC")
     lines = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
              "<title>pytest-llmperf history</title>", f"<style>{STYLE}</style>",
              f"<script>{SCRIPT}</script>", "</head>", "<body>",
              "<h1>pytest-llmperf history</h1>",

@@ -1,7 +1,8 @@
 """What `llmperf history` shows of the results store, as data: for each test, each series (same
-hardware family, engine spec and workload: history/identity.py) and each gated metric, every
-stored run, the change points (history/changepoints.py, at the test's tolerance) and the band of
-its committed baseline, when there is one. history_table.py prints it, history_page.py draws it.
+hardware family, engine spec and workload: history/identity.py) and each gated metric (and the
+cost and energy per token, where the latest run measured them), every stored run, the change
+points (history/changepoints.py, at the test's tolerance) and the band of its committed
+baseline, when there is one. history_table.py prints it, history_page.py draws it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pytest_llmperf.history.series import Series, changed_text, series_of, what_
 from pytest_llmperf.history.store import HistoryStore, Point
 from pytest_llmperf.history.trend import is_worse
 from pytest_llmperf.machine.hardware import is_gpu_fingerprint
+from pytest_llmperf.metrics import cost, energy
 from pytest_llmperf.reports.plotdata import Band, band_of
 from pytest_llmperf.verdict import gate, shapes
 from pytest_llmperf.verdict.baselines import BaselineError, load_baseline
@@ -104,6 +106,17 @@ def _gated(points: Sequence[Point]) -> list[str]:
     return list((points[-1].gate or {}).get("metrics") or gate.DEFAULT_GATED)
 
 
+# Charted beside the gated metrics where the series' latest run measured them: what a token
+# costs (a priced run) and the energy it takes (a GPU run with NVML's energy counter).
+MEASURED = (cost.PER_OUTPUT, energy.PER_OUTPUT_TOKEN)
+
+
+def _charted(points: Sequence[Point]) -> list[str]:
+    gated = _gated(points)
+    return gated + [name for name in MEASURED
+                    if name not in gated and name in points[-1].values]
+
+
 def _band(baseline_dir: Path | None, point: Point, test_id: str, metric: str
           ) -> tuple[Band | None, str]:
     suite = test_id.split("::", 1)[0]
@@ -129,11 +142,11 @@ def views(store: HistoryStore, test_ids: Sequence[str], *, metrics: Sequence[str
     out = []
     for test_id in test_ids:
         groups: dict[str, list[Point]] = {}
-        for point in store.points(test_id, metrics, last=last):
+        for point in store.points(test_id, metrics, last=last, also=MEASURED):
             groups.setdefault(point.series, []).append(point)
         for points in sorted(groups.values(), key=lambda p: p[-1].run_id or 0):
             band_tolerance = _tolerance(points, tolerance)
-            for metric in metrics or _gated(points):
+            for metric in metrics or _charted(points):
                 band, where = _band(baseline_dir, points[-1], test_id, metric)
                 out.append(SeriesView(test_id, metric, tuple(points),
                                       series_of(points, metric, band_tolerance),

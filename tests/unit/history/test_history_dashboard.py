@@ -151,10 +151,10 @@ def test_the_page_says_when_what_changed_and_links_the_ci_jobs(store_path, tmp_p
     assert ticks == ["2026-11-02", "2026-11-04", "2026-11-06", "2026-11-08", "2026-11-10",
                      "2026-11-06", "2026-11-07", "2026-11-08", "2026-11-09", "2026-11-10"]
     # The change point's line is halfway between nights 6 and 7: the axis runs from x 80 (night
-    # 1, 03:00) to 730 (night 11), 65 pixels a day; its words end 4 pixels left of it.
-    assert ('<line x1="437.5" x2="437.5" y1="4" y2="200" stroke="#cf222e" stroke-dasharray="5 '
-            '4" stroke-width="1.5"/><text x="433.5" y="13" text-anchor="end" style="fill:'
-            '#cf222e;font-weight:600">1: +25.0% at run 7</text><text x="433.5" y="26" '
+    # 1, 03:00) to 930 (night 11), 85 pixels a day; its words end 4 pixels left of it.
+    assert ('<line x1="547.5" x2="547.5" y1="4" y2="200" stroke="#cf222e" stroke-dasharray="5 '
+            '4" stroke-width="1.5"/><text x="543.5" y="13" text-anchor="end" style="fill:'
+            '#cf222e;font-weight:600">1: +25.0% at run 7</text><text x="543.5" y="26" '
             'text-anchor="end">host gpu-3 -&gt; gpu-7, vllm 0.31.0 -&gt; 0.32.0</text>') in html
     assert ('<li value="1"><b>2026-11-07 03:00 UTC, run 7</b>: <span class="worse">10.0 ms '
             "-&gt; 12.5 ms (+25.0%, worse)</span>; what changed: host gpu-3 -&gt; gpu-7, vllm "
@@ -256,3 +256,77 @@ def test_a_run_without_a_date_puts_the_chart_in_run_order(tmp_path, capsys):
     html = page.read_text()
     assert re.findall(r'text-anchor="middle">([^<]+)</text>', html) == ["run 1", "run 2", "run 3"]
     assert "run 2, no date, host gpu-3" in html  # the dot's tooltip
+
+
+def priced_store(tmp_path: Path) -> Path:
+    """Six nights of the chat test on 8x H200 with a price and NVML's energy counter: the
+    dollars per million output tokens in the run file's "cost", the joules per output token a
+    metric, both 25% up from night 4 with TPOT."""
+    path = tmp_path / "priced.sqlite"
+    store = HistoryStore.open(location.resolve(str(path), tmp_path))
+    for night, tpot in enumerate([10.0, 10.1, 9.9, 12.5, 12.6, 12.4], 1):
+        doc = copy.deepcopy(DOCUMENT)
+        doc["datetime"] = f"2026-11-29T{night:02d}:10:00+00:00"  # six runs in one morning
+        doc["llmperf"]["fingerprint"] = {**H200, "vllm": "0.32.0", "torch": "2.11.0"}
+        result = doc["llmperf"]["results"][0]
+        result.update(test_id=CHAT, key="test_chat_conversations", engine_label="llama-8b",
+                      gate={"tolerance": 0.1, "metrics": ["tpot_s.p50"]})
+        result["metrics"] = {
+            "tpot_s.p50": {"value": tpot / 1000, "spread": 0.0001, "n": 3, "direction": "lower"},
+            "energy_per_output_token_j": {"value": tpot * 0.05, "spread": 0.001, "n": 3,
+                                          "direction": "lower"}}
+        result["cost"] = {"usd_per_hour": 19.92, "price_usd_per_hour": 2.49, "price_per": "gpu",
+                          "engine_gpus": 8, "machine_gpus": 8,
+                          "usd_per_1m_output_tok": tpot * 0.02, "usd_per_1m_total_tok": 0.1}
+        store.record(record.from_document(doc, environ=ci_environ(night)))
+    store.close()
+    return path
+
+
+def test_cost_and_energy_per_token_are_charted_where_measured(tmp_path):
+    page = tmp_path / "index.html"
+    assert main(["history", "--history", str(priced_store(tmp_path)), "--html", str(page)]) == 0
+    html = page.read_text()
+    charts = re.findall(r'<svg [^>]* aria-label="([^"]+)">', html)
+    assert charts == ["tpot_s.p50", "usd_per_1m_output_tok", "energy_per_output_token_j"]
+    # One morning's runs: a tick every hour, the date on the first.
+    assert re.findall(r'text-anchor="middle">([^<]+)</text>', html)[:6] == [
+        "2026-11-29 02:00", "03:00", "04:00", "05:00", "06:00", "2026-11-29 02:00"]
+    for metric in ("usd_per_1m_output_tok", "energy_per_output_token_j"):
+        section = html.split(f'-{metric}"', 1)[1].split("</section>", 1)[0]
+        assert "+25.0% at run 4" in section, section[:2000]
+    assert '<svg xmlns="http://www.w3.org/2000/svg" class="plot" viewBox="0 0 960 ' in html
+
+
+MEASURE = """<!DOCTYPE html><html><body style="margin:0">
+<iframe id="page" src="index.html" style="width:%dpx;height:900px;border:0"></iframe>
+<pre id="sizes"></pre><script>
+document.getElementById('page').addEventListener('load', () => {
+  const inner = document.getElementById('page').contentDocument;
+  const svg = inner.querySelector('svg.plot'), frame = inner.querySelector('.plot-frame');
+  document.getElementById('sizes').textContent = JSON.stringify({
+    page: inner.documentElement.scrollWidth, frame: frame.clientWidth,
+    chart: Math.round(svg.getBoundingClientRect().width)});
+});
+</script></body></html>"""
+
+
+def test_the_page_fills_a_desktop_and_scrolls_its_charts_on_a_phone(tmp_path):
+    """The page laid out in a frame of a desktop's width and of a phone's (390 pixels: headless
+    Chromium lays a window out no narrower than 500), measured by the browser, and shot (kept
+    as desktop.png and phone.png). On the desktop a chart spans its section; on the phone the
+    page keeps the screen's width and only the chart's frame scrolls, its labels at 760/960 of
+    their size."""
+    page = tmp_path / "index.html"
+    assert main(["history", "--history", str(priced_store(tmp_path)), "--html", str(page)]) == 0
+    sizes = {}
+    for name, width in (("desktop", 1400), ("phone", 390)):
+        wrapper = tmp_path / f"{name}.html"
+        wrapper.write_text(MEASURE % width)
+        dom = _chromium("--allow-file-access-from-files", "--dump-dom", wrapper.as_uri())
+        sizes[name] = json.loads(re.search(r'<pre id="sizes">([^<]*)</pre>', dom).group(1))
+        _chromium("--allow-file-access-from-files", f"--window-size={max(width, 600)},900",
+                  f"--screenshot={tmp_path / f'{name}.png'}", wrapper.as_uri())
+    desktop, phone = sizes["desktop"], sizes["phone"]
+    assert desktop["page"] == 1400 and desktop["chart"] == desktop["frame"] > 1300, sizes
+    assert phone["page"] == 390 and phone["chart"] == 760 and phone["frame"] < 390, sizes

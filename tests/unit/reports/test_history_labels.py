@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 from pytest_llmperf.cli import main
 from pytest_llmperf.history import location, record
 from pytest_llmperf.history.store import HistoryStore
-from pytest_llmperf.reports.history_chart import CHAR_PX, HEIGHT, ROW, label_rows
+from pytest_llmperf.reports.history_chart import CHAR_PX, HEIGHT, ROW, WIDTH, label_rows
 from tests.unit.history.builders import DOCUMENT
 
 FIRST = datetime(2026, 10, 1, 3, tzinfo=timezone.utc)
@@ -38,7 +38,7 @@ def test_two_close_change_points_label_on_two_rows_of_a_taller_chart(tmp_path):
     page = tmp_path / "index.html"
     assert main(["history", "--history", str(path), "--html", str(page), "--last", "40"]) == 0
     svg = re.search(r"<svg .*?</svg>", page.read_text(), re.S).group(0)
-    assert f'height="{HEIGHT + ROW}"' in svg
+    assert f'viewBox="0 0 {WIDTH} {HEIGHT + ROW}"' in svg
     labels = re.findall(r'<text x="([\d.]+)" y="(\d+)" text-anchor="(\w+)" '
                         r'style="fill:[^"]+;font-weight:600">([^<]+)</text>', svg)
     assert [(y, text.split(":")[0]) for _, y, _, text in labels] == [("13", "1"), ("39", "2")]
