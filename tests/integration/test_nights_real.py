@@ -11,6 +11,8 @@ endpoint mode (`--llmperf-endpoint`), so a night costs one pytest session, not a
   slower node of the same shape): caught within 3 nights, naming both hosts, red every night
   after; green once `llmperf ack` acknowledges it; red again when the acknowledgement expired.
 - PostgreSQL (a real server, tests/history_db.py): the same from night 5 of 10.
+- Episodes: `llmperf nightly` eight nights (slowed 4-6), each change posted opened once and
+  resolved once, a summary line a night, and a runner shape that stopped posted stale once.
 
 Nightly (docs/testing.md): about 40 pytest sessions, ~7 minutes. The same gate logic runs in CI
 with injected measurements (tests/plugin/test_acks_plugin.py).
@@ -23,7 +25,7 @@ import re
 import subprocess
 import sys
 from contextlib import ExitStack
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,7 @@ from pytest_llmperf.engines.server import VllmServer
 from pytest_llmperf.history import location, schema
 from pytest_llmperf.history.store import HistoryStore
 from tests.conftest import REPO, requires_vllm, shared_engine
+from tests.webhook_receiver import Receiver
 
 pytestmark = [requires_vllm, pytest.mark.nightly]
 
@@ -157,3 +160,60 @@ def test_twenty_unchanged_nights_pass_and_a_4ms_step_on_another_host_stays_red(
 def test_a_slowdown_from_night_5_stays_red_in_postgresql(tmp_path, tiny_server, slowed_server,
                                                          postgres_db, capsys):
     slowdown_then_ack(Nights(tmp_path, postgres_db), tiny_server, slowed_server, 4, capsys)
+
+
+EPISODE_SUITE = SUITE.replace("@pytest.mark.cpu\n", "@pytest.mark.cpu\n@pytest.mark.h100\n")
+
+
+def test_eight_nights_of_episodes_post_each_change_once_and_a_stopped_shape_once(
+        tmp_path, tiny_server, slowed_server, monkeypatch):
+    """`llmperf nightly` with LLMPERF_EPISODES=1 and LLMPERF_NIGHT_SUMMARY=1, as a deploy file
+    runs it, eight nights on the real engine (unchanged 1-3, 4 ms a step slower 4-6, back 7-8)
+    into one store: each episode opened once and resolved once, the slowed decode among them; a
+    summary line every night. Then the clock moves two days on (the store's runs made older)
+    and a night of another runner shape (an H100 by the hardware override) posts the stopped
+    CPU shape as stale, once."""
+    folder, store = tmp_path / "checkout", tmp_path / "store" / "history.sqlite"
+    folder.mkdir()
+    store.parent.mkdir()
+    (folder / "test_nights.py").write_text(EPISODE_SUITE)
+    monkeypatch.chdir(folder)
+    for name in ("GITHUB_RUN_ID", "GITHUB_STEP_SUMMARY", "CI_JOB_URL", "BUILD_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.setenv("LLMPERF_EPISODES", "1")
+    monkeypatch.setenv("LLMPERF_NIGHT_SUMMARY", "1")
+
+    def night(server: VllmServer, marker: str = "cpu") -> int:
+        return cli.main(["nightly", "--marker", marker, "--store", str(store), "--out",
+                         f"reports/{marker}", "--publish", "site", "--suites", "test_nights.py",
+                         "--", "-p", "no:cacheprovider", "-p", "no:randomly",
+                         "--llmperf-endpoint", server.base_url, "--llmperf-hardware", marker])
+
+    with Receiver() as receiver:
+        monkeypatch.setenv("LLMPERF_WEBHOOK_URL", receiver.url)
+        codes = [night(server) for server in [tiny_server] * 3 + [slowed_server] * 3
+                 + [tiny_server] * 2]
+        texts = [body["text"] for _, body in receiver.bodies]
+        summaries = [t for t in texts if t.startswith("llmperf nightly -m cpu: ")]
+        assert len(summaries) == 8, texts
+        assert codes[:3] == [0, 0, 0] and 1 in codes[3:6] and codes[-1] == 0, (codes, texts)
+        events = [t for t in texts if t.startswith(("opened: ", "resolved"))]
+        opened = [t.removeprefix("opened: ") for t in events if t.startswith("opened: ")]
+        resolved = [t for t in events if t.startswith("resolved")]
+        assert opened and len(resolved) == len(opened) == len(set(opened)), events
+        assert any(metric in line for line in opened for metric in DECODE_SPEED), events
+
+        # Two days later, only the H100 shape runs: the CPU shape stopped.
+        stamp = HistoryStore.open(location.resolve(str(store), folder))
+        try:
+            with stamp._engine.begin() as connection:  # no API moves a date: time does
+                connection.execute(update(schema.runs).values(
+                    started_at=schema.runs.c.started_at - timedelta(days=2)))
+        finally:
+            stamp.close()
+        before = len(receiver.bodies)
+        assert night(tiny_server, "h100") == 0
+        stale = [body["text"] for _, body in receiver.bodies[before:]
+                 if body["text"].startswith("stale: runner shape cpu-")]
+    assert len(stale) == 1 and stale[0].endswith("interval 36 h)"), receiver.bodies[before:]
