@@ -120,6 +120,18 @@ class RequestRecord:
         return self.error is None and self.sent_s is not None and bool(self.chunk_times_s)
 
     @property
+    def ttft_s(self) -> float:
+        """Time to first token: from sending to the first chunk that carried tokens (a role
+        chunk carries none: metrics/request_metrics.py says how this differs from vLLM's).
+        For a record that is `ok`; every report of TTFT reads it here."""
+        return self.chunk_times_s[0] - self.sent_s
+
+    @property
+    def e2el_s(self) -> float:
+        """End-to-end latency: from sending to the last chunk that carried tokens (`ok` only)."""
+        return self.chunk_times_s[-1] - self.sent_s
+
+    @property
     def output_tokens(self) -> int:
         """Generated tokens: the server's usage when it sent one, else the sum over chunks."""
         if self.usage_output_tokens is not None:

@@ -66,10 +66,9 @@ def request_latencies(record: RequestRecord) -> dict[str, float] | None:
     one-token output, as vllm's goodput counts it."""
     if not record.ok:
         return None
-    first, last = record.chunk_times_s[0], record.chunk_times_s[-1]
-    return {"ttft_s": first - record.sent_s, "e2el_s": last - record.sent_s,
+    return {"ttft_s": record.ttft_s, "e2el_s": record.e2el_s,
             "tpot_s": request_tpot(record) if record.output_tokens > 1 else 0.0,
-            "ttfo_s": _ttfo(record, first - record.sent_s)}
+            "ttfo_s": _ttfo(record, record.ttft_s)}
 
 
 def _ttfo(record: RequestRecord, ttft: float) -> float:

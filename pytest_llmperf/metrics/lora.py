@@ -40,7 +40,7 @@ def by_adapter(records: Sequence[RequestRecord]) -> dict[str, dict[str, float]]:
         mine = [r for r in records if (r.model or BASE) == name]  # no adapter is "base"
         done = [r for r in mine if r.ok]
         rows[name] = {"requests": len(mine), "failed": len(mine) - len(done),
-                      **_stats([r.chunk_times_s[0] - r.sent_s for r in done], "ttft_s"),
+                      **_stats([r.ttft_s for r in done], "ttft_s"),
                       **_stats([request_tpot(r) for r in done if r.output_tokens > 1],
                                "tpot_s")}
     return rows

@@ -74,7 +74,7 @@ METRICS: tuple[Metric, ...] = (
     # first chunk carrying generated tokens.
     latency("ttft_s", "TTFT", "TTFT time to first token",
             columns=(_column("{:.1f}", 80, 2, "p50"), _column("{:.1f}", 90, 12, "p99")),
-            samples=lambda run: [r.chunk_times_s[0] - r.sent_s for r in run.done]),
+            samples=lambda run: [r.ttft_s for r in run.done]),
     # vllm: same formula; it re-tokenizes the text when usage is missing, we fall back to the
     # chunk token counts (RequestRecord.output_tokens).
     latency("tpot_s", "TPOT", "TPOT time per output token after the first",
@@ -91,7 +91,7 @@ METRICS: tuple[Metric, ...] = (
             samples=lambda run: [x for r in run.done for x in _gaps(r)]),
     # vllm: last chunk with `choices`; ours is the last chunk carrying tokens.
     latency("e2el_s", "E2EL", "E2EL end to end", columns=(_column("{:.0f}", 120, 7, "p50"),),
-            samples=lambda run: [r.chunk_times_s[-1] - r.sent_s for r in run.done]),
+            samples=lambda run: [r.e2el_s for r in run.done]),
     # Not in vllm, whose latencies hide client queueing
     # (https://github.com/vllm-project/vllm/issues/54101). Over every sent request, failed ones
     # included: the lag was the client's either way.

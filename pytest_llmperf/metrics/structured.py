@@ -52,7 +52,7 @@ def _sent(record: RequestRecord) -> float:
 
 
 def _ttft(records: Sequence[RequestRecord]) -> dict[str, Any]:
-    values = [r.chunk_times_s[0] - r.sent_s for r in records if r.ok]
+    values = [r.ttft_s for r in records if r.ok]
     return {"requests": len(values),
             "ttft_s.p50": float(np.median(values)) if values else None,
             "ttft_s.mean": float(np.mean(values)) if values else None}

@@ -67,8 +67,8 @@ def by_turn(records: Sequence[RequestRecord]) -> dict[str, dict[str, float]]:
         prompt = [r.usage_prompt_tokens or r.expected_prompt_tokens for r in done]
         out[str(turn)] = {
             "requests": len(mine), "failed": len(mine) - len(done),
-            **_stats([r.chunk_times_s[0] - r.sent_s for r in done], "ttft_s"),
-            **_stats([r.chunk_times_s[-1] - r.sent_s for r in done], "e2el_s"),
+            **_stats([r.ttft_s for r in done], "ttft_s"),
+            **_stats([r.e2el_s for r in done], "e2el_s"),
             **({"prompt_tokens.mean": float(np.mean(prompt))} if prompt else {}),
         }
     return out

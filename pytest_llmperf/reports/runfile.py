@@ -235,10 +235,10 @@ def _request_values(records: Iterable[RequestRecord]) -> dict[str, list[float]]:
     """
     done = [r for r in records if r.ok]
     return {
-        "ttft_s": [r.chunk_times_s[0] - r.sent_s for r in done],
+        "ttft_s": [r.ttft_s for r in done],
         "tpot_s": [metrics_mod.request_tpot(r) for r in done if r.output_tokens > 1],
         "itl_s": [x for r in done for x in metrics_mod.request_itls(r)],
-        "e2el_s": [r.chunk_times_s[-1] - r.sent_s for r in done],
+        "e2el_s": [r.e2el_s for r in done],
     }
 
 

@@ -338,7 +338,7 @@ def _latencies(records: Sequence[RequestRecord] | None) -> tuple[list[float] | N
     if records is None:
         return None, None
     done = [r for r in records if r.ok]
-    return ([r.chunk_times_s[0] - r.sent_s for r in done],
+    return ([r.ttft_s for r in done],
             [request_tpot(r) for r in done if r.output_tokens > 1])
 
 
