@@ -103,8 +103,8 @@ class AcknowledgedBaseline:
         if not values:  # nothing stored before it: the table's verdict stands
             return verdict
         level = combine_repeats(values)
-        entry = BaselineEntry(level.value, level.spread, direction(verdict.name), band,
-                              level.n)
+        entry = BaselineEntry(value=level.value, spread=level.spread,
+                              direction=direction(verdict.name), tolerance=band, n=level.n)
         judged = gate.check_metric(verdict.name, current.estimates[verdict.name], entry)
         fmt = formatter(verdict.name, level.value, verdict.value)
         where = (f"the level {accept.who} accepted on {accept.recorded_at.date().isoformat()}: "

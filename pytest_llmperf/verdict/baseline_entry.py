@@ -35,9 +35,11 @@ class BaselineError(InputError):
     """A baseline or saved-run file that cannot be used; the message is one line with the fix."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BaselineEntry:
-    """The stored form of one gated metric; verdict/baseline_toml.py has the file layout."""
+    """The stored form of one gated metric; verdict/baseline_toml.py has the file layout.
+    Keyword-only: its numbers are in another order than Estimate's, and a positional call could
+    swap `n` and `direction` or the spread and the tolerance without an error."""
 
     value: float
     spread: float
@@ -56,7 +58,8 @@ class BaselineEntry:
         """The entry of a stored estimate (its direction set) at `tolerance`; a NaN spread (one
         repeat of a metric that had none) as 0."""
         spread = estimate.spread if math.isfinite(estimate.spread) else 0.0
-        return cls(estimate.value, spread, str(estimate.direction), tolerance, estimate.n)
+        return cls(value=estimate.value, spread=spread, direction=str(estimate.direction),
+                   tolerance=tolerance, n=estimate.n)
 
     @property
     def estimate(self) -> Estimate:

@@ -59,7 +59,8 @@ def test_not_recorded(llmperf):
 
 ENGINE = Engine(model="/models/llama", load_format="dummy", max_num_seqs=8)
 LOAD = Workload.fixed(input_tokens=8, output_tokens=8, num_requests=4, concurrency=2)
-ENTRY = {"output_throughput_tok_s": BaselineEntry(100.0, 1.0, "higher", 0.1, 3)}
+ENTRY = {"output_throughput_tok_s": BaselineEntry(value=100.0, spread=1.0, direction="higher",
+                                                  tolerance=0.1, n=3)}
 FILE = "baselines/h100/test_suite.toml"
 FIX = "pytest -m h100 test_suite.py --llmperf-update-baselines"
 

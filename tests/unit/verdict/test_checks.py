@@ -400,8 +400,9 @@ def test_updated_entries_for_a_new_baseline(ref):
     entries = references.updated_entries(ON_BASELINE, ref, None)
     # Only the gated metrics the run measured; default tolerance and each metric's direction.
     assert entries == {
-        "output_throughput_tok_s": BaselineEntry(1000.0, 0.0, "higher", 0.1, 1),
-        "ttft_s.p50": BaselineEntry(0.1, 0.0, "lower", 0.1, 1),
+        "output_throughput_tok_s": BaselineEntry(value=1000.0, spread=0.0, direction="higher",
+                                                 tolerance=0.1, n=1),
+        "ttft_s.p50": BaselineEntry(value=0.1, spread=0.0, direction="lower", tolerance=0.1, n=1),
     }
 
 
@@ -409,7 +410,8 @@ def test_updated_entries_keep_a_hand_edited_tolerance(ref):
     edited = BaselineEntry(value=0.1, spread=0.0, direction="lower", tolerance=0.25, n=1)
     write(ref, **{"ttft_s.p50": edited, "output_throughput_tok_s": TPUT})
     entries = references.updated_entries({**ON_BASELINE, "ttft_s.p50": est(0.12)}, ref, None)
-    assert entries["ttft_s.p50"] == BaselineEntry(0.12, 0.0, "lower", 0.25, 1)
+    assert entries["ttft_s.p50"] == BaselineEntry(value=0.12, spread=0.0, direction="lower",
+                                                  tolerance=0.25, n=1)
     assert entries["output_throughput_tok_s"].tolerance == 0.1
 
 
@@ -418,7 +420,8 @@ def test_updated_entries_keep_a_metric_added_by_hand(ref):
     write(ref, **{"ttft_s.p99": p99})
     current = {**ON_BASELINE, "ttft_s.p99": est(0.4)}
     entries = references.updated_entries(current, ref, None)
-    assert entries["ttft_s.p99"] == BaselineEntry(0.4, 0.0, "lower", 0.5, 1)
+    assert entries["ttft_s.p99"] == BaselineEntry(value=0.4, spread=0.0, direction="lower",
+                                                  tolerance=0.5, n=1)
     assert sorted(entries) == ["output_throughput_tok_s", "ttft_s.p50", "ttft_s.p99"]
 
 
@@ -435,14 +438,16 @@ def test_updated_entries_replace_a_broken_table_whole(ref):
     ref.path.parent.mkdir(parents=True)
     ref.path.write_text(f'["{KEY}".metrics."ttft_s.p50"]\nvalue = "fast"\n')
     entries = references.updated_entries(ON_BASELINE, ref, None)
-    assert entries["ttft_s.p50"] == BaselineEntry(0.1, 0.0, "lower", 0.1, 1)
+    assert entries["ttft_s.p50"] == BaselineEntry(value=0.1, spread=0.0, direction="lower",
+                                                  tolerance=0.1, n=1)
 
 
 def test_updated_entries_with_explicit_gated_names(ref):
     # Capacity and offline tests gate whatever they measured, not the run defaults.
     capacity = {"slo_capacity_req_s": Estimate(12.5, 0.5, 3)}
     entries = references.updated_entries(capacity, ref, None, gated=("slo_capacity_req_s",))
-    assert entries == {"slo_capacity_req_s": BaselineEntry(12.5, 0.5, "higher", 0.1, 3)}
+    assert entries == {"slo_capacity_req_s": BaselineEntry(value=12.5, spread=0.5,
+                                                           direction="higher", tolerance=0.1, n=3)}
 
 
 def test_updated_entries_round_trip_through_the_file(ref):

@@ -346,15 +346,18 @@ def test_make_entries_defaults():
     entries = make_entries(estimates)
     assert set(DEFAULT_GATED) >= set(entries)
     assert entries == {
-        "output_throughput_tok_s": BaselineEntry(4300.0, 50.0, "higher", 0.1, 3),
-        "ttft_s.p50": BaselineEntry(0.21, 0.004, "lower", 0.1, 3),
+        "output_throughput_tok_s": BaselineEntry(value=4300.0, spread=50.0, direction="higher",
+                                                 tolerance=0.1, n=3),
+        "ttft_s.p50": BaselineEntry(value=0.21, spread=0.004, direction="lower", tolerance=0.1,
+                                    n=3),
     }
 
 
 def test_make_entries_keeps_hand_edits_and_applies_overrides():
     previous = Baseline({
-        "ttft_s.p50": BaselineEntry(0.2, 0.0, "lower", 0.25, 1),
-        "custom_metric": BaselineEntry(5.0, 0.0, "higher", 0.05, 1),
+        "ttft_s.p50": BaselineEntry(value=0.2, spread=0.0, direction="lower", tolerance=0.25, n=1),
+        "custom_metric": BaselineEntry(value=5.0, spread=0.0, direction="higher", tolerance=0.05,
+                                       n=1),
     })  # fmt: skip
     estimates = {
         "ttft_s.p50": Estimate(0.21, 0.0, 1),
@@ -365,9 +368,10 @@ def test_make_entries_keeps_hand_edits_and_applies_overrides():
         estimates, previous=previous, overrides={"e2el_s.p50": 0.2}, directions={"x": "higher"}
     )
     assert entries == {
-        "custom_metric": BaselineEntry(6.0, 0.0, "higher", 0.05, 1),
-        "e2el_s.p50": BaselineEntry(1.5, 0.0, "lower", 0.2, 1),
-        "ttft_s.p50": BaselineEntry(0.21, 0.0, "lower", 0.25, 1),
+        "custom_metric": BaselineEntry(value=6.0, spread=0.0, direction="higher", tolerance=0.05,
+                                       n=1),
+        "e2el_s.p50": BaselineEntry(value=1.5, spread=0.0, direction="lower", tolerance=0.2, n=1),
+        "ttft_s.p50": BaselineEntry(value=0.21, spread=0.0, direction="lower", tolerance=0.25, n=1),
     }
 
 

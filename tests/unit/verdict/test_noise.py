@@ -188,10 +188,13 @@ def test_kinds():
 
 def test_the_users_tolerance_is_kept_and_the_floor_written_otherwise(tmp_path):
     ref = references.BaselineRef(tmp_path / "b.toml", "test_a", "t.py::test_a")
-    old = BaselineEntry(0.1, 0.0, "lower", 0.1, 1)  # as every entry was written before
+    # as every entry was written before:
+    old = BaselineEntry(value=0.1, spread=0.0, direction="lower", tolerance=0.1, n=1)
     baselines.update_baseline(ref.path, "test_a", {
-        "ttft_s.p50": old, "tpot_s.p50": BaselineEntry(0.01, 0.0, "lower", 0.25, 1),
-        "e2el_s.p50": BaselineEntry(0.2, 0.0058, "lower", noise.FLOOR, 1, "prior")}, {})
+        "ttft_s.p50": old, "tpot_s.p50": BaselineEntry(value=0.01, spread=0.0, direction="lower",
+                                                       tolerance=0.25, n=1),
+        "e2el_s.p50": BaselineEntry(value=0.2, spread=0.0058, direction="lower",
+                                    tolerance=noise.FLOOR, n=1, spread_source="prior")}, {})
     now = {"ttft_s.p50": Estimate(0.1, 0.0, 1), "tpot_s.p50": Estimate(0.01, 0.0, 1),
            "e2el_s.p50": Estimate(0.2, 0.0, 1), "ttft_s.mean": Estimate(0.3, 0.0, 1)}
     gated = ("ttft_s.p50", "tpot_s.p50", "e2el_s.p50", "ttft_s.mean")
@@ -206,7 +209,8 @@ def test_the_users_tolerance_is_kept_and_the_floor_written_otherwise(tmp_path):
 
 
 def test_a_noisier_session_widens_the_band_with_its_own_repeats():
-    entry = BaselineEntry(100.0, 0.5, "higher", noise.FLOOR, 1, "prior")
+    entry = BaselineEntry(value=100.0, spread=0.5, direction="higher", tolerance=noise.FLOOR, n=1,
+                          spread_source="prior")
     verdict = check_metric("output_throughput_tok_s", Estimate(88.0, 5.0, 3), entry)
     assert verdict.status == Status.PASS
     assert verdict.message == ("output_throughput_tok_s within the band: 88.00 tok/s vs "
@@ -216,20 +220,26 @@ def test_a_noisier_session_widens_the_band_with_its_own_repeats():
 
 
 def test_a_wide_band_is_a_factor_both_ways():
-    entry = BaselineEntry(1000.0, 500.0, "higher", noise.FLOOR, 1, "prior")  # 3 x 50%: 2.5x
+    entry = BaselineEntry(value=1000.0, spread=500.0, direction="higher", tolerance=noise.FLOOR,
+                          n=1, spread_source="prior")  # 3 x 50%: 2.5x
     assert check_metric("output_throughput_tok_s", 401.0, entry).status == Status.PASS
     assert check_metric("output_throughput_tok_s", 399.0, entry).status == Status.REGRESSION
     assert check_metric("output_throughput_tok_s", 2499.0, entry).status == Status.PASS
-    zero = BaselineEntry(0.0, 0.5, "lower", noise.FLOOR, 1, "repeats")
+    zero = BaselineEntry(value=0.0, spread=0.5, direction="lower", tolerance=noise.FLOOR, n=1,
+                         spread_source="repeats")
     assert check_metric("server:preemptions", 1.5, zero).status == Status.PASS
     assert check_metric("server:preemptions", 1.6, zero).status == Status.REGRESSION
 
 
 def test_two_noisy_metrics_are_one_line():
-    entries = {"ttft_s.p50": BaselineEntry(0.1, 0.05, "lower", noise.FLOOR, 1, "history"),
-               "tpot_s.p90": BaselineEntry(0.002, 0.0003, "lower", noise.FLOOR, 1, "prior"),
-               "tpot_s.p50": BaselineEntry(0.002, 0.0001, "lower", noise.FLOOR, 1, "prior"),
-               "e2el_s.p50": BaselineEntry(0.2, 0.1, "lower", 0.1, 1)}  # old: always gated
+    entries = {"ttft_s.p50": BaselineEntry(value=0.1, spread=0.05, direction="lower",
+                                           tolerance=noise.FLOOR, n=1, spread_source="history"),
+               "tpot_s.p90": BaselineEntry(value=0.002, spread=0.0003, direction="lower",
+                                           tolerance=noise.FLOOR, n=1, spread_source="prior"),
+               "tpot_s.p50": BaselineEntry(value=0.002, spread=0.0001, direction="lower",
+                                           tolerance=noise.FLOOR, n=1, spread_source="prior"),
+               "e2el_s.p50": BaselineEntry(value=0.2, spread=0.1, direction="lower",
+                                           tolerance=0.1, n=1)}  # old: always gated
     kept, noisy = noise.split_noisy(baselines.Baseline(entries))
     assert sorted(kept.metrics) == ["e2el_s.p50", "tpot_s.p50"]
     assert noise.noisy_line(noisy, noise.CPU) == (
@@ -243,8 +253,10 @@ def test_two_noisy_metrics_are_one_line():
 def test_the_source_is_stored_and_a_file_without_it_reads_as_before(tmp_path):
     path = tmp_path / "b.toml"
     baselines.update_baseline(path, "t", {
-        "ttft_s.p50": BaselineEntry(0.2, 0.066, "lower", 0.02, 1, "prior"),
-        "ttft_s.p90": BaselineEntry(0.3, 0.0, "lower", 0.1, 1)}, {})
+        "ttft_s.p50": BaselineEntry(value=0.2, spread=0.066, direction="lower", tolerance=0.02,
+                                    n=1, spread_source="prior"),
+        "ttft_s.p90": BaselineEntry(value=0.3, spread=0.0, direction="lower", tolerance=0.1,
+                                    n=1)}, {})
     text = path.read_text()
     assert 'tolerance = 0.02\nspread_source = "prior"\n' in text
     assert text.count("spread_source") == 1
