@@ -37,9 +37,9 @@ def payload(ledger: Ledger, settings: Settings, pool: EnginePool, started: datet
             recorded: bool) -> dict[str, Any]:
     """One process's share of the report, as JSON-able data. `recorded`: the results store
     appends the session's run (history_run.record_run)."""
-    # --llmperf-html draws its plots from the run file, so it needs one as much as --llmperf-json.
-    # The results store appends the run file's document too.
-    wants_document = settings.json or settings.save or settings.html or recorded
+    # A format that reads the run file (--llmperf-json, --llmperf-save, --llmperf-html, which
+    # draws its plots from it: Output.reads_run) needs one; the results store appends it too.
+    wants_document = recorded or any(writer.reads_run for writer, _ in targets(settings))
     price = usd_per_hour(settings, ledger.hardware_class)
     # Per-GPU throughput, cost and roofline: worked out once per result, for the run file and
     # the summary's rows alike.
@@ -149,4 +149,5 @@ def markdown_report(payloads: list[dict[str, Any]], *, failures: list[tuple[str,
     return markdown.Report(rows=rows, engines=engine_legend(payloads, rows),
                            others=merged(payloads, "extras"),
                            notes=fold(notes_of(payloads)), failures=failures,
-                           fingerprint=fingerprint.to_dict(), provenance=provenance)
+                           fingerprint=fingerprint.to_dict(), provenance=provenance,
+                           budget=budget_headline(rows, notes_of(payloads)))

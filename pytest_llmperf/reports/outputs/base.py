@@ -7,7 +7,9 @@ and outputs/csv.py in https://github.com/vllm-project/guidellm).
 A writer names the Settings field that asks for it (`option`, its flag --llmperf-<option>), says
 where it writes (`targets`: checked writable before anything is measured) and writes one target
 (`write`), returning the summary's line: where it went, or why not. Writers that read the report
-write after the run file's writers, whose lines the report then lists.
+write after the run file's writers, whose lines the report then lists. A writer that reads the
+run file (`reads_run`, the default) is what makes the session build one: session/outputs.py asks
+the registry, so a new format needs no line there.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class Output(ABC):
     registry: ClassVar[dict[str, type[Output]]] = {}
     option: ClassVar[str] = ""  # the Settings field that asks for it
     reads_report: ClassVar[bool] = False
+    reads_run: ClassVar[bool] = True  # SessionOutput.run: built only where a writer reads it
     what: ClassVar[str] = ""  # "Markdown report": the summary's line names it
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -17,6 +17,7 @@ STEP_SUMMARY_LIMIT = 1024 * 1024
 class MarkdownFile(Output):
     option = "markdown"
     reads_report = True
+    reads_run = False  # the report alone
 
     def write(self, target: Target, session: SessionOutput) -> str:
         assert session.report is not None
@@ -28,6 +29,7 @@ class StepSummary(Output):
     """Appended to $GITHUB_STEP_SUMMARY whenever a GitHub Actions job sets it."""
 
     reads_report = True
+    reads_run = False
 
     @classmethod
     def targets(cls, value: Any, paths: Paths, environ: Mapping[str, str]) -> list[Target]:
