@@ -1,7 +1,8 @@
 """The session's report as GitHub-flavoured Markdown (`--llmperf-markdown PATH`, and appended to
 `$GITHUB_STEP_SUMMARY` in a GitHub Actions job), for reading a nightly run on its CI page.
 
-In reading order: the verdict counts, the failures with their messages, the table (every column
+In reading order: the verdict counts, the run's false-alarm budget (verdict/budget.py: the
+terminal summary's first line), the failures with their messages, the table (every column
 with a value, worst rows first), the engines, the GPUs (one line per GPU test and card), other
 measurements, notes, then the machine and the provenance of the numbers. GitHub renders a job's
 step summary as GitHub-flavoured Markdown and limits it to 1 MiB (docs/reports.md); tables use
@@ -45,6 +46,7 @@ class Report:
     failures: list[tuple[str, str]] = field(default_factory=list)  # node id, pytest's message
     fingerprint: Mapping[str, Any] = field(default_factory=dict)
     provenance: Mapping[str, Any] = field(default_factory=dict)  # commit, started, command...
+    budget: list[str] = field(default_factory=list)  # reports/headline.budget_headline
 
 
 def escape(text: str) -> str:
@@ -145,6 +147,7 @@ def document(report: Report, limit: int | None = None) -> str:
 
 def _document(report: Report, tables: list[list[str]]) -> str:
     lines = [headline(report.rows, len(report.failures)), ""]
+    lines += [*map(plain, report.budget), ""] if report.budget else []
     if report.failures:
         lines += failure_lines(report.failures)
     for part in tables:

@@ -38,9 +38,14 @@ def test_a_regression_the_noise_does_not_confirm_is_named_not_failed(suite, monk
     # TTFT +27%: past the bands of p50 (3 x 8% = 24%) and p90 (19.5%), but p = 1.7% and 0.5%
     # by their noise, over the 0.185% a comparison the budget allows.
     monkeypatch.setenv("FAKE_b", "0.127,0.01")
-    result = suite.runpytest()
+    result = suite.runpytest("--llmperf-markdown", "run.md")
     result.assert_outcomes(passed=3)
     assert "cost: 2 regression(s) named below as unconfirmed, not failed" in unwrapped(result)
+    # The reviewer's page says the same under its headline (a CI job's step summary).
+    page = (suite.path / "run.md").read_text().splitlines()
+    assert page[2].startswith("false-alarm budget: one false red in 30 runs, shared by the "
+                              "run's 18 planned comparisons") and page[2].endswith(
+        "cost: 2 regression(s) named below as unconfirmed, not failed"), page[:4]
     text = unwrapped(result)
     assert ("test_suite.py::test_b: unconfirmed, not failed: ttft_s.p50 regressed: 127.0 ms vs "
             "baseline 100.0 ms (+27.0%, allowed +24.0% by 3 x run-to-run spread 8.0% (prior), "
