@@ -88,20 +88,12 @@ def date_ticks(first: float, last: float) -> list[tuple[float, str]]:
     """Ticks at whole hours (UTC, every 1-12 hours) over a span of up to two days, else at
     midnights every few days; at most TICKS. A tick's label is its date where it is the first
     tick of its day, else its time."""
+    def moment(seconds: float) -> datetime:
+        return datetime.fromtimestamp(seconds, timezone.utc)
+
     if last <= first:
-        return [(first, datetime.fromtimestamp(first, timezone.utc).strftime("%Y-%m-%d %H:%M"))]
-    span = last - first
-    hours = next((h for h in HOUR_STEPS if span / (h * HOUR) < TICKS), None)
-    if hours is None or span > 2 * DAY:
-        step = timedelta(days=max(1, -(-int(span // DAY) // TICKS)))
-        tick = datetime.fromtimestamp(first, timezone.utc).replace(
-            hour=0, minute=0, second=0, microsecond=0)
-        tick += timedelta(days=1) if tick.timestamp() < first else timedelta(0)
-    else:
-        step = timedelta(hours=hours)
-        tick = datetime.fromtimestamp(first, timezone.utc).replace(
-            minute=0, second=0, microsecond=0)
-        tick = tick.replace(hour=tick.hour - tick.hour % hours)
+        return [(first, moment(first).strftime("%Y-%m-%d %H:%M"))]
+    tick, step = _grid(moment(first), last - first)
     out, day = [], None
     while tick.timestamp() <= last:
         if tick.timestamp() >= first:
@@ -111,9 +103,21 @@ def date_ticks(first: float, last: float) -> list[tuple[float, str]]:
             day = tick.date()
         tick += step
     if not out:  # a span within one step: its two ends
-        out = [(first, datetime.fromtimestamp(first, timezone.utc).strftime("%Y-%m-%d %H:%M")),
-               (last, datetime.fromtimestamp(last, timezone.utc).strftime("%H:%M"))]
+        out = [(first, moment(first).strftime("%Y-%m-%d %H:%M")),
+               (last, moment(last).strftime("%H:%M"))]
     return out
+
+
+def _grid(start: datetime, span_s: float) -> tuple[datetime, timedelta]:
+    """The first tick (over two days: the first midnight from `start` on; else the whole hour
+    of the step at or before it, which date_ticks skips) and the step between ticks."""
+    if span_s > 2 * DAY:
+        midnight = start.replace(hour=0, minute=0, second=0, microsecond=0)
+        first = midnight if midnight == start else midnight + timedelta(days=1)
+        return first, timedelta(days=max(1, -(-int(span_s // DAY) // TICKS)))
+    hours = next((h for h in HOUR_STEPS if span_s / (h * HOUR) < TICKS), HOUR_STEPS[-1])
+    hour = start.replace(minute=0, second=0, microsecond=0)
+    return hour.replace(hour=hour.hour - hour.hour % hours), timedelta(hours=hours)
 
 
 def _dot(point, x: float, y: float, fmt, metric: str) -> str:
