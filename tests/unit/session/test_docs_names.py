@@ -19,10 +19,11 @@ PATH = re.compile(r"(?<![\w./-])(?:\.\./)?((?:%s)/[\w./-]*[\w/])(?![\w*<{])" % "
 OPTION = re.compile(r"--llmperf-[a-z][a-z0-9-]*[a-z0-9]")
 BARE_TEST = re.compile(r"[`\"](test_\w+)[`\"]")
 # Names that stand for something else, on purpose: a reader's own suite in an error line's
-# example (test_x, test_suite.py, suite.py, a calibration suite in a temporary folder), the
+# example (test_x, test_suite.py, suite.py, a calibration suite in a temporary folder, the
+# nights test's suite in a quoted post: test_nights.py), the
 # removed test a stale table names, a mode docs/layout.md imagines, inference-perf's own
 # docs/config.md, and a store column.
-EXAMPLES = {"suites/test_x.py", "test_suite.py", "suite.py", "test_history_cal.py",
+EXAMPLES = {"suites/test_x.py", "test_suite.py", "suite.py", "test_history_cal.py", "test_nights.py",
             "test_removed", "--llmperf-dry-run", "docs/config.md", "test_id"}
 
 
