@@ -29,8 +29,8 @@ from pytest_llmperf.engines.kinds.vllm import VLLM
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.secrets import MARKER, redact_args, redact_env, redact_text, secret_values
 
-__all__ = ["EngineStartError", "check_model_path", "engine_error", "log_header", "log_tail",
-           "own_rpc_dir", "spawn", "stop_group"]
+__all__ = ["EngineStartError", "check_model_path", "engine_error", "group_alive", "log_header",
+           "log_tail", "own_rpc_dir", "spawn", "stop_group"]
 
 STOP_TIMEOUT_S = 15.0  # SIGTERM -> SIGKILL; vLLM on CPU stops in ~2 s
 STOP_POLL_S = 0.05
@@ -163,7 +163,7 @@ def _stop(proc: subprocess.Popen, grace_s: float) -> None:
         _signal_group(proc.pid, signal.SIGCONT)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        if proc.poll() is not None and not _group_alive(proc.pid):
+        if proc.poll() is not None and not group_alive(proc.pid):
             return
         time.sleep(STOP_POLL_S)
     _signal_group(proc.pid, signal.SIGKILL)
@@ -172,11 +172,12 @@ def _stop(proc: subprocess.Popen, grace_s: float) -> None:
     except subprocess.TimeoutExpired:  # pragma: no cover - a zombie we cannot reap
         pass
     deadline = time.monotonic() + STOP_TIMEOUT_S
-    while _group_alive(proc.pid) and time.monotonic() < deadline:
+    while group_alive(proc.pid) and time.monotonic() < deadline:
         time.sleep(STOP_POLL_S)
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
+    """Is any process of group `pgid` left (one we may not signal counts as gone)?"""
     try:
         os.killpg(pgid, 0)
     except (ProcessLookupError, PermissionError):

@@ -84,14 +84,13 @@ def _metrics(stored: StoredResult) -> dict[str, MetricValue]:
     where the run had a price (--llmperf-cost-per-hour), its dollars per million output and
     total tokens (metrics/cost.py; the history page charts them)."""
     metrics = {name: _stored(estimate) for name, estimate in stored.metrics.items()}
-    start = finite_or_none(stored.engine_start_s)
-    if start is not None and "engine_start_s" not in metrics:
-        metrics["engine_start_s"] = MetricValue(start, 0.0, 1, "lower")
     priced = stored.derived.get("cost") or {}
-    for name in cost.NAMES:
-        usd = finite_or_none(priced.get(name))
-        if usd is not None and name not in metrics:
-            metrics[name] = MetricValue(usd, 0.0, 1, "lower")
+    beside = {"engine_start_s": stored.engine_start_s,
+              **{name: priced.get(name) for name in cost.NAMES}}
+    for name, value in beside.items():
+        value = finite_or_none(value)
+        if value is not None and name not in metrics:
+            metrics[name] = MetricValue(value, 0.0, 1, "lower")
     return metrics
 
 

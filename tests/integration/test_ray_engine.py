@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_llmperf.engines.process import group_alive
 from tests.conftest import REPO, requires_vllm
 
 # What runs, not how fast: beside other tests in CI (tests/integration/conftest.py).
@@ -63,14 +64,6 @@ def ray_processes() -> list[str]:
         if any(marker in cmdline for marker in RAY_MARKERS):
             found.append(f"{pid} {cmdline.decode(errors='replace')[:160]}")
     return found
-
-
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def engine_group_gone(log: Path) -> bool:

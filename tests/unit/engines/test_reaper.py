@@ -37,19 +37,11 @@ TEST_PROCESS = textwrap.dedent("""
 """)
 
 
-def _alive(group: int) -> bool:
-    try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def _wait_gone(group: int, within_s: float) -> bool:
     deadline = time.monotonic() + within_s
-    while _alive(group) and time.monotonic() < deadline:
+    while process.group_alive(group) and time.monotonic() < deadline:
         time.sleep(0.1)
-    return not _alive(group)
+    return not process.group_alive(group)
 
 
 def test_a_killed_test_process_takes_an_engine_that_ignores_sigterm_along(tmp_path):
@@ -63,7 +55,7 @@ def test_a_killed_test_process_takes_an_engine_that_ignores_sigterm_along(tmp_pa
             time.sleep(0.05)
         group = int(said.read_text())
         time.sleep(1.0)  # the engine's child started, its SIGTERM handler set
-        assert _alive(group)
+        assert process.group_alive(group)
         test_process.kill()  # SIGKILL: no teardown of ours runs
         test_process.wait(timeout=10)
         # PR_SET_PDEATHSIG's SIGTERM is ignored; the reaper's SIGKILL after its 1 s grace is not.
@@ -71,7 +63,7 @@ def test_a_killed_test_process_takes_an_engine_that_ignores_sigterm_along(tmp_pa
     finally:
         if test_process.poll() is None:
             test_process.kill()
-        if said.exists() and _alive(int(said.read_text())):
+        if said.exists() and process.group_alive(int(said.read_text())):
             os.killpg(int(said.read_text()), signal.SIGKILL)
 
 
@@ -81,5 +73,5 @@ def test_a_group_stopped_here_lets_its_reaper_go(tmp_path):
     _, watcher = reaper._held[proc.pid]
     assert watcher.poll() is None  # watching
     process.stop_group(proc, grace_s=5)
-    assert not _alive(proc.pid) and proc.pid not in reaper._held
+    assert not process.group_alive(proc.pid) and proc.pid not in reaper._held
     assert watcher.poll() is not None  # it found the group gone and exited
