@@ -79,16 +79,13 @@ def _stored(estimate: Estimate) -> MetricValue:
 
 
 def _metrics(stored: StoredResult) -> dict[str, MetricValue]:
-    """The entry's metrics, and two numbers the run file keeps beside them as metrics of one
-    sample, so each is a series like any other: the engine's start time (engine_start_s) and,
-    where the run had a price (--llmperf-cost-per-hour), its dollars per million output and
-    total tokens (metrics/cost.py; the history page charts them)."""
+    """The entry's metrics, and where the run had a price (--llmperf-cost-per-hour) its dollars
+    per million output and total tokens (metrics/cost.py), which the run file keeps beside them,
+    as metrics of one sample: each a series like any other (the history page charts them)."""
     metrics = {name: _stored(estimate) for name, estimate in stored.metrics.items()}
     priced = stored.derived.get("cost") or {}
-    beside = {"engine_start_s": stored.engine_start_s,
-              **{name: priced.get(name) for name in cost.NAMES}}
-    for name, value in beside.items():
-        value = finite_or_none(value)
+    for name in cost.NAMES:
+        value = finite_or_none(priced.get(name))
         if value is not None and name not in metrics:
             metrics[name] = MetricValue(value, 0.0, 1, "lower")
     return metrics

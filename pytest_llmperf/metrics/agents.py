@@ -18,10 +18,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_llmperf.metrics.breakdown import Breakdown, MeasuredRun
 from pytest_llmperf.metrics.metric import RunInputs, Summary, latency
 from pytest_llmperf.records import RequestRecord
 
-__all__ = ["METRICS", "note", "summary"]
+__all__ = ["AgentSessions", "METRICS", "note", "summary"]
 
 ABSENT = "{name}: the run had no sessions (Workload.agent_sessions, Workload.conversations)"
 
@@ -94,3 +95,17 @@ def note(found: dict[str, Any]) -> list[str]:
     lines = [f"sessions: {found['completed']} of {found['sessions']} completed, "
              f"{found['steps_per_s']:.2f} steps/s; prefix-cache hits by step {hits}"]
     return lines + [f"session {s} failed: {why}" for s, why in found["failed"].items()]
+
+
+class AgentSessions(Breakdown):
+    """The run file's "agent_sessions": `summary`'s numbers, and `note`'s lines."""
+
+    name = "agent_sessions"
+
+    @classmethod
+    def of(cls, result: MeasuredRun) -> AgentSessions | None:
+        found = summary(result.records)
+        return None if found is None else cls(found)
+
+    def notes(self) -> list[str]:
+        return note(self.to_plain())

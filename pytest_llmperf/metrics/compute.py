@@ -27,10 +27,6 @@ DISTRIBUTIONS: tuple[str, ...] = tuple(
 SCALARS: tuple[str, ...] = tuple(
     m.name for m in registry.COMPUTED
     if isinstance(m, Metric) and not m.distribution and not m.absent)
-# Before every metric was the registry's, a run kept these three as pairs of its own; an old
-# caller's RunMetrics(turns=..., server=..., energy=...) or dataclasses.replace(metrics,
-# energy=...) still reads (session/runner.py's, until it hands compute_metrics `disturbance`).
-_PAIRS = ("turns", "server", "energy")
 
 
 @dataclass(frozen=True, init=False, eq=False, repr=False)
@@ -44,12 +40,7 @@ class RunMetrics:
     _values: dict[str, Any]
 
     def __init__(self, _values: Mapping[str, Any] | None = None, **named: Any) -> None:
-        values = dict(_values or {})
-        for name, value in named.items():
-            if name in _PAIRS:
-                values.update(value)
-            else:
-                values[name] = value
+        values = {**(_values or {}), **named}
         object.__setattr__(self, "_values", values)
         object.__setattr__(self, "_flat", dict(_flatten(values)))
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_llmperf.metrics.breakdown import Breakdown, MeasuredRun
 from pytest_llmperf.records import POOLING_APIS
 
-__all__ = ["note", "of_run", "summary"]
+__all__ = ["Embeddings", "note", "of_run", "summary"]
 
 LATENCY_STATS = ("p50", "p90", "p99", "mean")
 
@@ -62,3 +63,17 @@ def note(found: Mapping[str, Any]) -> str:
 
 def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.1f} ms"
+
+
+class Embeddings(Breakdown):
+    """The run file's "embeddings": `of_run`'s numbers, and `note`'s line."""
+
+    name = "embeddings"
+
+    @classmethod
+    def of(cls, result: MeasuredRun) -> Embeddings | None:
+        found = of_run(result.workload.fields, result.metrics.flat())
+        return None if found is None else cls(found)
+
+    def notes(self) -> list[str]:
+        return [note(self.to_plain())]

@@ -13,6 +13,7 @@ __all__ = ["ENGINE_START", "METRICS"]
 ENGINE_START = "engine_start_s"
 METRICS = (
     Metric(ENGINE_START, "s", LOWER, compute=lambda run: run.engine_start_s,
+           noise="engine start", one_sample=True,
            absent="{name}: this session did not start the engine (--llmperf-endpoint): no "
                   "start time"),
 )

@@ -15,12 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from pytest_llmperf.metrics.breakdown import Breakdown, MeasuredRun
 from pytest_llmperf.metrics.metric import Family
 from pytest_llmperf.metrics.request_metrics import request_tpot
 from pytest_llmperf.records import RequestRecord
 
-__all__ = ["ADAPTER_METRICS", "BASE", "FAMILY", "PREFIX", "adapter_metrics", "by_adapter",
-           "notes"]
+__all__ = ["ADAPTER_METRICS", "BASE", "FAMILY", "PREFIX", "ByAdapter", "adapter_metrics",
+           "by_adapter", "notes"]
 
 PREFIX = "lora:"  # "lora:<adapter>:<metric>"; the base model's row is "lora:base:<metric>"
 BASE = "base"  # the row of the requests sent to the engine's own model (workloads/lora.BASE)
@@ -88,3 +89,17 @@ def _stands_for(name: str) -> str | None:
 
 
 FAMILY = Family(_stands_for, lambda run: adapter_metrics(run.records))
+
+
+class ByAdapter(Breakdown):
+    """The run file's "by_adapter": `by_adapter`'s rows, and a -v line each."""
+
+    name = "by_adapter"
+
+    @classmethod
+    def of(cls, result: MeasuredRun) -> ByAdapter | None:
+        rows = by_adapter(result.records)
+        return cls(rows) if rows else None
+
+    def notes(self) -> list[str]:
+        return notes(self.to_plain())

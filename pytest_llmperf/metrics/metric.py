@@ -132,6 +132,11 @@ class Metric:
     derive: Callable[[Any], float | None] | None = field(default=None, compare=False)
     # Why a run may lack it, for a message that names it; "" for a metric every run has.
     absent: str = ""
+    # The family whose measured run-to-run spread is its prior (verdict/noise.py PRIORS): "TTFT",
+    # "TPOT", "ITL", "E2EL", "throughput", "engine start"; "" for a metric with no prior.
+    noise: str = ""
+    # One sample serves every repeat of a test (an engine's start): combined, its n is 1.
+    one_sample: bool = False
 
 
 def latency(name: str, header: str = "", meaning: str = "", **more: Any) -> Metric:

@@ -24,10 +24,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_llmperf.metrics.breakdown import Breakdown, MeasuredRun
 from pytest_llmperf.metrics.metric import HIGHER, LOWER, Metric, RunInputs, Summary, latency
 from pytest_llmperf.records import RequestRecord
 
-__all__ = ["METRICS", "note", "request_ttfo", "summary"]
+__all__ = ["Reasoning", "METRICS", "note", "request_ttfo", "summary"]
 
 ABSENT = ("{name}: the run sent no reasoning requests (Workload.reasoning, on an engine with a "
           "reasoning parser)")
@@ -98,15 +99,12 @@ def summary(records: Sequence[RequestRecord]) -> dict[str, Any] | None:
             "server_reasoning_tokens": None if None in server or not server else sum(server)}
 
 
-def note(found: dict[str, Any], metrics: Any) -> str:
+def note(found: dict[str, Any]) -> str:
     """The -v line: the requests, their thinking and answer tokens (the server's count beside
-    the stream's), and TTFT, TTFO and the thinking's time at p50 (`metrics`: the run's
-    RunMetrics)."""
-    flat = metrics.flat()
-
+    the stream's), and TTFT, TTFO and the thinking's time at p50 (Reasoning's "p50_s")."""
     def ms(name: str) -> str:
-        value = flat.get(f"{name}.p50")
-        return "-" if value is None or value != value else f"{value * 1e3:.1f} ms"
+        value = found["p50_s"].get(name)
+        return "-" if value is None else f"{value * 1e3:.1f} ms"
 
     server = found["server_reasoning_tokens"]
     said = "" if server is None else f" (the server's usage: {server})"
@@ -114,3 +112,23 @@ def note(found: dict[str, Any], metrics: Any) -> str:
             f"{found['reasoning_tokens']} tokens of thinking{said}, {found['answer_tokens']} of "
             f"answer; p50 TTFT {ms('ttft_s')}, TTFO {ms('ttfo_s')}, thinking "
             f"{ms('reasoning_s')}")
+
+
+class Reasoning(Breakdown):
+    """The run file's "reasoning": `summary`'s counts with the run's TTFT, TTFO and thinking
+    time at p50 ("p50_s"), and `note`'s line."""
+
+    name = "reasoning"
+
+    @classmethod
+    def of(cls, result: MeasuredRun) -> Reasoning | None:
+        found = summary(result.records)
+        if found is None:
+            return None
+        flat = result.metrics.flat()
+        p50 = {name: flat.get(f"{name}.p50") for name in ("ttft_s", "ttfo_s", "reasoning_s")}
+        return cls({**found, "p50_s": {name: value if value == value else None  # NaN: null
+                                       for name, value in p50.items()}})
+
+    def notes(self) -> list[str]:
+        return [note(self.to_plain())]

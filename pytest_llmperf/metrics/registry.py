@@ -18,7 +18,8 @@ metrics follow from it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics import (
@@ -36,11 +37,13 @@ from pytest_llmperf.metrics import (
     turns,
 )
 from pytest_llmperf.metrics.metric import HIGHER, LOWER, STATISTICS, Column, Family, Metric
+from pytest_llmperf.metrics.stats import Estimate, combine_runs
 from pytest_llmperf.metrics.turns import TURN_METRICS, TURN_PREFIX, turn_of, turn_problem
 
 __all__ = ["BY_NAME", "COMPUTED", "HIGHER", "LOWER", "METRICS", "OFFLINE_PREFIX", "SERVER_PREFIX",
            "STATISTICS", "TURN_METRICS", "TURN_PREFIX", "Metric", "UnknownMetricError",
-           "columns", "direction", "formatter", "known", "lookup", "turn_of", "turn_problem"]
+           "columns", "combine", "direction", "formatter", "known", "lookup", "turn_of",
+           "turn_problem"]
 
 OFFLINE_PREFIX = "offline_"
 SERVER_PREFIX = server.PREFIX
@@ -75,6 +78,18 @@ def check(computed: tuple[Metric | Family, ...], metrics: tuple[Metric, ...]) ->
 
 
 check(COMPUTED, METRICS)
+
+
+def combine(runs: Sequence[Mapping[str, float]]) -> dict[str, Estimate]:
+    """The repeats' metrics (one flat dict per repeat) combined, as stats.combine_runs does,
+    with a one-sample metric (Metric.one_sample: an engine start that served every repeat)
+    counted as the one sample it is."""
+    combined = combine_runs(runs)
+    for name, estimate in combined.items():
+        metric = BY_NAME.get(name)
+        if metric is not None and metric.one_sample:
+            combined[name] = replace(estimate, n=1)
+    return combined
 
 
 class UnknownMetricError(InputError):

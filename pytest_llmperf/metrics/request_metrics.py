@@ -72,25 +72,27 @@ def _column(fmt: str, order: int, priority: int | None = None, statistic: str = 
 METRICS: tuple[Metric, ...] = (
     # vllm: first chunk with `choices`, which can be an empty role chunk on chat; ours is the
     # first chunk carrying generated tokens.
-    latency("ttft_s", "TTFT", "TTFT time to first token",
+    latency("ttft_s", "TTFT", "TTFT time to first token", noise="TTFT",
             columns=(_column("{:.1f}", 80, 2, "p50"), _column("{:.1f}", 90, 12, "p99")),
             samples=lambda run: [r.ttft_s for r in run.done]),
     # vllm: same formula; it re-tokenizes the text when usage is missing, we fall back to the
     # chunk token counts (RequestRecord.output_tokens).
-    latency("tpot_s", "TPOT", "TPOT time per output token after the first",
+    latency("tpot_s", "TPOT", "TPOT time per output token after the first", noise="TPOT",
             columns=(_column("{:.2f}", 100, 3, "p50"),),
             samples=lambda run: [request_tpot(r) for r in run.done if r.output_tokens > 1]),
     # vllm's ITL is the raw per-chunk gap; ours spreads each gap over the later chunk's tokens,
     # so multi-token chunks (speculative decoding, stream intervals) do not inflate it
     # (https://github.com/vllm-project/vllm/issues/27485).
-    latency("itl_s", "ITL", "ITL token-normalized inter-token latency",
+    latency("itl_s", "ITL", "ITL token-normalized inter-token latency", noise="ITL",
             columns=(_column("{:.2f}", 110, 21, "p50"),),
             samples=lambda run: [x for r in run.done for x in request_itls(r)]),
-    # Raw gaps between token chunks: this is what vllm calls ITL (AIPerf calls it ICL).
-    latency("icl_s", "ICL", "ICL inter-chunk latency (raw gaps between chunks)",
+    # Raw gaps between token chunks: this is what vllm calls ITL (AIPerf calls it ICL). Raw gaps
+    # move as ITL does: ITL's prior.
+    latency("icl_s", "ICL", "ICL inter-chunk latency (raw gaps between chunks)", noise="ITL",
             samples=lambda run: [x for r in run.done for x in _gaps(r)]),
     # vllm: last chunk with `choices`; ours is the last chunk carrying tokens.
-    latency("e2el_s", "E2EL", "E2EL end to end", columns=(_column("{:.0f}", 120, 7, "p50"),),
+    latency("e2el_s", "E2EL", "E2EL end to end", noise="E2EL",
+            columns=(_column("{:.0f}", 120, 7, "p50"),),
             samples=lambda run: [r.e2el_s for r in run.done]),
     # Not in vllm, whose latencies hide client queueing
     # (https://github.com/vllm-project/vllm/issues/54101). Over every sent request, failed ones
@@ -112,16 +114,19 @@ METRICS: tuple[Metric, ...] = (
     # Prefill work: not in vllm bench serve, which prints only output and total tok/s; the
     # prompt tokens are the server's usage, as in the total.
     Metric("prompt_throughput_tok_s", "tok/s", HIGHER, needs=("duration_s", "prompt_tokens"),
+           noise="throughput",
            compute=_per_second("prompt_tokens")),
     Metric("output_throughput_tok_s", "tok/s", HIGHER, "out tok/s",
            columns=(_column("{:.1f}", 30, 1),), needs=("duration_s", "output_tokens"),
+           noise="throughput",
            compute=_per_second("output_tokens")),
     # vllm counts the intended prompt lengths; we count the server's usage.
     Metric("total_throughput_tok_s", "tok/s", HIGHER,
-           needs=("duration_s", "prompt_tokens", "output_tokens"),
+           needs=("duration_s", "prompt_tokens", "output_tokens"), noise="throughput",
            compute=_per_second(("prompt_tokens", "output_tokens"))),
     Metric("request_throughput_req_s", "req/s", HIGHER, "req/s",
            columns=(_column("{:.2f}", 50, 13),), needs=("duration_s", "completed"),
+           noise="throughput",
            compute=_per_second("completed")),
     Metric("length_mismatches", "requests", LOWER,
            compute=lambda run: sum(r.length_mismatch for r in run.records)),

@@ -5,19 +5,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
 
 from pytest_llmperf.failures import count_kinds, describe_counts
 from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.machine.gpu_telemetry import GpuTelemetry
 from pytest_llmperf.machine.hardware import Fingerprint
-from pytest_llmperf.metrics import lora, phases, spec_pin, structured, tool_calls
+from pytest_llmperf.metrics import breakdown, phases, spec_pin
+from pytest_llmperf.metrics.breakdown import Breakdown
 from pytest_llmperf.metrics.client_check import ClientCheck
 from pytest_llmperf.metrics.compute import RunMetrics, Summary
-from pytest_llmperf.metrics.embeddings import of_run as embeddings_of_run
 from pytest_llmperf.metrics.facts import EngineFacts, WorkloadFacts
 from pytest_llmperf.metrics.stats import combine_repeats
-from pytest_llmperf.metrics.turns import by_turn
 from pytest_llmperf.metrics.work import ExecutedWork
 from pytest_llmperf.records import RequestRecord
 
@@ -45,7 +43,6 @@ class Result:
     records: tuple[RequestRecord, ...] = field(repr=False)
     # The machine it ran on (machine/hardware.py); None: not known (a Result built by hand).
     fingerprint: Fingerprint | None = None
-    engine_start_s: float | None = None
     server_metrics: dict[str, float] = field(default_factory=dict)
     client: ClientCheck | None = None  # the load generator's self-check for `metrics`' run
     client_error: str | None = None  # a client worker died during the run
@@ -75,34 +72,13 @@ class Result:
         output digests (metrics/work.py)."""
         return ExecutedWork.of(self.records)
 
-    @property
-    def by_turn(self) -> dict[str, dict[str, float]]:
-        """A conversation's latencies by turn index (metrics/turns.py); {} for other runs."""
-        return by_turn(self.records)
-
-    @property
-    def by_adapter(self) -> dict[str, dict[str, float]]:
-        """A LoRA split's TTFT and TPOT by adapter, the base model's apart (metrics/lora.py);
-        {} for other runs."""
-        return lora.by_adapter(self.records)
-
-    @property
-    def structured_outputs(self) -> dict[str, Any] | None:
-        """Structured outputs' TTFT with the grammar compiled cold and warm, and the outputs
-        that failed their check (metrics/structured.py); None for other runs."""
-        return structured.summary(self.records)
-
-    @property
-    def tool_calls(self) -> dict[str, Any] | None:
-        """Tool calls: the calls, those that failed their check, and the time to complete calls
-        (metrics/tool_calls.py); None for runs that sent no tools."""
-        return tool_calls.summary(self.records)
-
-    @property
-    def embeddings(self) -> dict[str, Any] | None:
-        """An embeddings run's requests/s, inputs/s, input tokens/s and latency percentiles
-        (metrics/embeddings.py); None for other runs."""
-        return embeddings_of_run(self.workload.fields, self.metrics.flat())
+    @cached_property
+    def breakdowns(self) -> dict[str, Breakdown]:
+        """The representative run's breakdowns by name (metrics/breakdown.py): "by_turn",
+        "by_adapter", "structured_outputs", "tool_calls", "agent_sessions", "reasoning",
+        "embeddings", and any a plugin registers; each also reads as an attribute
+        (`result.tool_calls["invalid"]`), None for a run it does not apply to."""
+        return breakdown.of_result(self)
 
     @property
     def ttft_split(self) -> phases.Split | None:
@@ -130,8 +106,11 @@ class Result:
     def disturbed(self) -> bool:
         return self.disturbance is not None and self.disturbance.disturbed
 
-    def __getattr__(self, name: str) -> Summary | float:
-        # Only reached for names that are not fields: forward metric names to RunMetrics.
+    def __getattr__(self, name: str) -> Summary | float | Breakdown | None:
+        # Only reached for names that are not fields: a breakdown's name gives it (None where
+        # it does not apply), a metric's name is forwarded to RunMetrics.
+        if name in breakdown.kinds():
+            return self.breakdowns.get(name)
         metrics = object.__getattribute__(self, "metrics")
         try:
             return getattr(metrics, name)

@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 
 from pytest_llmperf.failures import INVALID_OUTPUT
+from pytest_llmperf.metrics.breakdown import Breakdown, MeasuredRun
 from pytest_llmperf.records import RequestRecord
 
-__all__ = ["note", "summary"]
+__all__ = ["StructuredOutputs", "note", "summary"]
 
 
 def summary(records: Sequence[RequestRecord]) -> dict[str, Any] | None:
@@ -56,3 +57,17 @@ def _ttft(records: Sequence[RequestRecord]) -> dict[str, Any]:
     return {"requests": len(values),
             "ttft_s.p50": float(np.median(values)) if values else None,
             "ttft_s.mean": float(np.mean(values)) if values else None}
+
+
+class StructuredOutputs(Breakdown):
+    """The run file's "structured_outputs": `summary`'s numbers, and `note`'s line."""
+
+    name = "structured_outputs"
+
+    @classmethod
+    def of(cls, result: MeasuredRun) -> StructuredOutputs | None:
+        found = summary(result.records)
+        return None if found is None else cls(found)
+
+    def notes(self) -> list[str]:
+        return [note(self.to_plain())]

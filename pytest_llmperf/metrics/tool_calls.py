@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 
 from pytest_llmperf.failures import INVALID_OUTPUT
+from pytest_llmperf.metrics.breakdown import Breakdown, MeasuredRun
 from pytest_llmperf.records import RequestRecord
 
-__all__ = ["note", "summary"]
+__all__ = ["ToolCalls", "note", "summary"]
 
 
 def summary(records: Sequence[RequestRecord]) -> dict[str, Any] | None:
@@ -39,3 +40,17 @@ def note(found: dict[str, Any]) -> str:
             f"{found['invalid']} of {found['requests']} requests failed their check; time to "
             f"complete calls p50 "
             f"{shown('complete_call_s.p50')}, p90 {shown('complete_call_s.p90')}")
+
+
+class ToolCalls(Breakdown):
+    """The run file's "tool_calls": `summary`'s numbers, and `note`'s line."""
+
+    name = "tool_calls"
+
+    @classmethod
+    def of(cls, result: MeasuredRun) -> ToolCalls | None:
+        found = summary(result.records)
+        return None if found is None else cls(found)
+
+    def notes(self) -> list[str]:
+        return [note(self.to_plain())]

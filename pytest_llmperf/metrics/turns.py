@@ -12,11 +12,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from pytest_llmperf.metrics.breakdown import Breakdown, MeasuredRun
 from pytest_llmperf.metrics.metric import Family
 from pytest_llmperf.records import RequestRecord
 
-__all__ = ["FAMILY", "TURN_METRICS", "TURN_PREFIX", "by_turn", "turn_metrics", "turn_of",
-           "turn_problem"]
+__all__ = ["FAMILY", "TURN_METRICS", "TURN_PREFIX", "ByTurn", "by_turn", "turn_metrics",
+           "turn_of", "turn_problem"]
 
 # "turn<N>:<name>": <name> over the requests of a conversation's turn N. Only what by_turn
 # computes per turn can be named.
@@ -72,6 +73,17 @@ def by_turn(records: Sequence[RequestRecord]) -> dict[str, dict[str, float]]:
             **({"prompt_tokens.mean": float(np.mean(prompt))} if prompt else {}),
         }
     return out
+
+
+class ByTurn(Breakdown):
+    """The run file's "by_turn": `by_turn`'s rows, turn index (a string) to its numbers."""
+
+    name = "by_turn"
+
+    @classmethod
+    def of(cls, result: MeasuredRun) -> ByTurn | None:
+        rows = by_turn(result.records)
+        return cls(rows) if rows else None
 
 
 def turn_metrics(records: Sequence[RequestRecord]) -> tuple[tuple[str, float], ...]:

@@ -24,6 +24,7 @@ from pytest_llmperf.ids import point_of, side_of
 from pytest_llmperf.metrics import registry
 from pytest_llmperf.metrics.facts import WorkloadFacts
 from pytest_llmperf.metrics.stats import Estimate
+from pytest_llmperf.metrics.turns import ByTurn
 from pytest_llmperf.numbers import number_or_nan
 from pytest_llmperf.verdict import gate
 from pytest_llmperf.verdict.baselines import BaselineError, load_baseline
@@ -259,7 +260,7 @@ def turn_latencies(document: Document) -> list[TurnLatencies]:
     """Every result with a "by_turn" ({"1": {"ttft_s.p50": ...}, ...}), turns in order."""
     out = []
     for result in _results(document):
-        by_turn = result.record.by_turn
+        by_turn = result.record.breakdown(ByTurn)
         if not by_turn:
             continue
         rows = sorted((int(turn), row) for turn, row in by_turn.items()

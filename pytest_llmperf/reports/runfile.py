@@ -22,7 +22,8 @@ Our own complete data sits under the top-level "llmperf" key, which those tools 
      "server_metrics": {...}, "status": "regression" (a Status' value; "" never judged),
      "verdict": "REGRESSION" (the verdict column's words, for the eye: a file written before
      "status" has only these), "gate": {"tolerance": 0.75, "metrics": [...]} (what the test
-     declared), "engine_start_s": 41.2,
+     declared) (a file written before the engine's start was a metric has it here too:
+     "engine_start_s": 41.2),
      "server": {"vllm": "0.32.0", "torch": "2.13.0+cpu", "python": "3.11.7",
                 "source": "GET /version"} (which vLLM served it; the fingerprint is the client's),
      "failures": {"overloaded": 2, "cut_off": 1} (failed requests per kind, failures.py),

@@ -208,7 +208,8 @@ class AbRun:
             requests, warmup = self.requests.get(side, self.requests["A"])
             self.wait_for_other_side(side)
             run, died = self.runner.measure_once(spec, endpoint, requests, self.workload,
-                                                 () if self.runs[side] else warmup, self.limits)
+                                                 () if self.runs[side] else warmup, self.limits,
+                                                 self.starts[side])
             self.ended[side] = time.monotonic()
             self.runs[side].append(run)
             if run[1].client_error or died:
@@ -268,7 +269,7 @@ class AbRun:
         pairs = min(len(self.runs["A"]), len(self.runs["B"]))
         records = tuple(
             self.runner.record(side_id(self.id, side), self.sides[side], self.workload,
-                               self.runs[side][:max(pairs, 1)], self.starts.get(side))
+                               self.runs[side][:max(pairs, 1)])
             for side in ("A", "B") if self.runs[side])
         for record in records:  # judge_ab may give side B its verdict; llmperf.ab does not
             if record.status is None:

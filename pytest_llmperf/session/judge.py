@@ -36,7 +36,6 @@ from pytest_llmperf.verdict import (
 from pytest_llmperf.verdict.measurement_record import GateSettings, MeasurementRecord
 from pytest_llmperf.verdict.paired_ratios import DEFAULT_AB_PAIRS, DEFAULT_AB_TOLERANCE, ab_line
 from pytest_llmperf.verdict.references import (
-    ENGINE_START,
     NOT_REFERENCES,
     BaselineRef,
     BaselineTable,
@@ -132,7 +131,7 @@ class Judge:
         """A measured run: its SLOs over every metric, its reference over the gated ones (the
         test's `gate=` list, else the baseline's own, else gate.DEFAULT_GATED)."""
         result = record.result
-        known = known_metric(result.metrics, result.engine_start_s)
+        known = known_metric(result.metrics)
         record.gate = GateSettings(options.tolerance, tuple(options.gate) if options.gate else None)
         if options.gate:
             try:
@@ -142,7 +141,7 @@ class Judge:
                 record.status = judgement.status
                 return judgement
         subject = Subject(test, record.test_id, record.key, result.engine, result.workload)
-        current = Current.of(result.runs, result.engine_start_s, work=result.work)
+        current = Current.of(result.runs, work=result.work)
         return self.judge_estimates(record.id, subject, current, options, slo=slo, known=known,
                                     gated=tuple(options.gate or gate.DEFAULT_GATED),
                                     exact=bool(options.gate))
@@ -343,12 +342,10 @@ def baseline_date(ref: BaselineRef) -> datetime | None:
     return written if written is None or written.tzinfo else written.replace(tzinfo=timezone.utc)
 
 
-def known_metric(metrics: RunMetrics, engine_start_s: float | None = None):
-    """Can a test name `name` for this run? Its engine's start time only where this session
-    started that engine."""
+def known_metric(metrics: RunMetrics):
+    """Can a test name `name` for this run? (A metric the run lacks is not: its engine's start
+    time where this session did not start that engine.)"""
     def known(name: str) -> bool:
-        if name == ENGINE_START:
-            return engine_start_s is not None
         try:
             metrics.get(name)
         except KeyError:

@@ -60,8 +60,8 @@ class Ledger:
         self.entry(id).status = status
 
     def annotate(self, id: MeasurementId, **annotations: Any) -> None:
-        """What the run file keeps with a result beyond its metrics: "ab", "capacity",
-        "by_turn" (MeasurementRecord)."""
+        """What the run file keeps with a result beyond its metrics and breakdowns: "ab",
+        "capacity", "detectable" (MeasurementRecord)."""
         record = self.entry(id)
         for name, value in annotations.items():
             if name not in ANNOTATIONS:

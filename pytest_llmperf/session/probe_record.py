@@ -35,7 +35,7 @@ def record_probes(ledger: Ledger, id: MeasurementId, runs: Sequence[tuple[RunMet
     result = replace(load.result, test_id=probe_id.format(), key=probe_id.key,
                      metrics=metrics[shown], runs=tuple(metrics), records=tuple(by_run[shown]),
                      workload_label=f"{load.result.workload_label}, its probes",
-                     engine_start_s=None, server_metrics={})
+                     server_metrics={})
     record = ledger.add(probe_id, result)
     record.status = load.status  # a disturbed or client-limited run is so for its probes too
     load.result = replace(load.result, probes=result)

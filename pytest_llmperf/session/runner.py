@@ -7,7 +7,7 @@ is the judge's (session/judge.py); A/B pairs are session/ab_run.py's, on top of 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,18 +30,8 @@ from pytest_llmperf.failures import describe_counts
 from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.machine.disturbance import Disturbance, ended_early
 from pytest_llmperf.machine.hardware import is_gpu_class
-from pytest_llmperf.metrics import agents as agent_numbers
-from pytest_llmperf.metrics import (
-    energy,
-    goodput,
-    lora,
-    reasoning,
-    spec_pin,
-    structured,
-    tool_calls,
-)
+from pytest_llmperf.metrics import goodput, spec_pin
 from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
-from pytest_llmperf.metrics.embeddings import note as embeddings_note
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.probe_record import load_metrics_records, record_probes
@@ -175,27 +165,13 @@ class Runner:
         died = None
         for attempt in range(repeat):
             run, died = self.measure_once(engine, endpoint, requests, workload,
-                                          warmup if attempt == 0 else (), limits)
+                                          warmup if attempt == 0 else (), limits, start_s)
             runs.append(run)
             if run[1].client_error or died:
                 break  # a client worker or the engine died, or a neighbour ended it: kept
-        record = self.record(id, engine, workload, runs, start_s)
+        record = self.record(id, engine, workload, runs)
         if places := probe_places(workload.source):  # the probes: a measurement of their own
             record_probes(self.ledger, id, runs, places, record)
-        if found := record.result.structured_outputs:
-            record.structured_outputs = found  # cold and warm grammars' TTFT, for the run file
-            self.ledger.note(record.test_id, structured.note(found))
-        if found := record.result.tool_calls:
-            record.tool_calls = found  # the calls and the time to complete them, for the run file
-            self.ledger.note(record.test_id, tool_calls.note(found))
-        if found := agent_numbers.summary(record.result.records):  # sessions, cache by step
-            for line in agent_numbers.note(found):
-                self.ledger.note(record.test_id, line)
-        if found := reasoning.summary(record.result.records):  # the thinking, the answer
-            self.ledger.note(record.test_id, reasoning.note(found, record.result.metrics))
-        if found := record.result.embeddings:
-            record.embeddings = found  # requests/s, inputs/s, latency, for the run file
-            self.ledger.note(record.test_id, embeddings_note(found))
         # What the server could not do, one line each, never measured wrong in silence.
         for line in server_limits(kind, record.result.records, text_prompts):
             self.ledger.note(record.test_id, line)
@@ -221,10 +197,11 @@ class Runner:
             record.status = status
 
     def measure_once(self, engine: Engine, endpoint: Endpoint, requests, workload: Workload,
-                     warmup, limits: goodput.Limits | None = None
+                     warmup, limits: goodput.Limits | None = None, start_s: float | None = None
                      ) -> tuple[tuple[RunMetrics, Measurement], EngineDied | Disturbed | None]:
         """One run, and why the runs of its test end here, if they do: its engine died or
-        stalled, or a neighbour had already made it DISTURBED and it was ended early."""
+        stalled, or a neighbour had already made it DISTURBED and it was ended early.
+        `start_s`: the engine's start that served it, where this session started it."""
         interrupt = Interrupt()
 
         def call() -> Measurement:
@@ -244,17 +221,15 @@ class Runner:
         # A probed run's own metrics leave its probes out (session/probe_record.py).
         load_records = load_metrics_records(measured.records, probe_places(workload.source))
         metrics = compute_metrics(load_records, goodput_limits=limits,
-                                  server_metrics=measured.server_metrics)
-        metrics = replace(metrics, energy=energy.energy_metrics(
-            measured.disturbance, metrics.prompt_tokens, metrics.output_tokens))
+                                  server_metrics=measured.server_metrics,
+                                  disturbance=measured.disturbance, engine_start_s=start_s)
         died = self.target.death(engine, measured.records, measured.stall)
         if died is None and measured.interrupted:
             return (metrics, measured), Disturbed(ended_early(measured.interrupted))
         return (metrics, measured), died
 
     def record(self, id: MeasurementId, engine: Engine, workload: Workload,
-               runs: list[tuple[RunMetrics, Measurement]], start_s: float | None
-               ) -> MeasurementRecord:
+               runs: list[tuple[RunMetrics, Measurement]]) -> MeasurementRecord:
         """The Result of one engine's runs, added to the ledger as the measurement `id`. Its
         representative run (the records and summaries shown) is the median by output
         throughput."""
@@ -268,18 +243,16 @@ class Runner:
             workload=self.workload_identity(workload), workload_label=workload.label(),
             metrics=metrics, runs=tuple(run[0] for run in runs),
             records=tuple(measured.records), server_metrics=measured.server_metrics,
-            fingerprint=self.ledger.fingerprint.to_dict(), engine_start_s=start_s,
+            fingerprint=self.ledger.fingerprint.to_dict(),
             client=check_client(metrics, measured.client, workload.pattern),
             client_error=measured.client_error,
             disturbance=_disturbance_of(runs), server=dict(self.servers.get(engine, {})),
             gpu_telemetry=measured.disturbance.telemetry if measured.disturbance else (),
         )
         record = self.ledger.add(id, result)
-        if turns := result.by_turn:  # a conversation's latencies by turn, for the run file
-            record.by_turn = turns
-        if adapters := result.by_adapter:  # a LoRA split's latencies by adapter, likewise
-            record.by_adapter = adapters
-            for line in lora.notes(adapters):
+        for name, found in result.breakdowns.items():  # by turn, by adapter, tool calls, ...
+            record.breakdowns[name] = found
+            for line in found.notes():
                 self.ledger.note(result.test_id, line)
         if line := spec_pin.note(engine.speculative_config, [run.flat() for run in result.runs]):
             self.ledger.note(result.test_id, line)  # a pinned acceptance against the counters

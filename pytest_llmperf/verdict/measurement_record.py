@@ -1,7 +1,7 @@
 """One measurement as every writer reads it: its id, the Result measured (none for metrics that
 are not a run's: an SLO capacity, an offline throughput), its verdict, the gate settings its test
 declared, and what the run file keeps beside the metrics: side B's A/B judgement, a capacity
-probe's SLO and outcome, a conversation's latencies by turn.
+probe's SLO and outcome, the run's breakdowns (metrics/breakdown.py: by turn, by adapter, ...).
 
 The session builds one record per measurement (session/ledger.py); the run file, the summary's
 rows, JUnit, the history store and saved runs read it. `to_plain` is the record's part of a run
@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_llmperf.ids import MeasurementId
+from pytest_llmperf.metrics import breakdown
+from pytest_llmperf.metrics.breakdown import Breakdown
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.numbers import finite_or_none, is_real, number_or_nan
@@ -25,9 +27,10 @@ from pytest_llmperf.verdict.status import Status
 
 __all__ = ["Extras", "GateSettings", "MeasurementRecord", "status_from_plain"]
 
-# The annotations a run file keeps with a result beyond its metrics, in the order written.
-ANNOTATIONS = ("ab", "capacity", "by_turn", "structured_outputs", "tool_calls", "by_adapter",
-               "embeddings", "detectable")
+B = TypeVar("B", bound=Breakdown)
+
+# What a run file keeps with a result beyond its metrics and breakdowns, in the order written.
+ANNOTATIONS = ("ab", "capacity", "detectable")
 
 
 @dataclass(frozen=True)
@@ -96,26 +99,23 @@ class MeasurementRecord:
     gate: GateSettings = field(default_factory=GateSettings)
     ab: dict[str, Any] | None = None  # side B's paired judgement (verdict/paired_ratios.ab_entry)
     capacity: dict[str, Any] | None = None  # a capacity probe's SLO and outcome
-    by_turn: dict[str, Any] | None = None  # a conversation's latencies by turn
-    # structured outputs' TTFT of each spec's first request and of the later ones, and the
-    # outputs that failed their check (metrics/structured.summary)
-    structured_outputs: dict[str, Any] | None = None
-    # tool calls' count, those that failed their check, the time to complete calls
-    # (metrics/tool_calls.summary)
-    tool_calls: dict[str, Any] | None = None
-    by_adapter: dict[str, Any] | None = None  # a LoRA split's latencies by adapter
-    # embeddings' requests/s, inputs/s, input tokens/s and latency (metrics/embeddings.py)
-    embeddings: dict[str, Any] | None = None
     # per gated metric, the smallest change for the worse its noise lets the gate see and the
     # change its tolerance allows, relative (verdict/detectable.of_report)
     detectable: dict[str, Any] | None = None
     extras: Extras | None = None
+    # the run's breakdowns by name: by turn, by adapter, tool calls, ... (metrics/breakdown.py)
+    breakdowns: dict[str, Breakdown] = field(default_factory=dict)
 
     @classmethod
     def of(cls, result: Result, status: Status | None = None, **fields: Any
            ) -> MeasurementRecord:
         """The record of a Result made elsewhere (a test's, a tool's), named by its test id."""
         return cls(MeasurementId.parse(result.test_id), result, status, **fields)
+
+    def breakdown(self, kind: type[B]) -> B | None:
+        """The run's breakdown of `kind` (ByTurn, ToolCalls, ...); None where it has none."""
+        found = self.breakdowns.get(kind.name)
+        return found if isinstance(found, kind) else None
 
     @property
     def test_id(self) -> str:
@@ -137,6 +137,8 @@ class MeasurementRecord:
         for name in ANNOTATIONS:
             if getattr(self, name) is not None:
                 plain[name] = getattr(self, name)
+        for name, found in self.breakdowns.items():
+            plain[name] = found.to_plain()
         if self.extras is not None:
             plain["extras"] = self.extras.to_plain()
         return plain
@@ -151,7 +153,7 @@ class MeasurementRecord:
         return cls(MeasurementId.parse(test_id), None, status_from_plain(plain),
                    GateSettings.from_plain(plain.get("gate")),
                    extras=Extras.from_plain(extras) if isinstance(extras, Mapping) else None,
-                   **annotations)
+                   breakdowns=breakdown.read(plain), **annotations)
 
 
 def status_from_plain(plain: Mapping[str, Any]) -> Status | None:

@@ -30,6 +30,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from pytest_llmperf.machine.hardware import is_gpu_class
+from pytest_llmperf.metrics import registry
 from pytest_llmperf.metrics.registry import OFFLINE_PREFIX, turn_of
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.verdict.baselines import Baseline, BaselineEntry
@@ -71,11 +72,8 @@ class Prior:
     what: str  # "GPU TTFT p50", for the summary
 
 
-# Family names as the summary shows them; ICL (raw chunk gaps) moves as ITL does.
-_FAMILIES = {"ttft_s": "TTFT", "tpot_s": "TPOT", "itl_s": "ITL", "icl_s": "ITL",
-             "e2el_s": "E2EL"}
-_THROUGHPUTS = ("output_throughput_tok_s", "total_throughput_tok_s", "request_throughput_req_s",
-                "prompt_throughput_tok_s")
+# The families of the priors below that are no distribution's: each metric names its own
+# family (Metric.noise, as the summary shows it).
 THROUGHPUT, ENGINE_START = "throughput", "engine start"
 # The statistics priors are measured for; min, max and std have none.
 _STATISTICS = ("p50", "mean", "p90", "p95", "p99")
@@ -125,11 +123,12 @@ def family_of(name: str) -> tuple[str, str] | None:
     turn = turn_of(name)
     name = turn[1] if turn else name
     base, _, stat = name.partition(".")
-    if base.removeprefix(OFFLINE_PREFIX) in _THROUGHPUTS and not stat:
-        return THROUGHPUT, ""
-    if base == "engine_start_s" and not stat:
-        return ENGINE_START, ""
-    return (_FAMILIES[base], stat) if base in _FAMILIES and stat in _STATISTICS else None
+    metric = registry.BY_NAME.get(base.removeprefix(OFFLINE_PREFIX))
+    if metric is None or not metric.noise:
+        return None
+    if metric.distribution:
+        return (metric.noise, stat) if stat in _STATISTICS else None
+    return (metric.noise, "") if not stat else None
 
 
 def prior_for(name: str, kind: str) -> Prior | None:

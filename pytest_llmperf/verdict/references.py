@@ -22,14 +22,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from pytest_llmperf.metrics import registry
 from pytest_llmperf.metrics.stats import Estimate, combine_runs
 from pytest_llmperf.metrics.work import ExecutedWork
 from pytest_llmperf.verdict import baselines, gate, noise, same_work, shapes
 from pytest_llmperf.verdict.paired_ratios import ab_entry, judge_pairs, paired_ratios
 from pytest_llmperf.verdict.status import Status
-
-# The engine's cold start, a metric when this session started the engine (registry.py).
-ENGINE_START = "engine_start_s"
 
 
 @dataclass
@@ -112,16 +110,11 @@ class Current:
     work: ExecutedWork | None = None  # what it executed (metrics/work.py); None: not known
 
     @classmethod
-    def of(cls, runs, engine_start_s: float | None = None,
-           work: ExecutedWork | None = None) -> Current:
-        """From a Result's runs (RunMetrics) and, where this session started its engine, the
-        time that took: one sample for all the repeats (and for every later test the engine
-        serves), so it has no spread of its own (noise.py gives it one)."""
+    def of(cls, runs, work: ExecutedWork | None = None) -> Current:
+        """From a Result's runs (RunMetrics), combined (registry.combine: a one-sample metric,
+        the engine's start, has no spread of its own; noise.py gives it one)."""
         flat = tuple(run.flat() for run in runs)
-        estimates = combine_runs(list(flat))
-        if engine_start_s is not None:
-            estimates[ENGINE_START] = Estimate(float(engine_start_s), 0.0, 1)
-        return cls(estimates, flat, work)
+        return cls(registry.combine(list(flat)), flat, work)
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,11 @@ from typing import Any
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.machine.gpu_telemetry import GpuTelemetry
-from pytest_llmperf.metrics import registry, timeline
+from pytest_llmperf.metrics import breakdown, registry, timeline
 from pytest_llmperf.metrics.derived import Derived
+from pytest_llmperf.metrics.engine_start import ENGINE_START
 from pytest_llmperf.metrics.facts import EngineFacts, WorkloadFacts
-from pytest_llmperf.metrics.stats import Estimate, combine_runs
+from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.metrics.work import ExecutedWork
 from pytest_llmperf.numbers import finite_or_none, is_real, is_whole, number_or_nan
 from pytest_llmperf.verdict.baselines import BaselineEntry
@@ -45,10 +46,9 @@ DIRECTIONS = ("lower", "higher")
 # The result entry's keys that the model reads into fields of its own; any other key (one a
 # newer minor writer added) is kept as it is under `other` and written back.
 _FIELDS = ("key", "test_id", "status", "verdict", "gate", "engine", "engine_label", "workload",
-           "workload_label", "prefix_cache", "metrics", "server_metrics", "engine_start_s",
+           "workload_label", "prefix_cache", "metrics", "server_metrics", ENGINE_START,
            "server", "failures", "work", "client", "disturbance", "gpu_telemetry", "cost",
-           "per_gpu", "roofline", "rate_over_time", "ab", "capacity", "by_turn",
-           "structured_outputs", "tool_calls", "by_adapter", "embeddings", "extras")
+           "per_gpu", "roofline", "rate_over_time", "ab", "capacity", "detectable", "extras")
 
 
 class RunFileError(InputError):
@@ -134,7 +134,6 @@ class StoredResult:
     workload_label: str = ""
     metrics: dict[str, Estimate] = field(default_factory=dict)
     server_metrics: dict[str, float] = field(default_factory=dict)  # scraped once: no spread
-    engine_start_s: float | None = None
     server: dict[str, str] = field(default_factory=dict)  # which server said it served it
     failures: dict[str, int] = field(default_factory=dict)  # failed requests per kind
     work: ExecutedWork | None = None  # None: written before the run file recorded it
@@ -194,7 +193,7 @@ class StoredResult:
         result = record.result
         if result is None:
             raise ValueError(f"{record.test_id}: no Result: its metrics are no run's to store")
-        estimates = combine_runs([run.flat() for run in result.runs or (result.metrics,)])
+        estimates = registry.combine([run.flat() for run in result.runs or (result.metrics,)])
         trace = result.workload.pattern.type == "Trace"
         return cls(
             key=result.key, test_id=result.test_id, record=record, engine=result.engine,
@@ -202,7 +201,7 @@ class StoredResult:
             workload_label=result.workload_label,
             metrics={name: replace(estimate, direction=registry.direction(name))
                      for name, estimate in estimates.items()},
-            server_metrics=dict(result.server_metrics), engine_start_s=result.engine_start_s,
+            server_metrics=dict(result.server_metrics),
             server=dict(result.server), failures=result.failure_kinds(), work=result.work,
             client=_client(result.client, result.client_error),
             disturbance=result.disturbance if result.disturbance
@@ -220,7 +219,6 @@ class StoredResult:
             "metrics": {name: metric_to_plain(e) for name, e in self.metrics.items()},
             "server_metrics": {name: finite_or_none(value)
                                for name, value in sorted(self.server_metrics.items())},
-            "engine_start_s": finite_or_none(self.engine_start_s),
             "server": dict(self.server), "failures": dict(self.failures),
             "client": dict(self.client),
             "disturbance": None if self.disturbance is None else self.disturbance.to_dict(),
@@ -248,7 +246,6 @@ class StoredResult:
             raise bad(path, f"{where}.metrics", f"expected an object, got {metrics!r}")
         _check_gate(path, f"{where}.gate", item.get("gate"))
         telemetry = tuple(GpuTelemetry.from_dict(card) for card in item.get("gpu_telemetry") or ())
-        start = item.get("engine_start_s")
         return cls(
             key=key, test_id=str(item.get("test_id") or key),
             record=MeasurementRecord.from_plain(item),
@@ -256,11 +253,11 @@ class StoredResult:
             engine_label=str(item.get("engine_label") or ""),
             workload=WorkloadFacts.from_dict(item.get("workload")),
             workload_label=str(item.get("workload_label") or ""),
-            metrics={name: metric_from_plain(path, f"{where}.metrics.{name}", entry)
-                     for name, entry in metrics.items()},
+            metrics=_with_engine_start(item, {
+                name: metric_from_plain(path, f"{where}.metrics.{name}", entry)
+                for name, entry in metrics.items()}),
             server_metrics={str(name): number_or_nan(value)
                             for name, value in _object(item.get("server_metrics")).items()},
-            engine_start_s=float(start) if is_real(start) else None,
             server=_object(item.get("server")), failures=_object(item.get("failures")),
             work=_work(path, f"{where}.work", item.get("work")),
             client=_object(item.get("client")),
@@ -268,8 +265,25 @@ class StoredResult:
             gpu_telemetry=telemetry,
             derived={name: item[name] for name in ("cost", "per_gpu", "roofline") if name in item},
             rate_over_time=_object(item["rate_over_time"]) if "rate_over_time" in item else None,
-            other={name: value for name, value in item.items() if name not in _FIELDS},
+            other=_others(item),
             path=path)
+
+
+def _others(item: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys this version reads into no field of its own (a newer minor writer's, or a
+    breakdown no module here registered), kept as they are and written back."""
+    known = {*_FIELDS, *breakdown.kinds()}
+    return {name: value for name, value in item.items() if name not in known}
+
+
+def _with_engine_start(item: Mapping[str, Any], metrics: dict[str, Estimate]
+                       ) -> dict[str, Estimate]:
+    """A file written before the engine's start was a metric of each run kept it beside the
+    metrics ("engine_start_s": 41.2): read as the metric of one sample it is now."""
+    start = item.get(ENGINE_START)
+    if ENGINE_START not in metrics and is_real(start):
+        metrics[ENGINE_START] = Estimate(float(start), 0.0, 1, "lower")
+    return metrics
 
 
 def _work(path: str, where: str, entry: Any) -> ExecutedWork | None:

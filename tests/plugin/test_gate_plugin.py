@@ -304,9 +304,9 @@ def joined_lines(result, prefix: str) -> str:
 
 
 START_CONFTEST = CONFTEST.replace(
-    "workload_label=workload.label(), metrics=runs[0], runs=runs, records=())",
-    "workload_label=workload.label(), metrics=runs[0], runs=runs, records=(),\n"
-    "                        engine_start_s=float(os.environ['FAKE_START']))")
+    "compute_metrics(fake_records(ttft, tpot), limits)",
+    "compute_metrics(fake_records(ttft, tpot), limits,\n"
+    "                                    engine_start_s=float(os.environ['FAKE_START']))")
 START_SUITE = SUITE.replace("def test_a(llmperf):",
                             '@pytest.mark.llmperf(gate=("engine_start_s", "tpot_s.p50"))\n'
                             "def test_a(llmperf):")

@@ -39,7 +39,7 @@ def test_a_run_comes_back_whole(where):
     # holds beside the columns, those it left out written as the model's "none".
     assert point.extra == {"failures": {"overloaded": 2}, "client": {"workers": 1},
                            "prefix_cache": "warm", "server": {}, "server_metrics": {},
-                           "engine_start_s": None, "disturbance": None}
+                           "disturbance": None}
     assert list(point.values) == ["tpot_s.p50"]  # None: the metrics the test gated
     assert point.values["tpot_s.p50"].value == 0.0022 and point.values["tpot_s.p50"].n == 1
     [every] = store.points("suites/test_cpu.py::test_a", [f"m{i:02d}" for i in range(50)])

@@ -111,10 +111,8 @@ def test_the_measured_window_is_the_span_the_throughputs_count():
 def gpu_result(joules_per_run: list[float]) -> Result:
     """A result of one repeat per energy reading, as an H200 run would be, 8 output tokens
     and 32 prompt tokens each."""
-    base = compute_metrics(RECORDS[:2])
-    runs = tuple(dataclasses.replace(base, energy=energy.energy_metrics(
-        Disturbance(None, (card("0", joules),)), base.prompt_tokens, base.output_tokens))
-        for joules in joules_per_run)
+    runs = tuple(compute_metrics(RECORDS[:2], disturbance=Disturbance(None, (card("0", joules),)))
+                 for joules in joules_per_run)
     telemetry = GpuTelemetry("0", 4.5, 9, sm_clock_mhz_mean=1755.0, sm_clock_mhz_min=1515.0,
                              memory_clock_mhz_mean=2619.0, memory_clock_mhz_min=2619.0,
                              power_w_mean=612.4, power_w_max=699.0, temperature_c_max=53.0,

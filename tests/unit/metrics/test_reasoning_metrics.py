@@ -6,6 +6,7 @@ fractions so every value is exact."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 
@@ -77,7 +78,8 @@ def test_goodput_limits_the_answers_start():
 
 def test_the_verbose_line_names_the_counts_and_the_three_times():
     records = [thinker(0, 4, 2), thinker(1, 8, 2)]
-    found = reasoning.summary(records)
-    assert reasoning.note(found, compute_metrics(records)) == (
+    run = SimpleNamespace(records=tuple(records), metrics=compute_metrics(records))
+    [line] = reasoning.Reasoning.of(run).notes()
+    assert line == (
         "reasoning: 2 requests, 2 answered; 12 tokens of thinking (the server's usage: 12), "
         "4 of answer; p50 TTFT 250.0 ms, TTFO 1250.0 ms, thinking 1000.0 ms")

@@ -72,7 +72,10 @@ def test_document_has_pytest_benchmark_layout_and_our_section():
     (entry,) = section["results"]
     assert entry["key"] == "test_fixed[64]" and entry["status"] == "pass"
     assert entry["engine"] == {"model": "tiny", "max_num_seqs": 8}
-    assert entry["engine_start_s"] == 12.5
+    # The engine's start: a metric of one sample, the same start served every repeat.
+    assert entry["metrics"]["engine_start_s"] == {"value": 12.5, "spread": 0.0, "n": 1,
+                                                  "direction": "lower"}
+    assert "engine_start_s" not in entry  # beside the metrics only in files written before
     assert set(entry["metrics"]) == set(make_result().metrics.flat())
     assert entry["metrics"]["ttft_s.p50"] == pytest.approx(
         {"value": 0.2, "spread": 0.0, "n": 1, "direction": "lower"})
@@ -202,7 +205,7 @@ def test_round_trip(tmp_path):
     saved = run.results["test_fixed[64]"]
     assert saved.test_id == result.test_id and saved.status == Status.REGRESSION
     assert saved.engine == result.engine and saved.workload_label == "fixed 8/4"
-    assert saved.engine_start_s == 12.5 and saved.path == os.fspath(path)
+    assert saved.metrics["engine_start_s"].value == 12.5 and saved.path == os.fspath(path)
     # The median over the three repeats, with its spread (MAD x 1.4826).
     values = sorted(run.get("ttft_s.p50") for run in result.runs)
     ttft = saved.estimates["ttft_s.p50"]

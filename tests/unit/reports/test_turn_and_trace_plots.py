@@ -79,7 +79,7 @@ def trace_replay() -> Result:
 
 def run_file(*results: Result) -> dict:
     # Through JSON, as `llmperf plot` reads a file: NaN and int keys as a file has them.
-    records = [MeasurementRecord.of(r, by_turn=r.by_turn or None) for r in results]
+    records = [MeasurementRecord.of(r, breakdowns=r.breakdowns) for r in results]
     document = run_document(records, fingerprint=CPU, commit=None,
                             started=STARTED)
     return json.loads(json.dumps(document))

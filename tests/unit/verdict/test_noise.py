@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf.history.record import MetricValue, from_document
+from pytest_llmperf.metrics.compute import RunMetrics
 from pytest_llmperf.metrics.stats import Estimate, combine_repeats, relative_spread
 from pytest_llmperf.verdict import baselines, noise, references
 from pytest_llmperf.verdict.baselines import BaselineEntry
@@ -136,12 +137,13 @@ def test_a_named_cold_start_is_gated_and_one_start_carries_no_spread_of_its_own(
     assert [v.message for v in slow.report.failures] == [
         "engine_start_s regressed: 167.949 s vs baseline 67.180 s (+150.0%, allowed +96.0% by 3 "
         f"x run-to-run spread 32.0% (prior), lower is better) {where(INTERACTIVE)}"]
-    current = references.Current.of([], engine_start_s=20.5)
+    # Three repeats served by one start: one sample (Metric.one_sample), not three.
+    current = references.Current.of([RunMetrics({"engine_start_s": 20.5})] * 3)
     assert current.estimates == {"engine_start_s": Estimate(20.5, 0.0, 1)}
     assert references.Current.of([]).estimates == {}
 
 
-def test_the_cold_start_lands_in_history_as_a_metric_series():
+def test_the_cold_start_of_a_file_written_before_it_was_a_metric_lands_in_history():
     document = {"llmperf": {"format": 2, "results": [
         {"key": "test_a", "engine_start_s": 67.2, "metrics": {}},
         {"key": "test_b", "engine_start_s": None, "metrics": {}}]}}

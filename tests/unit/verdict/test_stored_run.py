@@ -101,8 +101,9 @@ def records_of(requests, scale: float) -> list[RequestRecord]:
 def results(draw) -> MeasurementRecord:
     requests = draw(st.lists(request, min_size=1, max_size=4))
     scales = draw(st.lists(st.floats(0.5, 2.0), min_size=1, max_size=3))
-    runs = [(compute_metrics(records_of(requests, scale)), records_of(requests, scale))
-            for scale in scales]
+    start = draw(st.none() | st.floats(0.0, 600.0))  # None: an endpoint's, started elsewhere
+    runs = [(compute_metrics(records_of(requests, scale), engine_start_s=start),
+             records_of(requests, scale)) for scale in scales]
     metrics, records = runs[len(runs) // 2]
     cards = draw(st.lists(telemetry, max_size=1).map(tuple))
     result = Result(
@@ -115,7 +116,6 @@ def results(draw) -> MeasurementRecord:
                   **draw(st.sampled_from([{}, {"prefix_cache": "cold"}]))},
         workload_label="chat", metrics=metrics, runs=tuple(run[0] for run in runs),
         records=tuple(records), fingerprint=FINGERPRINT,
-        engine_start_s=draw(st.none() | st.floats(0.0, 600.0)),
         server_metrics=draw(st.dictionaries(st.sampled_from(["vllm:num_preemptions"]),
                                             st.floats(0.0, 10.0))),
         disturbance=draw(disturbance), gpu_telemetry=cards)
@@ -150,6 +150,10 @@ def test_a_format_1_file_reads_and_keeps_everything_it_held(path):
         {k: v for k, v in old.items() if k != "llmperf"}
     assert new["llmperf"]["fingerprint"] == old["llmperf"]["fingerprint"]
     for before, after in zip(old["llmperf"]["results"], new["llmperf"]["results"], strict=True):
+        # The engine's start, kept beside the metrics then, is a metric of one sample now.
+        start = after["metrics"].pop("engine_start_s")
+        assert start == {"value": before.pop("engine_start_s"), "spread": 0.0, "n": 1,
+                         "direction": "lower"}
         assert {k: v for k, v in after.items() if k != "disturbance"} == \
             {k: v for k, v in before.items() if k != "disturbance"}
         # Its reasons are worked out again from the facts (the next test has their words).

@@ -1,0 +1,135 @@
+"""A per-run breakdown: numbers a run gives beyond its metrics, kept with its result (a
+conversation's latencies by turn, a LoRA split's by adapter, structured outputs' cold and warm
+grammars, tool calls, agent sessions, reasoning, embeddings).
+
+One class per breakdown, subclassing `Breakdown`, does all of it: it computes itself from a
+measured Result (`of`), says its `-v` lines (`notes`), and round-trips the run file under its
+`name` (`to_plain`, `from_plain`). Subclassing registers it, as an output registers on
+subclassing Output; the runner, the measurement record and the run file reader take every
+registered breakdown and name none. A new built-in breakdown is its module and its line in
+BUILT_IN (the registry imports them); a plugin of the plugin registers one by importing its
+module (a conftest, or its own plugin module).
+
+A breakdown holds the JSON form the run file keeps, checked on reading (`Plain`), and reads as a
+read-only mapping of it, so that a test's `result.tool_calls["invalid"]` reads what the file
+holds.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Protocol, TypeAlias, Union
+
+from pytest_llmperf.records import RequestRecord
+
+__all__ = ["BUILT_IN", "Breakdown", "MeasuredRun", "Plain", "PlainValue", "kinds", "of_result",
+           "read"]
+
+# What a run file holds: JSON's values.
+PlainValue: TypeAlias = Union[None, bool, int, float, str, Sequence["PlainValue"],
+                              Mapping[str, "PlainValue"]]
+Plain: TypeAlias = Mapping[str, PlainValue]
+
+# The package's own breakdowns, in the order their lines are shown and their keys written.
+BUILT_IN = ("pytest_llmperf.metrics.turns", "pytest_llmperf.metrics.lora",
+            "pytest_llmperf.metrics.structured", "pytest_llmperf.metrics.tool_calls",
+            "pytest_llmperf.metrics.agents", "pytest_llmperf.metrics.reasoning",
+            "pytest_llmperf.metrics.embeddings")
+
+_KINDS: dict[str, type[Breakdown]] = {}  # as they registered
+_ORDERED: dict[str, type[Breakdown]] = {}  # kinds()' answer, made again when one registers
+
+
+class MeasuredRun(Protocol):
+    """What a breakdown reads of a measured run: metrics/result.Result has it (named here, not
+    imported: the Result imports this module)."""
+
+    records: tuple[RequestRecord, ...]  # the representative run's requests
+    workload: Any  # its WorkloadFacts (`.fields`: the workload as recorded)
+    metrics: Any  # its RunMetrics (`.flat()`: every metric by name)
+
+
+class Breakdown(Mapping[str, PlainValue]):
+    """One run's breakdown of one kind. A subclass sets `name` (its run-file key) and `of`."""
+
+    name: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("name")
+        if name is None:
+            return  # an abstract middle class
+        taken = _KINDS.get(name)
+        if taken is not None and (taken.__module__, taken.__qualname__) != (cls.__module__,
+                                                                            cls.__qualname__):
+            raise TypeError(f"breakdown {name!r} is {taken.__name__} already; give "
+                            f"{cls.__name__} a name of its own")
+        _KINDS[name] = cls  # a module imported again (a test's reload) replaces its own class
+
+    def __init__(self, plain: Plain) -> None:
+        self._plain = dict(plain)
+
+    @classmethod
+    @abstractmethod
+    def of(cls, result: MeasuredRun) -> Breakdown | None:
+        """This kind's breakdown of a measured run; None for a run it does not apply to."""
+
+    def notes(self) -> list[str]:
+        """The -v lines under the summary: none unless the kind says some."""
+        return []
+
+    def to_plain(self) -> dict[str, PlainValue]:
+        """The run file's entry under `name`."""
+        return dict(self._plain)
+
+    @classmethod
+    def from_plain(cls, plain: Plain) -> Breakdown:
+        """The breakdown a run file holds (`to_plain`'s form)."""
+        return cls(plain)
+
+    def __getitem__(self, key: str) -> PlainValue:
+        return self._plain[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._plain)
+
+    def __len__(self) -> int:
+        return len(self._plain)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._plain!r})"
+
+
+def kinds() -> dict[str, type[Breakdown]]:
+    """Every registered breakdown by name, the built-in ones first in BUILT_IN's order, then
+    the others in the order they registered."""
+    if not _ORDERED or _ORDERED.keys() != _KINDS.keys() or any(
+            _ORDERED[name] is not kind for name, kind in _KINDS.items()):
+        for module in BUILT_IN:
+            importlib.import_module(module)
+        _ORDERED.clear()
+        _ORDERED.update(sorted(_KINDS.items(), key=lambda item: _place(item[1])))
+    return dict(_ORDERED)
+
+
+def _place(kind: type[Breakdown]) -> int:
+    return BUILT_IN.index(kind.__module__) if kind.__module__ in BUILT_IN else len(BUILT_IN)
+
+
+def of_result(result: MeasuredRun) -> dict[str, Breakdown]:
+    """Every breakdown that applies to `result`, by name."""
+    found = {name: kind.of(result) for name, kind in kinds().items()}
+    return {name: breakdown for name, breakdown in found.items() if breakdown is not None}
+
+
+def read(entry: Mapping[str, object]) -> dict[str, Breakdown]:
+    """The breakdowns a run file's result entry holds, by name; a key whose value is not an
+    object is not read (a breakdown is descriptive: it never fails a file)."""
+    out = {}
+    for name, kind in kinds().items():
+        plain = entry.get(name)
+        if isinstance(plain, Mapping):
+            out[name] = kind.from_plain(plain)
+    return out
