@@ -23,6 +23,7 @@ from pytest_llmperf.bisect.environments import Environment
 from pytest_llmperf.bisect.search import Outcome
 from pytest_llmperf.metrics import registry
 from pytest_llmperf.reports.saved_runs import RunFileError, read_run
+from pytest_llmperf.verdict.ab_judgement import AbJudgement, PairedMetric
 from pytest_llmperf.verdict.paired_ratios import PairedRatios, ab_entry, judge_pairs
 from pytest_llmperf.verdict.status import Status
 
@@ -138,13 +139,13 @@ def classify(plan: StepPlan, run_file: Path, log_file: Path, failure: str | None
     if failure is None:
         try:
             side_b = next((saved for saved in read_run(run_file).results.values()
-                           if saved.ab.get("metrics")), None)
+                           if saved.ab is not None and saved.ab.metrics), None)
         except RunFileError:
             side_b = None
     if side_b is None:
         reason = failure or _failure_line(log_file) or "the test measured no A/B"
         return StepResult(Outcome.FAILED, message=f"{reason} (log: {log_file})")
-    return _judged(plan, side_b.ab, side_b.directions)
+    return _judged(plan, side_b.ab or AbJudgement(), side_b.directions)
 
 
 def merge(plan: StepPlan, first: StepResult, more: StepResult) -> StepResult:
@@ -183,27 +184,26 @@ def _floats(values: list) -> tuple[float, ...]:
     return tuple(math.nan if value is None else float(value) for value in values)
 
 
-def _judged(plan: StepPlan, entry: dict[str, Any], directions: dict[str, str]) -> StepResult:
-    metrics: dict[str, dict[str, Any]] = entry["metrics"]
+def _judged(plan: StepPlan, entry: AbJudgement, directions: dict[str, str]) -> StepResult:
+    metrics = entry.metrics
     names = list(plan.metrics) or sorted(metrics)
     missing = [name for name in names if name not in metrics]
     if missing:
         return StepResult(Outcome.FAILED, message=(
             f"the test does not gate {', '.join(missing)} (it gates {', '.join(sorted(metrics))}); "
             "bisect on one of those, or add it to the test's gate="))
-    tolerance = float(entry.get("tolerance") or plan.tolerance)
+    tolerance = float(entry.tolerance or plan.tolerance)
     ranked = []
     for name in names:
         metric = metrics[name]
         outcome = _metric_outcome(name, metric, tolerance, directions.get(name))
         ranked.append((_RANK[outcome], name, outcome, metric))
     _, name, outcome, metric = max(ranked, key=lambda item: item[0])
-    low, high = (metric.get("interval") or [None, None])[:2]
-    return StepResult(outcome, name, metric.get("median"), low, high, int(entry.get("pairs", 0)),
-                      str(metric.get("message", "")),
-                      {n: metrics[n].get("median") for n in sorted(metrics)},
-                      paired={n: {"ratios": list(metrics[n].get("ratios") or []),
-                                  "nulls": list(metrics[n].get("nulls") or [])}
+    low, high = metric.interval
+    return StepResult(outcome, name, metric.median, low, high, entry.pairs, metric.message,
+                      {n: metrics[n].median for n in sorted(metrics)},
+                      paired={n: {"ratios": list(metrics[n].ratios),
+                                  "nulls": list(metrics[n].nulls or ())}
                               for n in sorted(metrics)},
                       directions={n: directions.get(n) for n in sorted(metrics)})
 
@@ -213,14 +213,14 @@ def _judged(plan: StepPlan, entry: dict[str, Any], directions: dict[str, str]) -
 _RANK = {Outcome.GOOD: 0, Outcome.UNSETTLED: 1, Outcome.BAD: 2}
 
 
-def _metric_outcome(name: str, metric: dict[str, Any], tolerance: float,
+def _metric_outcome(name: str, metric: PairedMetric, tolerance: float,
                     direction: str | None) -> Outcome:
-    status = Status(metric.get("status") or Status.PASS)
+    status = Status(metric.status or Status.PASS)
     if status == Status.REGRESSION:
         return Outcome.BAD
     if status == Status.INCONCLUSIVE:
         return Outcome.UNSETTLED
-    median = metric.get("median")
+    median = metric.median
     if median is None or not math.isfinite(median):
         return Outcome.UNSETTLED
     # "no change detected": worse than the band allows, but the interval still holds 1 (or the

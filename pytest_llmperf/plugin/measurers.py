@@ -24,7 +24,7 @@ from pytest_llmperf.plugin.running import RunningTest, engine_or_fail, limits_of
 from pytest_llmperf.session.ab_run import AbPlan
 from pytest_llmperf.session.settings import Settings
 from pytest_llmperf.verdict.gate import DEFAULT_GATED, GateReport
-from pytest_llmperf.verdict.measurement_record import MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import CapacityProbe, MeasurementRecord
 from pytest_llmperf.verdict.paired_ratios import PairedRun, ab_entry
 from pytest_llmperf.workloads import sweeps
 from pytest_llmperf.workloads.workload import Workload
@@ -103,9 +103,8 @@ class Measure:
             return probes[-1].result.metrics
 
         found = sweeps.find_capacity(measure, workload, slo, **search)
-        bounds = {"max": dict(slo.max), "min": dict(slo.min)}
         for probe, run in zip(probes, found.runs, strict=True):  # one measurement per probe
-            probe.capacity = {"slo": bounds, "passed": run.passed, "reason": run.reason}
+            probe.capacity = CapacityProbe(dict(slo.max), dict(slo.min), run.passed, run.reason)
         estimates = {name: Estimate(value, 0.0, 1) for name, value in found.as_metric().items()}
         test.judge_extra(workload, engine, estimates,
                          f"{found.engine_runs} engine runs" + ("" if found.converged

@@ -151,15 +151,13 @@ def capacity_searches(document: Document) -> list[CapacitySearch]:
         capacity = result.record.capacity
         if point is None or load is None or capacity is None:
             continue
-        slo = capacity.get("slo") or {}
         key = (point[0], result.engine_label)
         search = found.setdefault(key, CapacitySearch(
-            key[0], key[1], dict(slo.get("max") or {}), dict(slo.get("min") or {}), [],
-            kind=load[1]))
+            key[0], key[1], dict(capacity.slo_max), dict(capacity.slo_min), [], kind=load[1]))
         names = search.metrics
-        search.probes.append(Probe(load[0], bool(capacity.get("passed")),
+        search.probes.append(Probe(load[0], capacity.passed,
                                    {name: metric(result, name) for name in names},
-                                   str(capacity.get("reason", ""))))
+                                   capacity.reason))
     out = []
     for search in found.values():
         passed = [probe.load for probe in search.probes if probe.passed]
@@ -225,18 +223,16 @@ def ab_metrics(document: Document) -> list[AbMetric]:
         entry = result.record.ab
         if entry is None:
             continue
-        tolerance = entry.get("tolerance")  # None: pairs a test judges itself (llmperf.ab)
-        for name, judged in sorted((entry.get("metrics") or {}).items()):
+        tolerance = entry.tolerance  # None: pairs a test judges itself (llmperf.ab)
+        for name, judged in sorted(entry.metrics.items()):
             stored = result.metrics.get(name)
             direction = stored.direction if stored else registry.direction(name)
             worst = math.nan if tolerance is None else \
                 1 + tolerance if direction == "lower" else 1 / (1 + tolerance)
-            low, high = (number_or_nan(v) for v in judged.get("interval") or (None, None))
+            low, high = (number_or_nan(v) for v in judged.interval)
             out.append(AbMetric(
-                result.test_id, name,
-                [float(r) for r in judged.get("ratios") or [] if r is not None],
-                number_or_nan(judged.get("median")), (low, high), worst,
-                str(judged.get("status", ""))))
+                result.test_id, name, [r for r in judged.ratios if r is not None],
+                number_or_nan(judged.median), (low, high), worst, judged.status or ""))
     return out
 
 

@@ -23,14 +23,44 @@ from pytest_llmperf.metrics.breakdown import Breakdown
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.numbers import finite_or_none, is_real, number_or_nan
+from pytest_llmperf.verdict.ab_judgement import AbJudgement
 from pytest_llmperf.verdict.status import Status
 
-__all__ = ["Extras", "GateSettings", "MeasurementRecord", "status_from_plain"]
+__all__ = ["CapacityProbe", "Extras", "GateSettings", "MeasurementRecord", "status_from_plain"]
 
 B = TypeVar("B", bound=Breakdown)
 
 # What a run file keeps with a result beyond its metrics and breakdowns, in the order written.
 ANNOTATIONS = ("ab", "capacity", "detectable")
+
+
+@dataclass(frozen=True)
+class CapacityProbe:
+    """A capacity search's probe (sweeps.find_capacity): the SLO it was held to, whether it
+    held, and why not."""
+
+    slo_max: dict[str, float]
+    slo_min: dict[str, float]
+    passed: bool
+    reason: str = ""
+
+    def to_plain(self) -> dict[str, Any]:
+        """{"slo": {"max": {...}, "min": {...}}, "passed": bool, "reason": str}."""
+        return {"slo": {"max": dict(self.slo_max), "min": dict(self.slo_min)},
+                "passed": self.passed, "reason": self.reason}
+
+    @classmethod
+    def from_plain(cls, plain: Mapping[str, Any]) -> CapacityProbe:
+        """`to_plain`'s form; a bound that is not a number is not read (descriptive only)."""
+        slo = plain.get("slo") if isinstance(plain.get("slo"), Mapping) else {}
+
+        def bounds(side: str) -> dict[str, float]:
+            found = slo.get(side)
+            return {str(name): float(value) for name, value in found.items()
+                    if is_real(value)} if isinstance(found, Mapping) else {}
+
+        return cls(bounds("max"), bounds("min"), bool(plain.get("passed")),
+                   str(plain.get("reason") or ""))
 
 
 @dataclass(frozen=True)
@@ -97,11 +127,11 @@ class MeasurementRecord:
     result: Result | None = None  # None: read back from a file, or metrics that are no run's
     status: Status | None = None  # None: never judged (a sweep's or a search's point)
     gate: GateSettings = field(default_factory=GateSettings)
-    ab: dict[str, Any] | None = None  # side B's paired judgement (verdict/paired_ratios.ab_entry)
-    capacity: dict[str, Any] | None = None  # a capacity probe's SLO and outcome
+    ab: AbJudgement | None = None  # side B's paired judgement (verdict/ab_judgement.py)
+    capacity: CapacityProbe | None = None  # a capacity probe's SLO and outcome
     # per gated metric, the smallest change for the worse its noise lets the gate see and the
     # change its tolerance allows, relative (verdict/detectable.of_report)
-    detectable: dict[str, Any] | None = None
+    detectable: dict[str, dict[str, float]] | None = None
     extras: Extras | None = None
     # the run's breakdowns by name: by turn, by adapter, tool calls, ... (metrics/breakdown.py)
     breakdowns: dict[str, Breakdown] = field(default_factory=dict)
@@ -134,9 +164,12 @@ class MeasurementRecord:
             "verdict": self.status.summary if self.status else "",  # for the eye only
             "gate": self.gate.to_plain(),
         }
-        for name in ANNOTATIONS:
-            if getattr(self, name) is not None:
-                plain[name] = getattr(self, name)
+        if self.ab is not None:
+            plain["ab"] = self.ab.to_plain()
+        if self.capacity is not None:
+            plain["capacity"] = self.capacity.to_plain()
+        if self.detectable is not None:
+            plain["detectable"] = {name: dict(seen) for name, seen in self.detectable.items()}
         for name, found in self.breakdowns.items():
             plain[name] = found.to_plain()
         if self.extras is not None:
@@ -147,13 +180,23 @@ class MeasurementRecord:
     def from_plain(cls, plain: Mapping[str, Any]) -> MeasurementRecord:
         """The record of a run file's result entry (`to_plain`'s form, or an older file's)."""
         test_id = str(plain.get("test_id") or plain.get("key") or "")
-        annotations = {name: dict(plain[name]) for name in ANNOTATIONS
-                       if isinstance(plain.get(name), Mapping)}
-        extras = plain.get("extras")
+        ab, capacity, extras = plain.get("ab"), plain.get("capacity"), plain.get("extras")
         return cls(MeasurementId.parse(test_id), None, status_from_plain(plain),
                    GateSettings.from_plain(plain.get("gate")),
+                   ab=AbJudgement.from_plain(ab) if isinstance(ab, Mapping) else None,
+                   capacity=CapacityProbe.from_plain(capacity)
+                   if isinstance(capacity, Mapping) else None,
+                   detectable=_detectable(plain.get("detectable")),
                    extras=Extras.from_plain(extras) if isinstance(extras, Mapping) else None,
-                   breakdowns=breakdown.read(plain), **annotations)
+                   breakdowns=breakdown.read(plain))
+
+
+def _detectable(plain: Any) -> dict[str, dict[str, float]] | None:
+    """The run file's "detectable" (verdict/detectable.of_report's form), its numbers only."""
+    if not isinstance(plain, Mapping):
+        return None
+    return {str(name): {key: float(value) for key, value in seen.items() if is_real(value)}
+            for name, seen in plain.items() if isinstance(seen, Mapping)}
 
 
 def status_from_plain(plain: Mapping[str, Any]) -> Status | None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_llmperf.metrics import phases
+from pytest_llmperf.verdict.ab_judgement import AbJudgement, PairedMetric
 from pytest_llmperf.verdict.gate import (
     IMPROVEMENT,
     INCONCLUSIVE,
@@ -315,10 +316,11 @@ def judge_pairs(ratios: Mapping[str, PairedRatios], tolerance: float) -> GateRep
 
 
 def ab_entry(ratios: Mapping[str, PairedRatios], tolerance: float | None,
-             report: GateReport) -> dict[str, Any]:
-    """What a run file keeps of one test's A/B judgement: per gated metric the ratios in
-    measuring order (None for a NaN), their median and interval, and the verdict. Tolerance
-    None: llmperf.ab(), whose test judges the ratios itself (status None)."""
+             report: GateReport) -> AbJudgement:
+    """What a run file keeps of one test's A/B judgement (verdict/ab_judgement.py): per gated
+    metric the ratios in measuring order (None for a NaN), one side's back-to-back ratios
+    (null_pairs), their median and interval, and the verdict. Tolerance None: llmperf.ab(),
+    whose test judges the ratios itself (status None)."""
     verdicts = {verdict.name: verdict for verdict in report.verdicts}
 
     def number(value: float) -> float | None:
@@ -328,29 +330,21 @@ def ab_entry(ratios: Mapping[str, PairedRatios], tolerance: float | None,
     for name, paired in sorted(ratios.items()):
         low, high, confidence = paired.interval
         verdict = verdicts.get(name)
-        metrics[name] = {
-            "ratios": [number(r) for r in paired.ratios],
-            # one side's back-to-back runs, later over earlier (null_pairs): the noise estimate
-            # beside the pairs', so a verdict can be judged again from the file
-            "nulls": [number(r) for r in paired.nulls],
-            "median": number(paired.median),
-            "interval": [number(low), number(high)],
-            "confidence": confidence,
-            "status": verdict.status if verdict else None,
-            "message": verdict.message if verdict else "",
-        }
+        metrics[name] = PairedMetric(
+            tuple(number(r) for r in paired.ratios), tuple(number(r) for r in paired.nulls),
+            number(paired.median), (number(low), number(high)), confidence,
+            verdict.status if verdict else None, verdict.message if verdict else "")
     pairs = max((len(paired.ratios) for paired in ratios.values()), default=0)
-    return {"tolerance": tolerance, "pairs": pairs, "metrics": metrics}
+    return AbJudgement(tolerance, pairs, metrics)
 
 
-def ab_line(entry: Mapping[str, Any]) -> str:
+def ab_line(entry: AbJudgement) -> str:
     """One summary line of a paired judgement: each gated metric's median B/A ratio, e.g.
     "B/A over 4 ABBA pairs (tolerance 0.1): ttft_s.p50 1.021, tpot_s.p50 0.987"."""
-    ratios = ", ".join(f"{name} {format_ratio(metric.get('median'))}"
-                       for name, metric in sorted(entry.get("metrics", {}).items()))
-    tolerance = entry.get("tolerance")
-    judged = "judged by the test" if tolerance is None else f"tolerance {tolerance:g}"
-    return f"B/A over {entry.get('pairs', 0)} ABBA pairs ({judged}): {ratios}"
+    ratios = ", ".join(f"{name} {format_ratio(metric.median)}"
+                       for name, metric in sorted(entry.metrics.items()))
+    judged = "judged by the test" if entry.tolerance is None else f"tolerance {entry.tolerance:g}"
+    return f"B/A over {entry.pairs} ABBA pairs ({judged}): {ratios}"
 
 
 def format_ratio(value: float | None) -> str:

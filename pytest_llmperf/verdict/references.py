@@ -26,6 +26,7 @@ from pytest_llmperf.metrics import registry
 from pytest_llmperf.metrics.stats import Estimate, combine_runs
 from pytest_llmperf.metrics.work import ExecutedWork
 from pytest_llmperf.verdict import baselines, gate, noise, same_work, shapes
+from pytest_llmperf.verdict.ab_judgement import AbJudgement
 from pytest_llmperf.verdict.paired_ratios import ab_entry, judge_pairs, paired_ratios
 from pytest_llmperf.verdict.status import Status
 
@@ -41,7 +42,7 @@ class Judgement:
     # Judged against another measurement (a saved run, side A), not a baseline: an improvement
     # is then just that, not a stale baseline.
     saved_run: bool = False
-    ab: dict[str, Any] | None = None  # a paired judgement's ratios (ab.ab_entry)
+    ab: AbJudgement | None = None  # a paired judgement's ratios (paired_ratios.ab_entry)
     # No usable baseline here: this run becomes the machine-local one (BaselineTable.local).
     record_local: bool = False
     # The two sides executed different work (metrics/work.py): the line naming how; no

@@ -32,6 +32,7 @@ from pytest_llmperf.metrics.facts import EngineFacts, WorkloadFacts
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.metrics.work import ExecutedWork
 from pytest_llmperf.numbers import finite_or_none, is_real, is_whole, number_or_nan
+from pytest_llmperf.verdict.ab_judgement import AbJudgement
 from pytest_llmperf.verdict.baselines import BaselineEntry
 from pytest_llmperf.verdict.gate import DEFAULT_GATED, DEFAULT_TOLERANCE
 from pytest_llmperf.verdict.measurement_record import MeasurementRecord
@@ -165,9 +166,10 @@ class StoredResult:
         return self.record.gate.metrics
 
     @property
-    def ab(self) -> dict[str, Any]:
-        """Side B of a paired run: its judgement (ab.ab_entry); {} for any other result."""
-        return self.record.ab or {}
+    def ab(self) -> AbJudgement | None:
+        """Side B of a paired run: its judgement (verdict/ab_judgement.py); None for any other
+        result."""
+        return self.record.ab
 
     @property
     def estimates(self) -> dict[str, Estimate]:

@@ -162,20 +162,22 @@ def ab_rows(run: RunFile) -> tuple[list[list[str]], list[gate.Verdict]]:
     (llmperf.ab() ratios, which their test judged, are shown without a verdict)."""
     rows, verdicts = [], []
     for saved in run.results.values():
-        tolerance = saved.ab.get("tolerance")
-        for name, entry in sorted(saved.ab.get("metrics", {}).items()):
-            low, high = entry.get("interval") or (None, None)
-            cells = [without_side(saved.key), name, format_ratio(entry.get("median")),
-                     f"{format_ratio(low)}-{format_ratio(high)}", str(saved.ab.get("pairs", ""))]
+        if saved.ab is None:
+            continue
+        tolerance = saved.ab.tolerance
+        for name, entry in sorted(saved.ab.metrics.items()):
+            low, high = entry.interval
+            cells = [without_side(saved.key), name, format_ratio(entry.median),
+                     f"{format_ratio(low)}-{format_ratio(high)}", str(saved.ab.pairs)]
             if tolerance is None:
                 rows.append([*cells, "-", "judged by the test"])
                 continue
-            status = Status(entry.get("status") or Status.PASS)
+            status = Status(entry.status or Status.PASS)
             lower = (saved.directions.get(name) or registry.direction(name)) == "lower"
             allowed = f"<= {1 + tolerance:.3f}" if lower else f">= {1 / (1 + tolerance):.3f}"
             rows.append([*cells, allowed, status.summary])
             verdicts.append(gate.Verdict(name, status, math.nan, 1.0, math.nan, tolerance,
-                                         tolerance * 100, str(entry.get("message", ""))))
+                                         tolerance * 100, entry.message))
     return rows, verdicts
 
 

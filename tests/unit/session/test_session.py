@@ -231,7 +231,7 @@ def test_a_regressed_b_measures_its_confirm_pairs_in_abba_order(monkeypatch):
                              "to confirm"]
     judgement = judge_ab(session)
     assert judgement.failed
-    assert judgement.ab["pairs"] == 8
+    assert judgement.ab.pairs == 8
     assert [record.status for record in session.ledger.records] == [Status.SIDE_A,
                                                                     Status.REGRESSION]
 
@@ -269,7 +269,7 @@ def test_a_deferred_confirm_keeps_the_first_pairs_and_the_rerun_goes_on_from_the
                              "after the other tests of its engine, to confirm"]
     judgement = judge_ab(session)
     assert not judgement.failed
-    assert judgement.ab["metrics"]["tpot_s.p50"]["ratios"] == pytest.approx([1.3] * 4 + [0.8] * 4)
+    assert judgement.ab.metrics["tpot_s.p50"].ratios == pytest.approx([1.3] * 4 + [0.8] * 4)
     assert session.ab_runner.paused == {}
 
 
@@ -289,7 +289,7 @@ def test_a_slow_stretch_that_does_not_last_passes_on_all_the_pairs(monkeypatch):
     run_ab(session, confirm_pairs=4)
     judgement = judge_ab(session)
     assert not judgement.failed
-    assert judgement.ab["metrics"]["tpot_s.p50"]["ratios"] == pytest.approx([1.3] * 4 + [0.8] * 4)
+    assert judgement.ab.metrics["tpot_s.p50"].ratios == pytest.approx([1.3] * 4 + [0.8] * 4)
 
 
 def test_ab_sides_on_gpus_trade_them_again_halfway_through_the_confirm_pairs(monkeypatch,
@@ -402,7 +402,7 @@ def test_an_unknown_ab_measures_the_pairs_its_noise_needs_and_then_decides_same(
     assert 8 < pairs <= AbPlan(4, 4).ceiling
     assert f"B still inconclusive over 8 ABBA pairs; {pairs - 8} more measured" in " ".join(
         lines(session))
-    assert judgement.status == Status.PASS and judgement.ab["pairs"] == pairs
+    assert judgement.status == Status.PASS and judgement.ab.pairs == pairs
 
 
 def test_a_large_effect_decides_in_its_first_pairs_with_no_more_measured(monkeypatch):

@@ -470,7 +470,7 @@ def test_side_a_judges_the_paired_ratios_and_keeps_them_for_the_run_file():
     assert judgement.failure_text() == (
         "ttft_s.p50 regressed in A/B: B/A median 1.300 (88% interval 1.300-1.300 over 4 ABBA "
         "pairs), allowed <= 1.100 (lower is better; A/B tolerance 0.1)")
-    assert judgement.ab["metrics"]["ttft_s.p50"]["ratios"] == pytest.approx([1.3] * 4)
+    assert judgement.ab.metrics["ttft_s.p50"].ratios == pytest.approx([1.3] * 4)
     # Better than A beyond the band: reported as improved, never as a stale baseline.
     faster = references.Current({}, ({"ttft_s.p50": 0.07},) * 4)
     assert references.judge(faster, side_a, gated=("ttft_s.p50",)).label() == "pass (improved)"

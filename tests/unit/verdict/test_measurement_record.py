@@ -10,7 +10,9 @@ import pytest
 from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.session.ledger import Ledger
+from pytest_llmperf.verdict.ab_judgement import AbJudgement, PairedMetric
 from pytest_llmperf.verdict.measurement_record import (
+    CapacityProbe,
     Extras,
     GateSettings,
     MeasurementRecord,
@@ -20,7 +22,8 @@ from pytest_llmperf.verdict.status import Status
 from tests.unit.fingerprints import CPU
 
 SIDE_B = MeasurementId("suites/t.py::test_x", side="B")
-AB = {"tolerance": 0.1, "pairs": 4, "metrics": {}}
+AB = AbJudgement(0.1, 4, {"tpot_s.p50": PairedMetric((1.2, None), (1.0,), 1.2, (1.1, None), 0.875,
+                                                    "pass", "")})
 
 
 def test_a_record_goes_to_plain_data_and_back():
@@ -29,7 +32,11 @@ def test_a_record_goes_to_plain_data_and_back():
     plain = record.to_plain()
     assert plain == {"key": "test_x (B)", "test_id": "suites/t.py::test_x (B)",
                      "status": "regression", "verdict": "REGRESSION",
-                     "gate": {"tolerance": 0.75, "metrics": ["tpot_s.p50"]}, "ab": AB}
+                     "gate": {"tolerance": 0.75, "metrics": ["tpot_s.p50"]},
+                     "ab": {"tolerance": 0.1, "pairs": 4, "metrics": {"tpot_s.p50": {
+                         "ratios": [1.2, None], "nulls": [1.0], "median": 1.2,
+                         "interval": [1.1, None], "confidence": 0.875, "status": "pass",
+                         "message": ""}}}}
     assert MeasurementRecord.from_plain(plain) == record
 
 
@@ -83,3 +90,20 @@ def test_an_unknown_annotation_is_a_type_error():
     with pytest.raises(TypeError) as info:
         Ledger(CPU).annotate(SIDE_B, abb=AB)
     assert str(info.value) == "annotate() got an unknown annotation 'abb'"
+
+
+def test_a_capacity_probe_and_what_a_test_can_detect_go_to_plain_data_and_back():
+    record = MeasurementRecord(MeasurementId("suites/t.py::test_cap", run=2),
+                               capacity=CapacityProbe({"ttft_s.p90": 0.5}, {}, False,
+                                                      "ttft_s.p90 0.61 > 0.5"),
+                               detectable={"tpot_s.p50": {"detectable": 0.27, "tolerance": 0.1}})
+    plain = record.to_plain()
+    assert plain["capacity"] == {"slo": {"max": {"ttft_s.p90": 0.5}, "min": {}},
+                                 "passed": False, "reason": "ttft_s.p90 0.61 > 0.5"}
+    assert MeasurementRecord.from_plain(plain) == record
+
+
+def test_an_ab_entry_an_older_or_edited_file_left_short_reads_as_unknown():
+    found = MeasurementRecord.from_plain({"test_id": "suites/t.py::test_x (B)", "ab": {
+        "pairs": "4", "metrics": {"tpot_s.p50": {"ratios": [1.2, "x"], "median": None}}}}).ab
+    assert found == AbJudgement(None, 0, {"tpot_s.p50": PairedMetric((1.2, None))})

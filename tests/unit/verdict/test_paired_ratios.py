@@ -144,7 +144,7 @@ def test_null_pairs_are_each_sides_runs_measured_back_to_back_in_abba_order():
     assert paired_ratios(a, b, ["tpot_s.p50"])["tpot_s.p50"].nulls == (3.0, 2.0, 3.0)
     ratios = paired_ratios(a, b, ["tpot_s.p50"])
     entry = ab_entry(ratios, 0.1, judge_pairs(ratios, 0.1))
-    assert entry["metrics"]["tpot_s.p50"]["nulls"] == [3.0, 2.0, 3.0]  # the file can be judged again
+    assert entry.to_plain()["metrics"]["tpot_s.p50"]["nulls"] == [3.0, 2.0, 3.0]  # judged again
 
 
 def test_pairs_to_settle_grow_with_the_spread_and_say_nothing_without_one():

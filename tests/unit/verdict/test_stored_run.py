@@ -20,7 +20,11 @@ from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports.runfile import run_document
-from pytest_llmperf.verdict.measurement_record import GateSettings, MeasurementRecord
+from pytest_llmperf.verdict.measurement_record import (
+    CapacityProbe,
+    GateSettings,
+    MeasurementRecord,
+)
 from pytest_llmperf.verdict.mismatch import engine_changes, workload_changes
 from pytest_llmperf.verdict.status import Status
 from pytest_llmperf.verdict.stored_run import FORMAT, RunFileError, StoredRun
@@ -235,8 +239,11 @@ def test_the_stored_facts_are_typed():
     assert chat.metrics["ttft_s.p50"].direction == "lower"
     assert chat.metrics["output_throughput_tok_s"].direction == "higher"
     assert chat.status is Status.REGRESSION and chat.gated == ("tpot_s.p50",)
-    assert probe.record.capacity == {"slo": {"max": {"ttft_s.p50": 0.5}, "min": {}},
-                                     "passed": True, "reason": ""}
+    assert probe.record.capacity == CapacityProbe({"ttft_s.p50": 0.5}, {}, True, "")
+    paired = chat.ab.metrics["tpot_s.p50"]  # written before one side's own ratios were kept
+    assert (chat.ab.pairs, paired.median, paired.status, paired.nulls) == (
+        3, 1.2, "regression", None)
+    assert probe.ab is None
 
 
 def test_a_newer_format_is_refused_with_the_formats_read():

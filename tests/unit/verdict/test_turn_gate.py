@@ -148,5 +148,5 @@ def test_a_saved_run_and_an_ab_pair_compare_turn_metrics(tmp_path):
     side_a = references.SideA((metrics.flat(),) * 2, tolerance=0.1)
     paired = references.judge(references.Current.of([compute_metrics(conversations(second=0.03))] * 2),
                          side_a, gated=("turn2:ttft_s.p50",))
-    assert paired.ab["metrics"]["turn2:ttft_s.p50"]["ratios"] == pytest.approx([2.0, 2.0])
-    assert paired.ab["metrics"]["turn2:ttft_s.p50"]["status"] == "regression"
+    assert paired.ab.metrics["turn2:ttft_s.p50"].ratios == pytest.approx([2.0, 2.0])
+    assert paired.ab.metrics["turn2:ttft_s.p50"].status == "regression"
