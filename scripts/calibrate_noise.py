@@ -49,9 +49,8 @@ def read_runs(paths: Sequence[Path]) -> list[Run]:
             runs += [_bundled(run) for run in document["runs"]]
             continue
         saved = read_run(path)
-        runs.append({key: {**{n: e.value for n, e in result.estimates.items()},
-                           **({ENGINE_START: result.engine_start_s}
-                              if result.engine_start_s is not None else {})}
+        # The engine's start is among the metrics (a file written before has it read so).
+        runs.append({key: {n: e.value for n, e in result.estimates.items()}
                      for key, result in saved.results.items()})
     return runs
 

@@ -161,14 +161,14 @@ def page(report: Report, pictures: Sequence[Picture] = (), missing: str | None =
     return "\n".join(lines) + "\n"
 
 
-RunFile = StoredRun | Mapping[str, Any]  # the model, or the document json.load gives
+RunOrDocument = StoredRun | Mapping[str, Any]  # the model, or the document json.load gives
 
 
-def _model(run: RunFile) -> StoredRun:
+def _model(run: RunOrDocument) -> StoredRun:
     return run if isinstance(run, StoredRun) else StoredRun.from_plain(run)
 
 
-def pictures_of(run: RunFile | None) -> tuple[list[Picture], str | None]:
+def pictures_of(run: RunOrDocument | None) -> tuple[list[Picture], str | None]:
     """The run's plots, or why there are none (matplotlib missing)."""
     if not plots.available():
         return [], plots.MISSING
@@ -180,7 +180,7 @@ def pictures_of(run: RunFile | None) -> tuple[list[Picture], str | None]:
     return found + ([plots.phases_picture(splits)] if splits else []), None
 
 
-def phase_splits(run: RunFile) -> list[tuple[str, Split]]:
+def phase_splits(run: RunOrDocument) -> list[tuple[str, Split]]:
     """Each result's TTFT split (metrics/phases.py) from the run file's metrics, where the
     server timed its requests."""
     found = []
@@ -193,7 +193,7 @@ def phase_splits(run: RunFile) -> list[tuple[str, Split]]:
     return found
 
 
-def write(report: Report, run: RunFile | None, path: Path) -> str:
+def write(report: Report, run: RunOrDocument | None, path: Path) -> str:
     """--llmperf-html: the page, with the plots of the run file `run`; returns the summary's
     line saying where it went (or why not)."""
     pictures, missing = pictures_of(run)

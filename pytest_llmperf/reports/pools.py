@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from pytest_llmperf.metrics.stats import Estimate, combine_repeats
-from pytest_llmperf.reports.saved_runs import RunFile, SavedResult
+from pytest_llmperf.reports.saved_runs import ReadRun, StoredResult
 from pytest_llmperf.verdict.shapes import machine_id
 
 __all__ = ["PoolError", "hosts", "pool_of"]
@@ -27,12 +27,12 @@ class PoolError(ValueError):
     """Runs that are no pool; the message is one line naming the files and the fix."""
 
 
-def hosts(runs: Sequence[RunFile]) -> list[str]:
+def hosts(runs: Sequence[ReadRun]) -> list[str]:
     """The pool's nodes, each once, in the runs' order ("?" for a run that names none)."""
     return list(dict.fromkeys(str(run.fingerprint.get("host") or "?") for run in runs))
 
 
-def pool_of(runs: Sequence[RunFile], label: str) -> RunFile:
+def pool_of(runs: Sequence[ReadRun], label: str) -> ReadRun:
     """`runs` as one run named `label`: every test any run has, each metric the median and
     spread over the runs that measured it. PoolError when the runs are of two hardware
     families (a pool is one kind of node)."""
@@ -44,14 +44,14 @@ def pool_of(runs: Sequence[RunFile], label: str) -> RunFile:
         shown = ", ".join(f"{path} ({family})" for family, path in families.items())
         raise PoolError(f"the {label}'s runs are of {len(families)} hardware families ({shown}); "
                         "a pool is one kind of node: compare each family's pools separately")
-    results: dict[str, SavedResult] = {}
+    results: dict[str, StoredResult] = {}
     for key in dict.fromkeys(key for run in runs for key in run.results):
         having = [run.results[key] for run in runs if key in run.results]
         metrics = {name: _pooled([saved.metrics[name] for saved in having
                                   if name in saved.metrics])
                    for name in dict.fromkeys(n for saved in having for n in saved.metrics)}
         results[key] = dataclasses.replace(having[0], metrics=metrics)
-    return RunFile(label, runs[0].fingerprint, results)
+    return ReadRun(label, runs[0].fingerprint, results)
 
 
 def _pooled(estimates: list[Estimate]) -> Estimate:

@@ -72,7 +72,7 @@ Our own complete data sits under the top-level "llmperf" key, which those tools 
 through, says what each format added and which it reads.
 
 `value` and `spread` are the median and robust spread over the repeats (stats.combine_runs), so a
-saved run can stand in for a baseline (SavedResult.entries). Non-finite numbers (an empty
+saved run can stand in for a baseline (StoredResult.entries). Non-finite numbers (an empty
 distribution is NaN) are written as null: JSON has no NaN, and JavaScript's JSON.parse, which
 github-action-benchmark uses, rejects a whole file for one; read_run() reads null as NaN.
 """

@@ -12,10 +12,8 @@ from typing import Any
 
 from pytest_llmperf.verdict.stored_run import RunFileError, StoredResult, StoredRun, bad
 
-__all__ = ["RunFile", "RunFileError", "SavedResult", "load_run", "read_run", "resolve_saved"]
+__all__ = ["ReadRun", "RunFileError", "load_run", "read_run", "resolve_saved"]
 
-# One test of a saved run: the run file model's result entry (verdict/stored_run.py).
-SavedResult = StoredResult
 
 
 def load_run(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -43,26 +41,26 @@ def load_run(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class RunFile:
-    """A run file as read back: its fingerprint and one SavedResult per baseline key."""
+class ReadRun:
+    """A run file as read back: its fingerprint and one StoredResult per baseline key."""
 
     path: str
     fingerprint: dict[str, Any]
-    results: dict[str, SavedResult]
+    results: dict[str, StoredResult]
     commit: str | None = None
     started: str | None = None
 
 
-def read_run(path: str | os.PathLike[str]) -> RunFile:
+def read_run(path: str | os.PathLike[str]) -> ReadRun:
     """Read a run file; RunFileError (one line: file, problem, fix) when it is not one of ours."""
     name = os.fspath(path)
     run = StoredRun.from_plain(load_run(path), name)
-    results: dict[str, SavedResult] = {}
+    results: dict[str, StoredResult] = {}
     for index, saved in enumerate(run.results):
         if saved.key in results:
             raise bad(name, f"llmperf.results[{index}].key", f"{saved.key!r} appears twice")
         results[saved.key] = saved
-    return RunFile(name, run.fingerprint, results, run.commit, run.started)
+    return ReadRun(name, run.fingerprint, results, run.commit, run.started)
 
 
 def resolve_saved(name_or_path: str, runs_dir: str | os.PathLike[str]) -> Path:

@@ -112,7 +112,7 @@ class Judge:
     # The comparisons this run plans (its llmperf tests x the metrics gated by default; 0 until
     # collection counts them): the run's false-alarm budget is shared among them (budget.py).
     comparisons: int = 0
-    _saved_run: tuple[Path, saved_runs.RunFile] | None = None
+    _saved_run: tuple[Path, saved_runs.ReadRun] | None = None
 
     @property
     def hardware_class(self) -> str:

@@ -359,8 +359,9 @@ def _why_absent(name: str) -> str | None:
     if name.startswith(SERVER_PREFIX) and lookup(name):  # ours, not on this server's page
         return ("this run's server did not report it: server metrics are read from vLLM's "
                 "/metrics; spec_decode_* needs speculative decoding")
-    if name == "engine_start_s":  # measured only where this session started the engine
-        return "this session did not start the engine (--llmperf-endpoint): no start time"
+    metric = lookup(name)
+    if metric is not None and metric.absent.startswith("{name}: "):  # its definition says why
+        return metric.absent.removeprefix("{name}: ")  # (the engine's start: not ours to time)
     return None
 
 

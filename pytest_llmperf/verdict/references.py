@@ -29,6 +29,7 @@ from pytest_llmperf.verdict import baselines, gate, noise, same_work, shapes
 from pytest_llmperf.verdict.ab_judgement import AbJudgement
 from pytest_llmperf.verdict.paired_ratios import ab_entry, judge_pairs, paired_ratios
 from pytest_llmperf.verdict.status import Status
+from pytest_llmperf.verdict.stored_run import StoredResult
 
 
 @dataclass
@@ -295,7 +296,7 @@ class SavedRun:
 
     path: Path
     key: str
-    saved: Any  # saved_runs.SavedResult | None
+    saved: StoredResult | None  # None: the saved run has no such test
     workload: Mapping[str, Any] | None = None  # this test's (Workload.to_dict)
     work_rule: same_work.Rule = same_work.Rule()
     changed: str | None = None  # what changed since the saved run (same_node.stack_changes)

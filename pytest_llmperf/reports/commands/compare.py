@@ -21,7 +21,7 @@ from pytest_llmperf.ids import without_side
 from pytest_llmperf.metrics import registry
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.reports.commands.exits import EXIT_OK, EXIT_REGRESSION, CliError
-from pytest_llmperf.reports.saved_runs import RunFile, RunFileError, SavedResult, read_run
+from pytest_llmperf.reports.saved_runs import ReadRun, RunFileError, StoredResult, read_run
 from pytest_llmperf.reports.text_table import aligned, cell_text
 from pytest_llmperf.verdict import gate
 from pytest_llmperf.verdict.baseline_entry import TOLERANCE_RULE, is_tolerance
@@ -109,7 +109,7 @@ def _only_row(key: str, name: str, *, in_a: bool) -> list[str]:
     return [key, name, "", "", "", "", "only in A" if in_a else "only in B"]
 
 
-def _metric_row(key: str, verdict: gate.Verdict, a: SavedResult) -> list[str]:
+def _metric_row(key: str, verdict: gate.Verdict, a: StoredResult) -> list[str]:
     # The gate's own unit choice, so the table and the messages printed under it agree.
     fmt = registry.formatter(verdict.name, verdict.reference, verdict.value)
     cells = [key, verdict.name, fmt(verdict.reference), _cell(verdict.value, fmt)]
@@ -117,7 +117,7 @@ def _metric_row(key: str, verdict: gate.Verdict, a: SavedResult) -> list[str]:
 
 
 def compare_runs(
-    a: RunFile, b: RunFile, names: Sequence[str] | None = None, tolerance: float | None = None
+    a: ReadRun, b: ReadRun, names: Sequence[str] | None = None, tolerance: float | None = None
 ) -> tuple[list[list[str]], list[gate.Verdict]]:
     """Table rows (tests in A's order, then B's extras) and every verdict, each test judged by
     the plugin's own path (verdict/references.py's judge against A's saved test). `names` and
@@ -156,7 +156,7 @@ def compare_runs(
     return rows, verdicts
 
 
-def ab_rows(run: RunFile) -> tuple[list[list[str]], list[gate.Verdict]]:
+def ab_rows(run: ReadRun) -> tuple[list[list[str]], list[gate.Verdict]]:
     """Side B of each paired A/B test in a run file: per gated metric the median B/A ratio,
     its interval, the pairs, the allowed ratio and the verdict, as the session judged it
     (llmperf.ab() ratios, which their test judged, are shown without a verdict)."""
@@ -185,7 +185,7 @@ def format_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return aligned(header, rows, RIGHT_ALIGNED)
 
 
-def fingerprint_changes(a: RunFile, b: RunFile) -> list[str]:
+def fingerprint_changes(a: ReadRun, b: ReadRun) -> list[str]:
     """What differs between the two machines/stacks: the upgrade under test, or a mistake."""
     changes = []
     for name in sorted(set(a.fingerprint) | set(b.fingerprint)):
@@ -195,7 +195,7 @@ def fingerprint_changes(a: RunFile, b: RunFile) -> list[str]:
     return changes
 
 
-def read(path: str) -> RunFile:
+def read(path: str) -> ReadRun:
     try:
         return read_run(path)
     except RunFileError as exc:
@@ -223,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
     return summarize(verdicts, rows)
 
 
-def check_metric_names(names: Sequence[str] | None, a: RunFile, b: RunFile) -> None:
+def check_metric_names(names: Sequence[str] | None, a: ReadRun, b: ReadRun) -> None:
     """--metrics names only metrics one of the runs has (CliError: one line with the known)."""
     known = {name for run in (a, b) for saved in run.results.values() for name in saved.estimates}
     try:
@@ -232,7 +232,7 @@ def check_metric_names(names: Sequence[str] | None, a: RunFile, b: RunFile) -> N
         raise CliError(str(exc)) from None
 
 
-def _compare_ab(run: RunFile) -> int:
+def _compare_ab(run: ReadRun) -> int:
     """One run file of a paired A/B session (--llmperf-ab): its paired verdicts."""
     rows, verdicts = ab_rows(run)
     if not rows:
@@ -246,7 +246,7 @@ def _compare_ab(run: RunFile) -> int:
     return summarize(verdicts, [])
 
 
-def _provenance(run: RunFile) -> str:
+def _provenance(run: ReadRun) -> str:
     parts = [f"commit {run.commit}" if run.commit else "", run.started or ""]
     shown = ", ".join(part for part in parts if part)
     return f" ({shown})" if shown else ""

@@ -20,7 +20,7 @@ import argparse
 from pytest_llmperf.reports import pools
 from pytest_llmperf.reports.commands import compare
 from pytest_llmperf.reports.commands.exits import CliError
-from pytest_llmperf.reports.saved_runs import RunFile
+from pytest_llmperf.reports.saved_runs import ReadRun
 from pytest_llmperf.verdict import gate
 
 __all__ = ["add_command", "run"]
@@ -54,14 +54,14 @@ def add_command(commands) -> None:
     parser.set_defaults(run=run)
 
 
-def _pool(runs: list[RunFile], label: str) -> RunFile:
+def _pool(runs: list[ReadRun], label: str) -> ReadRun:
     try:
         return pools.pool_of(runs, label)
     except pools.PoolError as exc:
         raise CliError(str(exc)) from None
 
 
-def _describe(label: str, paths: list[str], runs: list[RunFile]) -> str:
+def _describe(label: str, paths: list[str], runs: list[ReadRun]) -> str:
     nodes = pools.hosts(runs)
     return (f"{label}: {len(paths)} run(s) on {len(nodes)} node(s) ({', '.join(nodes)}): "
             f"{', '.join(paths)}")

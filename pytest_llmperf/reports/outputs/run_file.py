@@ -10,7 +10,7 @@ from pytest_llmperf.reports.outputs.base import Output, Paths, SessionOutput, Ta
 from pytest_llmperf.reports.runfile import write_run
 
 
-class RunFile(Output):
+class RunFileOutput(Output):
     option = "json"
 
     def write(self, target: Target, session: SessionOutput) -> str:
@@ -27,7 +27,7 @@ class RunFile(Output):
         return f"results written to {target.path}"
 
 
-class SavedRun(RunFile):
+class SavedRunOutput(RunFileOutput):
     """--llmperf-save NAME: the run file under the saved runs' folder, for --llmperf-compare."""
 
     option = "save"

@@ -41,7 +41,7 @@ def payload() -> dict:
 
 def test_every_format_is_registered_the_run_files_first():
     assert [writer.__name__ for writer in writers()] == [
-        "RunFile", "SavedRun", "HtmlFile", "MarkdownFile", "StepSummary"]
+        "RunFileOutput", "SavedRunOutput", "HtmlFile", "MarkdownFile", "StepSummary"]
 
 
 def test_each_format_says_where_it_writes(tmp_path):
@@ -50,8 +50,8 @@ def test_each_format_says_where_it_writes(tmp_path):
     found = [(type(writer).__name__, target) for writer, target in
              outputs.targets(asked, {"GITHUB_STEP_SUMMARY": "/gh/summary.md"})]
     assert found == [
-        ("RunFile", Target("--llmperf-json", Path("out/run.json"), tmp_path / "out/run.json")),
-        ("SavedRun", Target("--llmperf-save", "nightly", tmp_path / ".llmperf/runs/nightly.json")),
+        ("RunFileOutput", Target("--llmperf-json", Path("out/run.json"), tmp_path / "out/run.json")),
+        ("SavedRunOutput", Target("--llmperf-save", "nightly", tmp_path / ".llmperf/runs/nightly.json")),
         ("HtmlFile", Target("--llmperf-html", Path("/abs/r.html"), Path("/abs/r.html"))),
         ("MarkdownFile", Target("--llmperf-markdown", Path("r.md"), tmp_path / "r.md")),
         ("StepSummary", Target("$GITHUB_STEP_SUMMARY", "/gh/summary.md",

@@ -15,11 +15,11 @@ from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.metrics.stats import Estimate
 from pytest_llmperf.records import RequestRecord
-from pytest_llmperf.reports import saved_runs
 from pytest_llmperf.verdict import baselines, gate, references
 from pytest_llmperf.verdict.baselines import BaselineEntry
 from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from pytest_llmperf.verdict.status import Status
+from pytest_llmperf.verdict.stored_run import StoredResult
 
 FILE = "baselines/cpu/test_cpu.toml"
 KEY = "test_fixed[64]"
@@ -63,11 +63,11 @@ def against(estimates, ref, engine=ENGINE, *, require: bool, fingerprint=HERE):
     return references.judge(references.Current(estimates), table)
 
 
-def saved_result(entries) -> saved_runs.SavedResult:
+def saved_result(entries) -> StoredResult:
     """A saved run's test holding exactly these values (spread 0) and directions."""
     estimates = {name: Estimate(e.value, e.spread, e.n, e.direction)
                  for name, e in entries.items()}
-    return saved_runs.SavedResult(key=KEY, test_id=NODEID,
+    return StoredResult(key=KEY, test_id=NODEID,
                                   record=MeasurementRecord(MeasurementId.parse(NODEID)),
                                   metrics=estimates)
 

@@ -313,6 +313,17 @@ def test_a_server_metric_this_server_did_not_report_says_so():
         "speculative decoding)")
 
 
+def test_a_metric_this_run_lacks_says_why_in_its_definitions_words():
+    # Metric.absent, as the engine's start says it for an endpoint's server: no metric's name
+    # is special-cased in the gate.
+    with pytest.raises(UnknownMetricError) as info:
+        check_names(["ttfo_s.p50", "engine_start_s"], lambda name: False, what="gate")
+    assert str(info.value) == (
+        "gate names unknown metrics 'ttfo_s.p50' (the run sent no reasoning requests "
+        "(Workload.reasoning, on an engine with a reasoning parser)), 'engine_start_s' (this "
+        "session did not start the engine (--llmperf-endpoint): no start time)")
+
+
 # Directions and new baseline entries
 
 
