@@ -39,7 +39,7 @@ BUILT_IN = ("pytest_llmperf.metrics.turns", "pytest_llmperf.metrics.lora",
             "pytest_llmperf.metrics.embeddings")
 
 _KINDS: dict[str, type[Breakdown]] = {}  # as they registered
-_ORDERED: dict[str, type[Breakdown]] = {}  # kinds()' answer, made again when one registers
+_ORDERED: dict[str, type[Breakdown]] = {}  # kinds()' answer; emptied when one registers
 
 
 class MeasuredRun(Protocol):
@@ -67,6 +67,7 @@ class Breakdown(Mapping[str, PlainValue]):
             raise TypeError(f"breakdown {name!r} is {taken.__name__} already; give "
                             f"{cls.__name__} a name of its own")
         _KINDS[name] = cls  # a module imported again (a test's reload) replaces its own class
+        _ORDERED.clear()  # kinds() orders them again
 
     def __init__(self, plain: Plain) -> None:
         self._plain = dict(plain)
@@ -105,11 +106,9 @@ class Breakdown(Mapping[str, PlainValue]):
 def kinds() -> dict[str, type[Breakdown]]:
     """Every registered breakdown by name, the built-in ones first in BUILT_IN's order, then
     the others in the order they registered."""
-    if not _ORDERED or _ORDERED.keys() != _KINDS.keys() or any(
-            _ORDERED[name] is not kind for name, kind in _KINDS.items()):
-        for module in BUILT_IN:
+    if not _ORDERED:
+        for module in BUILT_IN:  # each registers its own on import (once)
             importlib.import_module(module)
-        _ORDERED.clear()
         _ORDERED.update(sorted(_KINDS.items(), key=lambda item: _place(item[1])))
     return dict(_ORDERED)
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from pytest_llmperf.metrics.breakdown import Breakdown, MeasuredRun
 from pytest_llmperf.metrics.metric import HIGHER, LOWER, Metric, RunInputs, Summary, latency
+from pytest_llmperf.numbers import finite_or_none
 from pytest_llmperf.records import RequestRecord
 
 __all__ = ["Reasoning", "METRICS", "note", "request_ttfo", "summary"]
@@ -127,7 +128,7 @@ class Reasoning(Breakdown):
             return None
         flat = result.metrics.flat()
         p50 = {name: flat.get(f"{name}.p50") for name in ("ttft_s", "ttfo_s", "reasoning_s")}
-        return cls({**found, "p50_s": {name: value if value == value else None  # NaN: null
+        return cls({**found, "p50_s": {name: finite_or_none(value)  # NaN: null
                                        for name, value in p50.items()}})
 
     def notes(self) -> list[str]:

@@ -8,18 +8,17 @@ empty), never as an error, as the run file's other descriptive parts do.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pytest_llmperf.numbers import is_real
+from pytest_llmperf.numbers import finite_or_none, is_real, number_or_nan
 
 __all__ = ["AbJudgement", "PairedMetric"]
 
 
 def _number(value: object) -> float | None:
     """A finite number as a float; anything else (None, NaN, a string) as None."""
-    return float(value) if is_real(value) and math.isfinite(float(value)) else None
+    return finite_or_none(number_or_nan(value))
 
 
 def _numbers(values: object) -> tuple[float | None, ...]:

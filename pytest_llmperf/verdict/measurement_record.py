@@ -53,14 +53,8 @@ class CapacityProbe:
     def from_plain(cls, plain: Mapping[str, Any]) -> CapacityProbe:
         """`to_plain`'s form; a bound that is not a number is not read (descriptive only)."""
         slo = plain.get("slo") if isinstance(plain.get("slo"), Mapping) else {}
-
-        def bounds(side: str) -> dict[str, float]:
-            found = slo.get(side)
-            return {str(name): float(value) for name, value in found.items()
-                    if is_real(value)} if isinstance(found, Mapping) else {}
-
-        return cls(bounds("max"), bounds("min"), bool(plain.get("passed")),
-                   str(plain.get("reason") or ""))
+        return cls(_numbers(slo.get("max")), _numbers(slo.get("min")),
+                   bool(plain.get("passed")), str(plain.get("reason") or ""))
 
 
 @dataclass(frozen=True)
@@ -195,8 +189,15 @@ def _detectable(plain: Any) -> dict[str, dict[str, float]] | None:
     """The run file's "detectable" (verdict/detectable.of_report's form), its numbers only."""
     if not isinstance(plain, Mapping):
         return None
-    return {str(name): {key: float(value) for key, value in seen.items() if is_real(value)}
-            for name, seen in plain.items() if isinstance(seen, Mapping)}
+    return {str(name): _numbers(seen) for name, seen in plain.items() if isinstance(seen, Mapping)}
+
+
+def _numbers(plain: Any) -> dict[str, float]:
+    """A file's object of numbers by name, the numbers only ({} for no object): descriptive
+    parts of a result entry never fail a file."""
+    if not isinstance(plain, Mapping):
+        return {}
+    return {str(name): float(value) for name, value in plain.items() if is_real(value)}
 
 
 def status_from_plain(plain: Mapping[str, Any]) -> Status | None:
