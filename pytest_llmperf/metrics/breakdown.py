@@ -10,18 +10,19 @@ registered breakdown and name none. A new built-in breakdown is its module and i
 BUILT_IN (the registry imports them); a plugin of the plugin registers one by importing its
 module (a conftest, or its own plugin module).
 
-A breakdown holds the JSON form the run file keeps, checked on reading (`Plain`), and reads as a
-read-only mapping of it, so that a test's `result.tool_calls["invalid"]` reads what the file
-holds.
+A breakdown holds the JSON form the run file keeps (`Plain`) as recorded facts do
+(metrics/facts.py: a read-only copy, equal to the plain dict), so that a test's
+`result.tool_calls["invalid"]` reads what the file holds.
 """
 
 from __future__ import annotations
 
 import importlib
 from abc import abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeAlias, Union
 
+from pytest_llmperf.metrics.facts import Facts
 from pytest_llmperf.records import RequestRecord
 
 __all__ = ["BUILT_IN", "Breakdown", "MeasuredRun", "Plain", "PlainValue", "kinds", "of_result",
@@ -51,8 +52,9 @@ class MeasuredRun(Protocol):
     metrics: Any  # its RunMetrics (`.flat()`: every metric by name)
 
 
-class Breakdown(Mapping[str, PlainValue]):
-    """One run's breakdown of one kind. A subclass sets `name` (its run-file key) and `of`."""
+class Breakdown(Facts):
+    """One run's breakdown of one kind, built from its plain form (`Breakdown(plain)`). A
+    subclass sets `name` (its run-file key) and `of`."""
 
     name: ClassVar[str]
 
@@ -69,9 +71,6 @@ class Breakdown(Mapping[str, PlainValue]):
         _KINDS[name] = cls  # a module imported again (a test's reload) replaces its own class
         _ORDERED.clear()  # kinds() orders them again
 
-    def __init__(self, plain: Plain) -> None:
-        self._plain = dict(plain)
-
     @classmethod
     @abstractmethod
     def of(cls, result: MeasuredRun) -> Breakdown | None:
@@ -83,24 +82,12 @@ class Breakdown(Mapping[str, PlainValue]):
 
     def to_plain(self) -> dict[str, PlainValue]:
         """The run file's entry under `name`."""
-        return dict(self._plain)
+        return self.to_dict()
 
     @classmethod
     def from_plain(cls, plain: Plain) -> Breakdown:
         """The breakdown a run file holds (`to_plain`'s form)."""
         return cls(plain)
-
-    def __getitem__(self, key: str) -> PlainValue:
-        return self._plain[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._plain)
-
-    def __len__(self) -> int:
-        return len(self._plain)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._plain!r})"
 
 
 def kinds() -> dict[str, type[Breakdown]]:
