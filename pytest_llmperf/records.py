@@ -144,6 +144,21 @@ class RequestRecord:
         return self.ok and self.output_tokens != self.expected_output_tokens
 
 
+# A record's instants, each a perf_counter value (the chunks' are a list of them).
+INSTANTS = ("scheduled_s", "sent_s", "done_s", "tool_calls_done_s", "first_output_s")
+
+
+def moved_in_time(record: RequestRecord, by_s: float) -> RequestRecord:
+    """The record with every instant moved by `by_s`: a record taken on another machine's
+    perf_counter, put on this process's time line (client/ray_workers.py). In place; returned."""
+    for name in INSTANTS:
+        value = getattr(record, name)
+        if value is not None:
+            setattr(record, name, value + by_s)
+    record.chunk_times_s = [t + by_s for t in record.chunk_times_s]
+    return record
+
+
 @dataclass(slots=True)
 class ClientStats:
     """How hard the load generator itself worked during one measurement: the evidence for its
@@ -156,6 +171,11 @@ class ClientStats:
     chunks: int = 0  # token chunks received
     coalesced_chunks: int = 0  # token chunks that shared a socket read with their predecessor
     loop_lag_s: list[float] = field(default_factory=list)  # event-loop probe delays, all workers
+    # Which client process this is ("client worker 1 (pid 4242)", "client worker 1 on node
+    # 10.0.0.2 (3f2a9c1e)"); "" for the one process of an in-process run.
+    name: str = ""
+    # A merge's parts, each process's own, so the self-check can name the one that limited a run.
+    parts: tuple[ClientStats, ...] = ()
 
     @property
     def cpu_us_per_chunk(self) -> float:
@@ -175,4 +195,7 @@ class ClientStats:
             chunks=sum(p.chunks for p in parts),
             coalesced_chunks=sum(p.coalesced_chunks for p in parts),
             loop_lag_s=[lag for p in parts for lag in p.loop_lag_s],
+            # One part is that part, its name kept; several keep each other's for the check.
+            name=parts[0].name if len(parts) == 1 else "",
+            parts=tuple(parts) if len(parts) > 1 else (),
         )

@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import signal
 import time
 import traceback
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -53,9 +55,10 @@ from pytest_llmperf.client.watchdog import (
     Watchdog,
     abort_reason,
 )
-from pytest_llmperf.records import ClientStats, Request
+from pytest_llmperf.records import ClientStats, Request, RequestRecord
 
-__all__ = ["WorkerPlan", "measure_in_workers", "plan_workers", "share"]
+__all__ = ["WorkerJob", "WorkerPlan", "failure_line", "measure_in_workers", "plan_workers",
+           "run_worker", "share"]
 
 # Worker processes start from a fork server that has already imported the client (a fresh
 # interpreter per worker would take ~1 s each; a fork of a clean one takes milliseconds, and
@@ -88,7 +91,9 @@ def plan_workers(pattern: LoadPattern, n_requests: int, n_warmup: int,
 
 
 @dataclass(frozen=True)
-class _Job:
+class WorkerJob:
+    """What one worker is handed: its part of the measurement and where to send it."""
+
     worker: int
     endpoint: Endpoint
     requests: list[Request]
@@ -98,29 +103,46 @@ class _Job:
     seed: int
     duration_s: float | None
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S
+    ray_address: str | None = None  # the cluster its actor runs on (client/ray_workers.py)
 
 
-def _worker_main(job: _Job, counter: Any, board: progress.Board, conn: Connection) -> None:
+def _worker_main(job: WorkerJob, counter: Any, board: progress.Board, conn: Connection) -> None:
     # Ctrl-C goes to the whole process group; the parent decides what happens, not each worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        records, stats = run_async(_worker_run(job, counter, board, conn))
-        conn.send(("done", records, stats))
+        def take_next() -> int:
+            with counter.get_lock():
+                index = counter.value
+                counter.value = index + 1
+            return index
+
+        def ready() -> float:
+            conn.send(("ready",))
+            return conn.recv()  # blocking on purpose: nothing is in flight before the start
+
+        records, stats = run_async(run_worker(job, take_next, board, ready))
+        conn.send(("done", records, replace(stats, name=f"client worker {job.worker} "
+                                                        f"(pid {os.getpid()})")))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent as this worker's failure
-        last = traceback.extract_tb(exc.__traceback__)[-1:] or None
-        where = f" at {last[0].filename}:{last[0].lineno}" if last else ""
-        conn.send(("error", f"{type(exc).__name__}: {exc}{where}"))
+        conn.send(("error", failure_line(exc)))
     finally:
         conn.close()
 
 
-async def _worker_run(job: _Job, counter: Any, board: progress.Board, conn: Connection):
-    def take_next() -> int:
-        with counter.get_lock():
-            index = counter.value
-            counter.value = index + 1
-        return index
+def failure_line(exc: BaseException) -> str:
+    """A worker's exception in one line, with where it was raised."""
+    last = traceback.extract_tb(exc.__traceback__)[-1:] or None
+    where = f" at {last[0].filename}:{last[0].lineno}" if last else ""
+    return f"{type(exc).__name__}: {exc}{where}"
 
+
+async def run_worker(job: WorkerJob, take_next: Callable[[], int], board: Any,
+                     ready: Callable[[], float]) -> tuple[list[RequestRecord], ClientStats]:
+    """One worker's part of the measurement, in this process's event loop: its warm-up, then
+    `ready()` (which returns the common start instant on this process's perf_counter), then
+    its share of the load. `board` takes its progress and holds the parent's stop request
+    (progress.Board's publish, stop_requested and interrupted); `take_next` hands out a closed
+    loop's request indices."""
     endpoint = job.endpoint
     async with OpenAIStreamClient(endpoint.base_url, endpoint.model, endpoint.options,
                                   access=endpoint.access) as client:
@@ -131,8 +153,7 @@ async def _worker_run(job: _Job, counter: Any, board: progress.Board, conn: Conn
                           max(1, share(WARMUP_CONCURRENCY, job.worker, job.workers)),
                           stopped=board.stop_requested)
             prepare_checks(job.requests)
-            conn.send(("ready",))
-            start_s = conn.recv()  # blocking on purpose: nothing is in flight before the start
+            start_s = ready()
             return await run_measured(
                 client, job.requests, job.plan.pattern, seed=job.seed, duration_s=job.duration_s,
                 start_s=start_s, only=job.plan.only,
@@ -142,7 +163,7 @@ async def _worker_run(job: _Job, counter: Any, board: progress.Board, conn: Conn
             publisher.cancel()
 
 
-async def _publish(job: _Job, client: OpenAIStreamClient, board: progress.Board) -> None:
+async def _publish(job: WorkerJob, client: OpenAIStreamClient, board: Any) -> None:
     """This worker's progress onto the board; on the parent's stop request, end the requests
     in flight (the stall watchdog runs in the parent, over every worker's progress)."""
     while not board.stop_requested():
@@ -196,9 +217,11 @@ def measure_in_workers(endpoint: Endpoint, requests: list[Request],
                        pattern: LoadPattern, *, seed: int, warmup: list[Request],
                        duration_s: float | None, workers: int, on_started=None,
                        stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
-                       interrupt: Interrupt | None = None) -> Measurement:
+                       interrupt: Interrupt | None = None, main: Callable[..., None] | None = None,
+                       ray_address: str | None = None) -> Measurement:
     """`measure.measure` over `workers` processes; `on_started(pids)` lets a benchmark watch
-    them."""
+    them. `main(job, counter, board, conn)` is what each process runs: by default the worker
+    itself; client/ray_workers.py passes one that runs it in a Ray actor on `ray_address`."""
     plans = plan_workers(pattern, len(requests), len(warmup), workers)
     counter = _CONTEXT.Value("q", 0)
     board = progress.Board(_CONTEXT, len(plans))
@@ -206,9 +229,10 @@ def measure_in_workers(endpoint: Endpoint, requests: list[Request],
     try:
         for k, plan in enumerate(plans):
             parent, child = _CONTEXT.Pipe()
-            job = _Job(k, endpoint, requests, warmup, plan, len(plans), seed, duration_s,
-                       stall_timeout_s)
-            process = _CONTEXT.Process(target=_worker_main, args=(job, counter, board, child),
+            job = WorkerJob(k, endpoint, requests, warmup, plan, len(plans), seed, duration_s,
+                            stall_timeout_s, ray_address)
+            process = _CONTEXT.Process(target=main or _worker_main,
+                                       args=(job, counter, board, child),
                                        name=f"llmperf-client-{k}", daemon=True)
             process.start()
             child.close()
@@ -242,7 +266,7 @@ async def _measure(endpoint: Endpoint, pending, watchdog: Watchdog, total: int) 
                 done, more_failed = await asyncio.to_thread(_collect, pending, None, "done")
     failed = {**failed, **more_failed}
     records = sorted((r for _, rs, _ in done.values() for r in rs), key=lambda r: r.index)
-    stats = ClientStats.merge([s for _, _, s in done.values()])
+    stats = ClientStats.merge([done[k][2] for k in sorted(done)])  # in worker order
     error = "; ".join(failed[k] for k in sorted(failed)) or None
     if error:
         error += (f"; the records of the other {len(done)} worker(s) are kept" if done

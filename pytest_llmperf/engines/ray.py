@@ -33,7 +33,8 @@ from pytest_llmperf.engines.server import free_port
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.machine.hardware import Hardware, classify_gpu
 
-__all__ = ["RAY_ADDRESS", "RayCluster", "cluster_hardware", "cluster_resources", "gpus_in"]
+__all__ = ["RAY_ADDRESS", "RayCluster", "alive_nodes", "cluster_hardware", "cluster_resources",
+           "gpus_in"]
 
 RAY_ADDRESS = "RAY_ADDRESS"
 HEAD_CPUS = 2
@@ -53,6 +54,14 @@ import json, sys
 import ray
 ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
 print(json.dumps(ray.cluster_resources()))
+"""
+
+# The same, for the addresses of the cluster's alive nodes (client workers go one per node).
+_ASK_NODES = """\
+import json, sys
+import ray
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+print(json.dumps([n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")]))
 """
 
 
@@ -97,6 +106,20 @@ def cluster_resources(address: str, python: str | None = None) -> dict[str, floa
     return {str(k): float(v) for k, v in answer.items()} if isinstance(answer, dict) else {}
 
 
+def alive_nodes(address: str, python: str | None = None) -> list[str]:
+    """The addresses of the alive nodes of the cluster at `address`, asked by a child process;
+    [] when it cannot be asked in ASK_TIMEOUT_S."""
+    try:
+        done = subprocess.run([python or sys.executable, "-c", _ASK_NODES, address],
+                              capture_output=True, text=True, timeout=ASK_TIMEOUT_S,
+                              stdin=subprocess.DEVNULL)
+        lines = done.stdout.strip().splitlines()
+        answer = json.loads(lines[-1]) if done.returncode == 0 and lines else []
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return []
+    return [str(node) for node in answer] if isinstance(answer, list) else []
+
+
 class RayCluster:
     """The session's Ray cluster: RAY_ADDRESS's, or a local head started on first use."""
 
@@ -137,6 +160,10 @@ class RayCluster:
             self._asked[python] = self._ask(self.named, python)
         resources = self._asked[python]
         return cluster_hardware(local, resources, self.named) if resources else local
+
+    def address(self, python: str | None = None) -> str:
+        """The cluster's address: RAY_ADDRESS's, or a local head's (started on first use)."""
+        return self.named or self._local_head(python)
 
     def _local_head(self, python: str | None) -> str:
         if self.head is not None and self.head.poll() is None:

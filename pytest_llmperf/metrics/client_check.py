@@ -49,6 +49,13 @@ class ClientCheck:
     schedule_lag_limit_s: float
     workers: int
     coalesced_share: float
+    # With several client processes, the one that came nearest the limits, with its own numbers
+    # ("client worker 1 on node 10.0.0.2 (3f2a9c1e): lag p90 12.0 ms, cpu 41%"); named where the
+    # run was limited. None for one process.
+    busiest_worker: str | None = None
+    # Where the load came from, one name per client process that reported ("client worker 0 on
+    # node 10.0.0.2 (3f2a9c1e)"); () for this process alone.
+    processes: tuple[str, ...] = ()
 
     @property
     def reasons(self) -> list[str]:
@@ -63,6 +70,8 @@ class ClientCheck:
         if lag is not None and lag > self.schedule_lag_limit_s:
             found.append(f"requests sent {lag * 1e3:.1f} ms behind schedule at p90 "
                          f"(limit {self.schedule_lag_limit_s * 1e3:.3g} ms)")
+        if found and self.busiest_worker:
+            found.append(f"most limited: {self.busiest_worker}")
         return found
 
     @property

@@ -44,6 +44,7 @@ from pytest_llmperf.plugin.running import FixtureConfig, RunningTest
 from pytest_llmperf.reports import saved_runs
 from pytest_llmperf.session import history_run, outputs
 from pytest_llmperf.session import settings as settings_mod
+from pytest_llmperf.session.client_cluster import with_client_cluster
 from pytest_llmperf.session.deployment import Deployment
 from pytest_llmperf.session.session import LlmperfSession
 from pytest_llmperf.session.target import Target
@@ -114,11 +115,15 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = _settings_of(config)
         deployment = Deployment.from_settings(settings, os.environ)
         hardware = config.hook.pytest_llmperf_detect_hardware(config=config)
+        # The Ray cluster Ray engines join (RAY_ADDRESS's, or a local head the pool stops), and
+        # client workers too, where they run on it.
+        config.stash[RAY_KEY] = RayCluster(settings.path(settings.log_dir))
+        if not xdist.is_controller(config):
+            config.stash[SETTINGS_KEY] = settings = with_client_cluster(settings,
+                                                                        config.stash[RAY_KEY])
     except ValueError as exc:
         raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
     config.stash[HARDWARE_KEY] = hardware
-    # The Ray cluster Ray engines join (RAY_ADDRESS's, or a local head the pool stops).
-    config.stash[RAY_KEY] = RayCluster(settings.path(settings.log_dir))
     fingerprint = hardware_mod.current_fingerprint(hardware)
     _check_expected(settings, fingerprint)
     try:  # a store this session cannot use is refused before anything is measured

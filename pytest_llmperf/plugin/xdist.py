@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["hand_over", "handed_over", "is_worker", "use_loadgroup"]
+__all__ = ["hand_over", "handed_over", "is_controller", "is_worker", "use_loadgroup"]
 
 KEY = "llmperf"
 
@@ -15,6 +15,11 @@ KEY = "llmperf"
 def is_worker(config: pytest.Config) -> bool:
     """A pytest-xdist worker has `workerinput`; the controller and a plain run do not."""
     return hasattr(config, "workerinput")
+
+
+def is_controller(config: pytest.Config) -> bool:
+    """The pytest-xdist controller of `-n N` workers: it measures nothing itself."""
+    return bool(getattr(config.option, "numprocesses", None)) and not is_worker(config)
 
 
 def hand_over(config: pytest.Config, payload: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ from pytest_llmperf.client.measure import Endpoint, Measurement, measure
 from pytest_llmperf.client.measurement import WARMUP_CONCURRENCY
 from pytest_llmperf.client.openai import ClientOptions
 from pytest_llmperf.client.patterns import Concurrency
+from pytest_llmperf.client.ray_workers import OnRay
 from pytest_llmperf.client.selfcheck import check_client
 from pytest_llmperf.client.server_kind import ServerKind
 from pytest_llmperf.client.server_kind import limits as server_limits
@@ -63,7 +64,7 @@ class RunnerConfig:
     rootdir: Path = Path(".")  # what the identities' file paths are relative to
     log_dir: Path = Path(".llmperf/logs")  # an offline run's logs; absolute, or under rootdir
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S
-    client_workers: str | int = "auto"  # --llmperf-client-workers
+    client_workers: str | int | OnRay = "auto"  # --llmperf-client-workers
 
     @classmethod
     def of(cls, settings: Settings) -> RunnerConfig:
@@ -272,9 +273,10 @@ class Runner:
                 "deaths)" if restarted else "not started again")
         self.ledger.note(None, f"{line}; {then}")
 
-    def client_workers(self) -> int:
-        """--llmperf-client-workers as a number. auto: every core but the engine's, where the
-        engine runs on this machine's CPU, or beside a local GPU engine; all of them for an
+    def client_workers(self) -> int | OnRay:
+        """--llmperf-client-workers as a number, or the Ray cluster's workers (resolved when the
+        session started: session/client_cluster.py). auto: every core but the engine's, where
+        the engine runs on this machine's CPU, or beside a local GPU engine; all of them for an
         endpoint elsewhere (target.reserved_cores)."""
         chosen = self.config.client_workers
         if chosen != "auto":

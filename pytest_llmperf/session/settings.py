@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pytest_llmperf.client.access import parse_api_key, parse_headers
+from pytest_llmperf.client.ray_workers import OnRay
 from pytest_llmperf.client.server_kind import AUTO, KINDS
 from pytest_llmperf.client.watchdog import DEFAULT_STALL_TIMEOUT_S
 from pytest_llmperf.engines.overrides import parse_overrides
@@ -61,13 +62,23 @@ def parse_bool(text: str) -> bool:
     raise ValueError(f"expected true/false, got {text!r}")
 
 
-def parse_client_workers(text: str) -> str | int:
-    """`auto`, or a whole number of client processes from 1 to the cores this process may use."""
+def parse_client_workers(text: str) -> str | int | OnRay:
+    """`auto`, a whole number of client processes from 1 to the cores this process may use, or
+    `ray[:N]`: N workers on the Ray cluster (one per alive node without N;
+    client/ray_workers.py)."""
     value = text.strip().lower()
     cores = usable_cores()
-    rule = f"auto, or a whole number from 1 to {cores} (the cores this process may use)"
+    rule = (f"auto, a whole number from 1 to {cores} (the cores this process may use), or "
+            "ray[:N] (N workers on the Ray cluster)")
     if value == "auto":
         return value
+    if value == "ray":
+        return OnRay()
+    if value.startswith("ray:"):
+        count = value.removeprefix("ray:")
+        if not (count.isdigit() and int(count) >= 1):
+            raise ValueError(f"expected {rule}")
+        return OnRay(int(count))
     try:
         workers = int(value)
     except ValueError:
@@ -215,8 +226,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("model", "the model name --llmperf-endpoint serves, sent instead of each Engine's "
            "served_model_name or model", None, metavar="NAME"),
     Option("client_workers", "processes that send the requests, each with its own event loop; "
-           "auto: the cores the engine does not use (one on a 2-core CPU runner)", "auto",
-           parse_client_workers, metavar="N|auto"),
+           "auto: the cores the engine does not use (one on a 2-core CPU runner); ray[:N]: N on "
+           "the Ray cluster of RAY_ADDRESS or a local head, one per node without N",
+           "auto", parse_client_workers, metavar="N|auto|ray[:N]"),
     Option("client_check", "a run the client limited (see docs/client.md): fail its test, or "
            "warn and go on (for smoke runs on small machines); never a baseline either way",
            "fail", parse_client_check, metavar="fail|warn"),
@@ -336,7 +348,7 @@ class Settings:
     ca_bundle: Path | None
     insecure: bool
     model: str | None
-    client_workers: str | int
+    client_workers: str | int | OnRay
     client_check: str
     disturbance: str
     baseline_dir: Path

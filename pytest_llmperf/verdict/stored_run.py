@@ -115,6 +115,7 @@ def _client(check: Any, error: str | None) -> dict[str, Any]:
         "schedule_lag_limit_s": finite_or_none(check.schedule_lag_limit_s),
         "limited": check.limited,
         "reasons": check.reasons,
+        **({"processes": list(check.processes)} if check.processes else {}),
         **({"error": error} if error else {}),
     }
 

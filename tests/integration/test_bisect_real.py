@@ -9,10 +9,13 @@ and the same search, asked for through pytest's own option (--llmperf-bisect) th
 its first step from the results store, measures what is left, and measures the verdict's A/B
 once more before it names it.
 
-CI searches two environments (two A/B steps: every module of bisect/ that runs a step, resumes,
-repeats and reports); the nightly job searches four, where the middle steps are chosen and one
-comes out good (four steps, about 90 s more on 2 cores; the search's choices are unit-tested:
-tests/unit/bisect/test_bisect_search.py).
+Both searches are nightly (docs/testing.md, "Where CI's time goes"): two environments (two A/B
+steps: every module of bisect/ that runs a step, resumes, repeats and reports; 216-276 s of CI on
+2 cores, its largest test), and four, where the middle steps are chosen and one comes out good
+(about 90 s more). CI holds the search's choices (tests/unit/bisect/test_bisect_search.py), the
+steps' judgement, resumption and budget from their results (tests/unit/bisect/test_bisect.py)
+and the option as a user meets it (tests/plugin/test_bisect_option_plugin.py); what only this
+module runs is the step's own pytest session over two interpreters.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ def pytest_bisect(where: Path, environments: list[Path]):
 # (environments, the first slowed one, the measured steps of the second run after the one taken
 # from history: (A, B, outcome, again))
 SEARCHES = [
-    pytest.param(2, 1, [(0, 1, "bad", True)], id="2-environments"),
+    pytest.param(2, 1, [(0, 1, "bad", True)], id="2-environments", marks=pytest.mark.nightly),
     pytest.param(4, 2, [(0, 1, "good", False), (1, 2, "bad", False), (1, 2, "bad", True)],
                  id="4-environments", marks=pytest.mark.nightly),
 ]

@@ -101,5 +101,5 @@ def test_bad_client_workers_is_one_line_naming_the_option(pytester):
     result = pytester.runpytest_subprocess("--llmperf-client-workers", "0")
     assert result.ret == 4
     result.stderr.fnmatch_lines([
-        "*argument --llmperf-client-workers: expected auto, or a whole number from 1 to * "
-        "(the cores this process may use)"])
+        "*argument --llmperf-client-workers: expected auto, a whole number from 1 to * "
+        "(the cores this process may use), or ray[:N] (N workers on the Ray cluster)"])

