@@ -47,7 +47,7 @@ from pytest_llmperf.session import settings as settings_mod
 from pytest_llmperf.session.client_cluster import with_client_cluster
 from pytest_llmperf.session.deployment import Deployment
 from pytest_llmperf.session.session import LlmperfSession
-from pytest_llmperf.session.target import Target
+from pytest_llmperf.session.target import ServingTarget
 from pytest_llmperf.verdict import budget, same_node
 
 SESSION_KEY = pytest.StashKey[LlmperfSession]()
@@ -280,7 +280,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                 raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
 
 
-def _target_to_check(config: pytest.Config) -> Target | None:
+def _target_to_check(config: pytest.Config) -> ServingTarget | None:
     """The session's target (session/target.py), where this process checks it before the
     tests: not in a pytest-xdist worker (the controller did) and not for --collect-only
     (nothing is sent). Only an endpoint has anything to check."""

@@ -36,9 +36,9 @@ class ReportHooks:
         """Every file the session will write, checked before anything is measured: a path that
         cannot be written is a usage error now, not a report lost after hours of benchmarks."""
         try:
-            for _, target in outputs.targets(self.session.settings):
-                if target.checked:
-                    check_writable(target.option, target.given, target.path)
+            for _, file in outputs.files(self.session.settings):
+                if file.checked:
+                    check_writable(file.option, file.given, file.path)
         except ValueError as exc:
             raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
 

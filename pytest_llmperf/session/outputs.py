@@ -22,7 +22,7 @@ from pytest_llmperf.reports import markdown, model, runfile, terminal
 from pytest_llmperf.reports.files import merge_documents
 from pytest_llmperf.reports.headline import budget_headline, headline
 from pytest_llmperf.reports.notes import Note, fold
-from pytest_llmperf.reports.outputs.base import Output, SessionOutput, Target, writers
+from pytest_llmperf.reports.outputs.base import Output, OutputFile, SessionOutput, writers
 from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.provenance import git_commit
 from pytest_llmperf.session.settings import Settings
@@ -39,7 +39,7 @@ def payload(ledger: Ledger, settings: Settings, pool: EnginePool, started: datet
     appends the session's run (history_run.record_run)."""
     # A format that reads the run file (--llmperf-json, --llmperf-save, --llmperf-html, which
     # draws its plots from it: Output.reads_run) needs one; the results store appends it too.
-    wants_document = recorded or any(writer.reads_run for writer, _ in targets(settings))
+    wants_document = recorded or any(writer.reads_run for writer, _ in files(settings))
     price = usd_per_hour(settings, ledger.hardware_class)
     # Per-GPU throughput, cost and roofline: worked out once per result, for the run file and
     # the summary's rows alike.
@@ -71,8 +71,8 @@ def _cost_notes(ledger: Ledger, settings: Settings) -> list[Note]:
     return [Note(None, note)] if note and ledger.measured else []
 
 
-def targets(settings: Settings, environ: Mapping[str, str] = os.environ,
-            *, reads_report: bool | None = None) -> list[tuple[Output, Target]]:
+def files(settings: Settings, environ: Mapping[str, str] = os.environ,
+            *, reads_report: bool | None = None) -> list[tuple[Output, OutputFile]]:
     """Every file the session's output formats (reports/outputs/) will write, each with its
     writer; `reads_report` picks the writers that do (True) or do not (False)."""
     found = []
@@ -80,7 +80,7 @@ def targets(settings: Settings, environ: Mapping[str, str] = os.environ,
         if reads_report is not None and writer.reads_report != reads_report:
             continue
         value = getattr(settings, writer.option) if writer.option else None
-        found += [(writer(), target) for target in writer.targets(value, settings, environ)]
+        found += [(writer(), file) for file in writer.files(value, settings, environ)]
     return found
 
 
@@ -97,8 +97,8 @@ def write_documents(settings: Settings, payloads: list[dict[str, Any]],
     session = SessionOutput(run_of(payloads))
     if session.run is None:
         return []
-    return [line for writer, target in targets(settings, environ, reads_report=False)
-            if (line := writer.write(target, session))]
+    return [line for writer, file in files(settings, environ, reads_report=False)
+            if (line := writer.write(file, session))]
 
 
 def write_reports(settings: Settings, payloads: list[dict[str, Any]],
@@ -107,8 +107,8 @@ def write_reports(settings: Settings, payloads: list[dict[str, Any]],
     """The formats that write the report (--llmperf-markdown, $GITHUB_STEP_SUMMARY,
     --llmperf-html), after the run file's, whose lines the report lists."""
     session = SessionOutput(run_of(payloads), report_data)
-    return [writer.write(target, session)
-            for writer, target in targets(settings, environ, reads_report=True)]
+    return [writer.write(file, session)
+            for writer, file in files(settings, environ, reads_report=True)]
 
 
 def merged(payloads: list[dict[str, Any]], key: str) -> list[Any]:

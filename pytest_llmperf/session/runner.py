@@ -38,7 +38,7 @@ from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.probe_record import load_metrics_records, record_probes
 from pytest_llmperf.session.provenance import engine_identity
 from pytest_llmperf.session.settings import Settings, usable_cores
-from pytest_llmperf.session.target import OurEngines, Target
+from pytest_llmperf.session.target import OurEngines, ServingTarget
 from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from pytest_llmperf.verdict.status import Status, decide
 from pytest_llmperf.workloads.agents import check_sessions
@@ -75,7 +75,7 @@ class RunnerConfig:
 @dataclass
 class Runner:
     config: RunnerConfig
-    target: Target  # the engines we start, or the deployment we reach (session/target.py)
+    target: ServingTarget  # the engines we start, or the deployment we reach (session/target.py)
     ledger: Ledger
     # spec -> its server's identity (server_info.identity), asked once it first was healthy
     servers: dict[Engine, dict[str, str]] = field(default_factory=dict)

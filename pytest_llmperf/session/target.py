@@ -28,10 +28,10 @@ from pytest_llmperf.machine.watch import watched
 from pytest_llmperf.metrics import energy
 from pytest_llmperf.session.deployment import Deployment
 
-__all__ = ["OurEngines", "Target", "YourEndpoint", "choose_target", "client_kind_of"]
+__all__ = ["OurEngines", "ServingTarget", "YourEndpoint", "choose_target", "client_kind_of"]
 
 
-class Target(Protocol):
+class ServingTarget(Protocol):
     """Where a measurement's requests go, and what is ours to do about that server."""
 
     # The engines this session starts (under an endpoint none: it stays empty).
@@ -222,7 +222,7 @@ class YourEndpoint:
 
 def choose_target(deployment: Deployment | None, pool: EnginePool, *, rootdir: Path,
                   gpu_count: int = 0, process_root: int = 0,
-                  judge_disturbance: bool = True, stop_disturbed: bool = False) -> Target:
+                  judge_disturbance: bool = True, stop_disturbed: bool = False) -> ServingTarget:
     """The session's one target: `deployment`'s server where there is one, else the engines
     this session starts."""
     if deployment is not None:

@@ -12,23 +12,23 @@ from tests.plugin.gate_suite import CONFTEST, SUITE
 # A toy CSV writer on the Markdown option (an option needs a Settings field: the second file a
 # real format adds), asked for by --llmperf-markdown, reading the run file, not the report.
 CSV = '''
-from pytest_llmperf.reports.outputs.base import Output, Target
+from pytest_llmperf.reports.outputs.base import Output, OutputFile
 
 class CsvRows(Output):
     option = "markdown"
 
     @classmethod
-    def targets(cls, value, paths, environ):
-        return [Target("--llmperf-markdown", value, paths.path(value).with_suffix(".csv"))] \\
+    def files(cls, value, paths, environ):
+        return [OutputFile("--llmperf-markdown", value, paths.path(value).with_suffix(".csv"))] \\
             if value else []
 
-    def write(self, target, session):
+    def write(self, file, session):
         if session.run is None:
-            target.path.write_text("no run file\\n")
+            file.path.write_text("no run file\\n")
             return "CSV: no run file"
         rows = [f"{r.test_id},{r.metrics['ttft_s.p50'].value:.3f}" for r in session.run.results]
-        target.path.write_text("\\n".join(["test,ttft_s.p50", *rows]) + "\\n")
-        return f"CSV written to {target.path.name}"
+        file.path.write_text("\\n".join(["test,ttft_s.p50", *rows]) + "\\n")
+        return f"CSV written to {file.path.name}"
 '''
 
 

@@ -5,7 +5,7 @@ each format a registered consumer of one report object (src/guidellm/benchmark/o
 and outputs/csv.py in https://github.com/vllm-project/guidellm).
 
 A writer names the Settings field that asks for it (`option`, its flag --llmperf-<option>), says
-where it writes (`targets`: checked writable before anything is measured) and writes one target
+where it writes (`files`: checked writable before anything is measured) and writes one file
 (`write`), returning the summary's line: where it went, or why not. Writers that read the report
 write after the run file's writers, whose lines the report then lists. A writer that reads the
 run file (`reads_run`, the default) is what makes the session build one: session/outputs.py asks
@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Protocol
 from pytest_llmperf.reports.markdown import Report
 from pytest_llmperf.verdict.stored_run import StoredRun
 
-__all__ = ["Output", "SessionOutput", "Target", "writers"]
+__all__ = ["Output", "SessionOutput", "OutputFile", "writers"]
 
 
 class Paths(Protocol):
@@ -37,7 +37,7 @@ class Paths(Protocol):
 
 
 @dataclass(frozen=True)
-class Target:
+class OutputFile:
     """One file a writer writes: the option as the user gave it, its value, and the path."""
 
     option: str  # "--llmperf-json", or "$GITHUB_STEP_SUMMARY"
@@ -71,16 +71,16 @@ class Output(ABC):
             Output.registry[cls.__name__] = cls
 
     @classmethod
-    def targets(cls, value: Any, paths: Paths, environ: Mapping[str, str]) -> list[Target]:
+    def files(cls, value: Any, paths: Paths, environ: Mapping[str, str]) -> list[OutputFile]:
         """Where it writes for the option's `value` (None: not asked); by default the path the
         option names, relative to the rootdir."""
         if not value:
             return []
-        return [Target("--llmperf-" + cls.option.replace("_", "-"), value, paths.path(value))]
+        return [OutputFile("--llmperf-" + cls.option.replace("_", "-"), value, paths.path(value))]
 
     @abstractmethod
-    def write(self, target: Target, session: SessionOutput) -> str:
-        """Write `target`; the summary's line."""
+    def write(self, file: OutputFile, session: SessionOutput) -> str:
+        """Write `file`; the summary's line."""
 
 
 def writers() -> list[type[Output]]:

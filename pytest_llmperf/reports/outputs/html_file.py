@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pytest_llmperf.reports import html
-from pytest_llmperf.reports.outputs.base import Output, SessionOutput, Target
+from pytest_llmperf.reports.outputs.base import Output, OutputFile, SessionOutput
 
 
 class HtmlFile(Output):
     option = "html"
     reads_report = True
 
-    def write(self, target: Target, session: SessionOutput) -> str:
+    def write(self, file: OutputFile, session: SessionOutput) -> str:
         assert session.report is not None
-        return html.write(session.report, session.run, target.path)
+        return html.write(session.report, session.run, file.path)

@@ -8,7 +8,7 @@ from typing import Any
 
 from pytest_llmperf.reports import markdown
 from pytest_llmperf.reports.files import write_text
-from pytest_llmperf.reports.outputs.base import Output, Paths, SessionOutput, Target
+from pytest_llmperf.reports.outputs.base import Output, OutputFile, Paths, SessionOutput
 
 # GitHub Actions shows at most 1 MiB of a step's summary (docs/reports.md).
 STEP_SUMMARY_LIMIT = 1024 * 1024
@@ -19,9 +19,9 @@ class MarkdownFile(Output):
     reads_report = True
     reads_run = False  # the report alone
 
-    def write(self, target: Target, session: SessionOutput) -> str:
+    def write(self, file: OutputFile, session: SessionOutput) -> str:
         assert session.report is not None
-        return write_text("Markdown report", target.option, target.path,
+        return write_text("Markdown report", file.option, file.path,
                           markdown.document(session.report))
 
 
@@ -32,14 +32,14 @@ class StepSummary(Output):
     reads_run = False
 
     @classmethod
-    def targets(cls, value: Any, paths: Paths, environ: Mapping[str, str]) -> list[Target]:
+    def files(cls, value: Any, paths: Paths, environ: Mapping[str, str]) -> list[OutputFile]:
         where = environ.get("GITHUB_STEP_SUMMARY")
         # The runner's own file, as the runner names it: never under the rootdir.
-        return [Target("$GITHUB_STEP_SUMMARY", where, Path(where), append=True,
+        return [OutputFile("$GITHUB_STEP_SUMMARY", where, Path(where), append=True,
                        checked=False)] if where else []
 
-    def write(self, target: Target, session: SessionOutput) -> str:
+    def write(self, file: OutputFile, session: SessionOutput) -> str:
         assert session.report is not None
-        return write_text("Markdown report", target.option, target.path,
+        return write_text("Markdown report", file.option, file.path,
                           markdown.document(session.report, limit=STEP_SUMMARY_LIMIT),
                           append=True)

@@ -6,25 +6,25 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.reports.outputs.base import Output, Paths, SessionOutput, Target
+from pytest_llmperf.reports.outputs.base import Output, OutputFile, Paths, SessionOutput
 from pytest_llmperf.reports.runfile import write_run
 
 
 class RunFileOutput(Output):
     option = "json"
 
-    def write(self, target: Target, session: SessionOutput) -> str:
+    def write(self, file: OutputFile, session: SessionOutput) -> str:
         """The summary's line says where it went or, if the disk refused it (full, gone
         read-only since the start), why not: the rest of the session's output goes on."""
         if session.run is None:
             return ""
         try:
-            target.path.parent.mkdir(parents=True, exist_ok=True)
-            write_run(target.path, session.run.to_plain())
+            file.path.parent.mkdir(parents=True, exist_ok=True)
+            write_run(file.path, session.run.to_plain())
         except OSError as exc:
-            return (f"{target.path}: results not written ({exc.strerror or exc}); choose a "
+            return (f"{file.path}: results not written ({exc.strerror or exc}); choose a "
                     "writable path")
-        return f"results written to {target.path}"
+        return f"results written to {file.path}"
 
 
 class SavedRunOutput(RunFileOutput):
@@ -33,7 +33,7 @@ class SavedRunOutput(RunFileOutput):
     option = "save"
 
     @classmethod
-    def targets(cls, value: Any, paths: Paths, environ: Mapping[str, str]) -> list[Target]:
+    def files(cls, value: Any, paths: Paths, environ: Mapping[str, str]) -> list[OutputFile]:
         if not value:
             return []
-        return [Target("--llmperf-save", value, paths.runs_dir() / Path(f"{value}.json"))]
+        return [OutputFile("--llmperf-save", value, paths.runs_dir() / Path(f"{value}.json"))]

@@ -11,7 +11,7 @@ from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports.markdown import Report
-from pytest_llmperf.reports.outputs.base import Output, SessionOutput, Target, writers
+from pytest_llmperf.reports.outputs.base import Output, OutputFile, SessionOutput, writers
 from pytest_llmperf.reports.runfile import run_document
 from pytest_llmperf.session import outputs
 from pytest_llmperf.session.settings import resolve
@@ -47,16 +47,16 @@ def test_every_format_is_registered_the_run_files_first():
 def test_each_format_says_where_it_writes(tmp_path):
     asked = settings(tmp_path, json="out/run.json", save="nightly", markdown="r.md",
                      html="/abs/r.html")
-    found = [(type(writer).__name__, target) for writer, target in
-             outputs.targets(asked, {"GITHUB_STEP_SUMMARY": "/gh/summary.md"})]
+    found = [(type(writer).__name__, file) for writer, file in
+             outputs.files(asked, {"GITHUB_STEP_SUMMARY": "/gh/summary.md"})]
     assert found == [
-        ("RunFileOutput", Target("--llmperf-json", Path("out/run.json"), tmp_path / "out/run.json")),
-        ("SavedRunOutput", Target("--llmperf-save", "nightly", tmp_path / ".llmperf/runs/nightly.json")),
-        ("HtmlFile", Target("--llmperf-html", Path("/abs/r.html"), Path("/abs/r.html"))),
-        ("MarkdownFile", Target("--llmperf-markdown", Path("r.md"), tmp_path / "r.md")),
-        ("StepSummary", Target("$GITHUB_STEP_SUMMARY", "/gh/summary.md",
+        ("RunFileOutput", OutputFile("--llmperf-json", Path("out/run.json"), tmp_path / "out/run.json")),
+        ("SavedRunOutput", OutputFile("--llmperf-save", "nightly", tmp_path / ".llmperf/runs/nightly.json")),
+        ("HtmlFile", OutputFile("--llmperf-html", Path("/abs/r.html"), Path("/abs/r.html"))),
+        ("MarkdownFile", OutputFile("--llmperf-markdown", Path("r.md"), tmp_path / "r.md")),
+        ("StepSummary", OutputFile("$GITHUB_STEP_SUMMARY", "/gh/summary.md",
                                Path("/gh/summary.md"), append=True, checked=False))]
-    assert outputs.targets(settings(tmp_path), {}) == []
+    assert outputs.files(settings(tmp_path), {}) == []
 
 
 def test_the_run_files_are_written_from_the_merged_model(tmp_path):
@@ -95,14 +95,14 @@ def test_a_new_format_is_a_subclass(tmp_path):
     class Keys(Output):
         option = "json"
 
-        def write(self, target: Target, session: SessionOutput) -> str:
-            target.path.write_text(",".join(r.key for r in session.run.results))
-            return f"keys written to {target.path}"
+        def write(self, file: OutputFile, session: SessionOutput) -> str:
+            file.path.write_text(",".join(r.key for r in session.run.results))
+            return f"keys written to {file.path}"
 
     try:
         assert Output.registry["Keys"] is Keys
         run = StoredRun.from_plain(payload()["document"])
-        line = Keys().write(Target("--llmperf-json", "k", tmp_path / "k.txt"), SessionOutput(run))
+        line = Keys().write(OutputFile("--llmperf-json", "k", tmp_path / "k.txt"), SessionOutput(run))
         assert line == f"keys written to {tmp_path / 'k.txt'}"
         assert (tmp_path / "k.txt").read_text() == "test_a"
     finally:
