@@ -36,7 +36,6 @@ __all__ = [
     "Rate",
     "Trace",
     "Share",
-    "arrival_offsets",
     "counts_slot_waits",
     "pattern_type",
     "share",
@@ -302,11 +301,3 @@ def counts_slot_waits(pattern: LoadPattern) -> bool:
     """True for an open loop under a concurrency cap: there a request waiting for a free slot
     keeps its arrival time, so its queue time holds the engine's backlog, not only client lag."""
     return pattern.open_loop and pattern.max_concurrency is not None
-
-
-def arrival_offsets(pattern: LoadPattern, n: int, seed: int) -> np.ndarray:
-    """n non-decreasing send offsets in seconds from the start; the first is 0.
-
-    Concurrency is closed loop, so it has no schedule: all zeros.
-    """
-    return pattern.arrival_offsets(n, seed)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Literal
 
-from pytest_llmperf.client.patterns import Concurrency, Trace, arrival_offsets
+from pytest_llmperf.client.patterns import Concurrency, Trace
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics.compute import RunMetrics
 from pytest_llmperf.workloads.workload import Workload
@@ -83,5 +83,5 @@ def offered_rate(workload: Workload) -> float:
     (one request, or everything sent at once).
     """
     n = workload.num_requests
-    span = float(arrival_offsets(workload.pattern, n, workload.seed)[-1]) if n > 1 else 0.0
+    span = float(workload.pattern.arrival_offsets(n, workload.seed)[-1]) if n > 1 else 0.0
     return (n - 1) / span if span > 0 else math.nan

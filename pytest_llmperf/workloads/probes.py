@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_llmperf.client.patterns import LoadPattern, Trace, arrival_offsets
+from pytest_llmperf.client.patterns import LoadPattern, Trace
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.workloads import prompts
 from pytest_llmperf.workloads.source import Source, TextOf
@@ -45,7 +45,7 @@ def probe_schedule(pattern: LoadPattern, num_main: int, seed: int,
         raise InputError(f"{WHERE}: probes need an open-loop load without a concurrency cap "
                          f"(rate=, ramp= or a trace), got {pattern.label()}: a closed loop's "
                          "queue would hold the probes too")
-    main = arrival_offsets(pattern, num_main, seed)
+    main = pattern.arrival_offsets(num_main, seed)
     span = float(main[-1]) if num_main > 1 else 0.0
     probes = np.arange(0.5 / rate, span, 1.0 / rate)
     if len(probes) == 0:

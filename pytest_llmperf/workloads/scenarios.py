@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from pytest_llmperf.client.patterns import Rate, arrival_offsets
+from pytest_llmperf.client.patterns import Rate
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics.compute import RunMetrics, Summary, request_tpot
 from pytest_llmperf.numbers import is_real, is_whole
@@ -182,7 +182,7 @@ def _queries_to_cover(pattern: Rate, duration_s: float, seed: int) -> int:
     # schedule ends short about half the time, and the run would then miss its own minimum.
     guess = math.ceil(duration_s * pattern.requests_per_s * 1.25) + 16
     while True:
-        offsets = arrival_offsets(pattern, guess, seed)
+        offsets = pattern.arrival_offsets(guess, seed)
         index = int(np.searchsorted(offsets, duration_s))  # first offset >= duration_s
         if index < guess:
             return index + 1

@@ -119,9 +119,8 @@ def test_open_loop_in_workers_keeps_the_schedule(mock):
     check = check_client(compute_metrics(measured.records), measured.client, pattern)
     assert check.kept_schedule, check.schedule_line()
     # Offsets from the one seeded schedule, whichever worker sent them.
-    from pytest_llmperf.client.patterns import arrival_offsets
 
-    offsets = arrival_offsets(pattern, 10, 1)
+    offsets = pattern.arrival_offsets(10, 1)
     start = measured.records[0].scheduled_s
     assert [r.scheduled_s - start for r in measured.records] == pytest.approx(list(offsets))
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pytest_llmperf.client.loadgen import run_load
-from pytest_llmperf.client.patterns import Concurrency, Ramp, Rate, arrival_offsets
+from pytest_llmperf.client.patterns import Concurrency, Ramp, Rate
 from pytest_llmperf.records import Request, RequestRecord
 
 # Timing bounds are loose on purpose: CI machines are small and noisy.
@@ -80,14 +80,14 @@ def lags_s(records: list[RequestRecord]) -> np.ndarray:
     ],
 )
 def test_same_seed_same_schedule_other_seed_differs(pattern):
-    a = arrival_offsets(pattern, 100, seed=7)
-    assert np.array_equal(a, arrival_offsets(pattern, 100, seed=7))
-    assert not np.array_equal(a, arrival_offsets(pattern, 100, seed=8))
+    a = pattern.arrival_offsets(100, seed=7)
+    assert np.array_equal(a, pattern.arrival_offsets(100, seed=7))
+    assert not np.array_equal(a, pattern.arrival_offsets(100, seed=8))
     assert a[0] == 0.0 and np.all(np.diff(a) >= 0)
 
 
 def test_poisson_mean_inter_arrival():
-    gaps = np.diff(arrival_offsets(Rate(requests_per_s=20), 2000, seed=1))
+    gaps = np.diff(Rate(requests_per_s=20).arrival_offsets(2000, seed=1))
     # Standard error of the mean is 1/sqrt(1999) ~ 2.2 %; allow 10 %.
     assert gaps.mean() == pytest.approx(1 / 20, rel=0.10)
     assert gaps.std() / gaps.mean() == pytest.approx(1.0, rel=0.10)
@@ -95,20 +95,20 @@ def test_poisson_mean_inter_arrival():
 
 @pytest.mark.parametrize("burstiness", [0.25, 1.0, 4.0])
 def test_burstiness_sets_coefficient_of_variation(burstiness):
-    gaps = np.diff(arrival_offsets(Rate(requests_per_s=5, burstiness=burstiness), 20_000, seed=3))
+    gaps = np.diff(Rate(requests_per_s=5, burstiness=burstiness).arrival_offsets(20_000, seed=3))
     assert gaps.mean() == pytest.approx(1 / 5, rel=0.05)
     assert gaps.std() / gaps.mean() == pytest.approx(1 / math.sqrt(burstiness), rel=0.10)
 
 
 def test_infinite_burstiness_is_evenly_spaced_and_infinite_rate_is_all_at_once():
-    assert np.allclose(arrival_offsets(Rate(requests_per_s=4, burstiness=math.inf), 5, 0),
+    assert np.allclose(Rate(requests_per_s=4, burstiness=math.inf).arrival_offsets(5, 0),
                        [0, 0.25, 0.5, 0.75, 1.0])
-    assert np.array_equal(arrival_offsets(Rate(requests_per_s=math.inf), 5, 0), np.zeros(5))
+    assert np.array_equal(Rate(requests_per_s=math.inf).arrival_offsets(5, 0), np.zeros(5))
 
 
 def test_concurrency_has_no_schedule():
-    assert np.array_equal(arrival_offsets(Concurrency(max_concurrency=3), 4, 0), np.zeros(4))
-    assert arrival_offsets(Rate(requests_per_s=1), 0, 0).shape == (0,)
+    assert np.array_equal(Concurrency(max_concurrency=3).arrival_offsets(4, 0), np.zeros(4))
+    assert Rate(requests_per_s=1).arrival_offsets(0, 0).shape == (0,)
 
 
 @pytest.mark.parametrize(
@@ -124,7 +124,7 @@ def test_ramp_rates_at_start_middle_end(strategy, midpoint_rps):
 def test_ramp_offsets_follow_the_rate(strategy):
     n, segment = 10_000, 1000
     ramp = Ramp(start_rps=10, end_rps=100, strategy=strategy)
-    gaps = np.diff(arrival_offsets(ramp, n, seed=5))
+    gaps = np.diff(ramp.arrival_offsets(n, seed=5))
     expected = 1 / ramp.rates(n)[1:]
     # Observed mean gap over the first and last tenth matches the ramp's rate there (SE ~3 %).
     assert gaps[:segment].mean() == pytest.approx(expected[:segment].mean(), rel=0.12)
@@ -163,7 +163,7 @@ def test_rate_with_cap_holds_the_cap_and_shows_the_wait_as_lag():
 def test_rate_sends_on_schedule_without_drift():
     requests = make_requests(50)
     records = run(requests, FakeServer(), Rate(requests_per_s=200), seed=11)
-    offsets = arrival_offsets(Rate(requests_per_s=200), 50, seed=11)
+    offsets = Rate(requests_per_s=200).arrival_offsets(50, seed=11)
     scheduled = np.array([r.scheduled_s for r in records])
     assert np.allclose(scheduled - scheduled[0], offsets)
     lags = lags_s(records)

@@ -14,7 +14,6 @@ from pytest_llmperf.client.patterns import (
     Ramp,
     Rate,
     Trace,
-    arrival_offsets,
     counts_slot_waits,
     pattern_type,
 )
@@ -77,14 +76,14 @@ def test_a_closed_loop_has_no_schedule():
 
 
 def test_a_trace_schedules_its_own_offsets_and_no_more():
-    assert arrival_offsets(TRACE, 2, seed=9).tolist() == [0.0, 0.5]
+    assert TRACE.arrival_offsets(2, seed=9).tolist() == [0.0, 0.5]
     with pytest.raises(InputError, match=r"^a Trace of 3 arrivals cannot schedule 4$"):
-        arrival_offsets(TRACE, 4, seed=0)
+        TRACE.arrival_offsets(4, seed=0)
 
 
 def test_a_negative_count_is_refused():
     with pytest.raises(InputError, match=r"^n must be >= 0, got -1$"):
-        arrival_offsets(Rate(requests_per_s=1), -1, seed=0)
+        Rate(requests_per_s=1).arrival_offsets(-1, seed=0)
 
 
 def test_a_replayed_trace_cannot_start_sessions():

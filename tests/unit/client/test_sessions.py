@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pytest_llmperf.client.loadgen import run_load
-from pytest_llmperf.client.patterns import Concurrency, Rate, Trace, arrival_offsets
+from pytest_llmperf.client.patterns import Concurrency, Rate, Trace
 from pytest_llmperf.client.sessions import NO_TEXT, NO_TOKEN_IDS, Sessions, run_sessions
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.metrics.turns import by_turn
@@ -238,7 +238,7 @@ def test_by_turn_summarises_each_turn_index():
 
 def test_trace_offsets_are_the_schedule():
     pattern = Trace(offsets_s=(0.0, 0.01, 0.01, 0.05))
-    assert arrival_offsets(pattern, 4, seed=1).tolist() == [0.0, 0.01, 0.01, 0.05]
+    assert pattern.arrival_offsets(4, seed=1).tolist() == [0.0, 0.01, 0.01, 0.05]
     sent: list[float] = []
 
     async def send(index, request, scheduled_s):

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from pytest_llmperf.client.patterns import Rate, arrival_offsets
+from pytest_llmperf.client.patterns import Rate
 from pytest_llmperf.metrics.compute import RunMetrics, compute_metrics
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.workloads.scenarios import (
@@ -151,7 +151,7 @@ def test_server_workload_schedule_reaches_the_minimum_duration(seed):
     # ceil(60 s x 8 qps) = 480 queries reach 60 s only on average; the seeded schedule decides.
     scenario = dataclasses.replace(SCENARIO, min_queries=1)
     workload = server_workload(scenario, dataclasses.replace(BASE, seed=seed))
-    offsets = arrival_offsets(workload.pattern, workload.num_requests, seed)
+    offsets = workload.pattern.arrival_offsets(workload.num_requests, seed)
     assert offsets[-1] >= 60.0
     if workload.num_requests > 480:  # the schedule, not the formula, set the size: minimal
         assert offsets[-2] < 60.0
@@ -159,7 +159,7 @@ def test_server_workload_schedule_reaches_the_minimum_duration(seed):
 
 def test_the_formula_alone_would_end_short():
     # Seed 2's 480th arrival comes before 60 s; 528 queries are needed to reach it.
-    assert arrival_offsets(Rate(requests_per_s=8.0), 480, 2)[-1] < 60.0
+    assert Rate(requests_per_s=8.0).arrival_offsets(480, 2)[-1] < 60.0
     scenario = dataclasses.replace(SCENARIO, min_queries=1)
     assert server_workload(scenario, dataclasses.replace(BASE, seed=2)).num_requests == 528
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from pytest_llmperf.client.patterns import Concurrency, Ramp, Rate, arrival_offsets
+from pytest_llmperf.client.patterns import Concurrency, Ramp, Rate
 from pytest_llmperf.metrics.compute import RunMetrics
 from pytest_llmperf.verdict.gate import SLO, UnknownMetricError
 from pytest_llmperf.workloads.loads import concurrency_workload, offered_rate, rate_workload
@@ -141,7 +141,7 @@ def test_rate_workload_from_a_ramp_keeps_the_cap_and_from_concurrency_is_plain_p
 
 def test_offered_rate_is_the_seeded_schedule_not_the_nominal_rate():
     workload = rate_workload(BASE, 10.0)
-    offsets = arrival_offsets(workload.pattern, 200, BASE.seed)
+    offsets = workload.pattern.arrival_offsets(200, BASE.seed)
     assert offered_rate(workload) == pytest.approx(199 / offsets[-1])
     assert offered_rate(workload) != pytest.approx(10.0, rel=1e-3)
     one = rate_workload(Workload.fixed(input_tokens=8, output_tokens=8, num_requests=1,
