@@ -9,12 +9,43 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-# Where each of a workload's `api`s is sent (the client) and named in a refusal (the engines'
-# checks), and those answered by one JSON document instead of a stream, measured as embeddings
-# are (client/embeddings.py, metrics/embeddings.py).
-API_PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions",
-             "embeddings": "/v1/embeddings", "rerank": "/v1/rerank"}
-POOLING_APIS = ("embeddings", "rerank")
+_APIS: dict[str, RequestApi] = {}
+
+
+@dataclass(frozen=True)
+class RequestApi:
+    """One HTTP API a workload's requests go to (`Workload.api` names it): where they are sent
+    (the client) and named in a refusal (the engines' checks), whether the answer is one JSON
+    document instead of a stream, measured as embeddings are and served by a pooling model
+    (client/embeddings.py, metrics/embeddings.py, engines/runner_type.py), and whether the
+    prompt goes as messages (a conversation's turns, an agent's steps). Registered by being
+    made; how the client writes its body and reads its answer is registered beside it under the
+    same name (client/request_apis.py). A new API is one module that makes both."""
+
+    name: str
+    path: str
+    pooling: bool = False
+    chat: bool = False
+    # A pooling request's source field that counts the inputs one request carries.
+    inputs: str = "batch_size"
+
+    def __post_init__(self) -> None:
+        _APIS[self.name] = self
+
+
+def request_api(name: str) -> RequestApi:
+    """The registered API `name`; ValueError (one line) naming the ones there are."""
+    try:
+        return _APIS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"api={name!r} is no request API; one of: {', '.join(_APIS)} (or one "
+                         "a module registers: records.RequestApi)") from None
+
+
+COMPLETIONS = RequestApi("completions", "/v1/completions")
+CHAT = RequestApi("chat", "/v1/chat/completions", chat=True)
+EMBEDDINGS = RequestApi("embeddings", "/v1/embeddings", pooling=True)
+RERANK = RequestApi("rerank", "/v1/rerank", pooling=True, inputs="documents")
 
 
 @dataclass(frozen=True, slots=True)

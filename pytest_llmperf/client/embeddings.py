@@ -18,8 +18,9 @@ from typing import Any
 
 import msgspec
 
+from pytest_llmperf.client.request_apis import serves
 from pytest_llmperf.failures import INVALID_OUTPUT, MALFORMED
-from pytest_llmperf.records import Request, RequestRecord
+from pytest_llmperf.records import EMBEDDINGS, RERANK, Request, RequestRecord
 
 __all__ = ["EmbeddingsResponse", "embeddings_body", "input_count", "rerank_body"]
 
@@ -142,3 +143,18 @@ def _ranking_problem(response: _Ranking, documents: int) -> str | None:
         return (f"the response ranks {len(ranked)} documents ({len(set(ranked))} distinct "
                 f"indexes) of the {documents} sent")
     return None
+
+
+def _judged(client: Any, record: RequestRecord, response: EmbeddingsResponse) -> None:
+    response.judge()  # one JSON document, read whole
+
+
+serves(EMBEDDINGS,
+       lambda client, request: embeddings_body(client.model, request, client.options.extra_body),
+       lambda client, record, request: EmbeddingsResponse(record, input_count(request)),
+       _judged)
+serves(RERANK,
+       lambda client, request: rerank_body(client.model, request, client.options.extra_body),
+       lambda client, record, request: EmbeddingsResponse(record, input_count(request),
+                                                          rerank=True),
+       _judged)

@@ -27,7 +27,7 @@ from pytest_llmperf.client.watchdog import Watchdog
 from pytest_llmperf.failures import INVALID_OUTPUT
 from pytest_llmperf.machine.disturbance import Disturbance
 from pytest_llmperf.metrics import phases
-from pytest_llmperf.records import ClientStats, Request, RequestRecord
+from pytest_llmperf.records import ClientStats, Request, RequestRecord, request_api
 
 WARMUP_CONCURRENCY = 4
 # The event-loop probe sleeps this long and records how late it woke: a loop busy with reads wakes
@@ -150,7 +150,8 @@ async def run_measured(client: OpenAIStreamClient, requests: Sequence[Request],
     probe = asyncio.ensure_future(_probe_loop_lag(lags))
     cpu0, coalesced0 = time.process_time(), client.coalesced_chunks
     try:
-        records = await pattern.run(requests, client.send, chat=client.options.api == "chat",
+        records = await pattern.run(requests, client.send,
+                                    chat=request_api(client.options.api).chat,
                                     seed=seed, duration_s=duration_s, start_s=start_s,
                                     only=only, take_next=take_next, stopped=stopped)
     finally:

@@ -13,30 +13,25 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
 from pytest_llmperf import failures
+from pytest_llmperf.client import embeddings  # noqa: F401  (registers the pooling APIs)
 from pytest_llmperf.client.access import Access
-from pytest_llmperf.client.embeddings import (
-    EmbeddingsResponse,
-    embeddings_body,
-    input_count,
-    rerank_body,
-)
 from pytest_llmperf.client.http1 import Aborted, ConnectionPool, StreamClosed
+from pytest_llmperf.client.request_apis import client_of, serves
 from pytest_llmperf.client.server_kind import VLLM, ServerKind
 from pytest_llmperf.client.sse import ERROR_BODY_CHARS, StreamDecoder
 from pytest_llmperf.client.watchdog import INTERRUPTED
-from pytest_llmperf.records import API_PATHS, POOLING_APIS, Request, RequestRecord
+from pytest_llmperf.records import CHAT, COMPLETIONS, Request, RequestRecord, request_api
 
-__all__ = ["ERROR_BODY_CHARS", "ClientOptions", "OpenAIStreamClient"]
+__all__ = ["ERROR_BODY_CHARS", "ClientOptions", "OpenAIStreamClient", "stream_ended",
+           "stream_reader"]
 
 REQUEST_TIMEOUT_S = 600.0  # one request, first byte to last; a long generation on CPU is slow
 CONNECT_TIMEOUT_S = 10.0
-
-Api = Literal["completions", "chat", "embeddings", "rerank"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,7 +40,7 @@ class ClientOptions:
     whether vLLM's fields (min_tokens, ignore_eos, return_token_ids) go and how a stream without
     usage is counted; `vllm_extensions=False` leaves those fields out for any kind."""
 
-    api: Api = "completions"
+    api: str = "completions"  # a records.RequestApi's name
     vllm_extensions: bool = True
     server: ServerKind = VLLM
     temperature: float = 0.0
@@ -84,13 +79,14 @@ class OpenAIStreamClient:
 
     @property
     def path(self) -> str:
-        return API_PATHS[self.options.api]
+        return request_api(self.options.api).path
 
     def body(self, request: Request) -> dict[str, Any]:
-        if self.options.api == "embeddings":  # no stream, no lengths (client/embeddings.py)
-            return embeddings_body(self.model, request, self.options.extra_body)
-        if self.options.api == "rerank":
-            return rerank_body(self.model, request, self.options.extra_body)
+        """The request's JSON body, as its API writes it (client/request_apis.py)."""
+        return client_of(self.options.api).body(self, request)
+
+    def generation_body(self, request: Request) -> dict[str, Any]:
+        """A streamed generation's body: /v1/completions, or /v1/chat/completions's messages."""
         body: dict[str, Any] = {
             "model": self.model,
             "max_tokens": request.output_tokens,
@@ -98,7 +94,7 @@ class OpenAIStreamClient:
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        if self.options.api == "chat":
+        if request_api(self.options.api).chat:
             if not isinstance(request.prompt, str):
                 raise ValueError("chat requests need text prompts, not token ids")
             # A conversation's earlier turns go first, the answers as the server wrote them.
@@ -134,10 +130,8 @@ class OpenAIStreamClient:
         )
         if request.reasoning:  # thinking and answer counted apart (sse.py, metrics/reasoning.py)
             record.reasoning_tokens = record.answer_tokens = 0
-        decoder = (EmbeddingsResponse(record, input_count(request),
-                                      rerank=self.options.api == "rerank")
-                   if self.options.api in POOLING_APIS
-                   else StreamDecoder(record, self.options.server.chunk_per_token))
+        api = client_of(self.options.api)
+        decoder = api.reader(self, record, request)
         self.in_flight[id(record)] = record
         try:
             raw = self._pool.request_bytes(self.path, _encode(self.body(request)))
@@ -158,10 +152,8 @@ class OpenAIStreamClient:
             record.done_s = self.clock()
             self.coalesced_chunks += decoder.coalesced
             del self.in_flight[id(record)]
-        if record.error is None and isinstance(decoder, EmbeddingsResponse):
-            decoder.judge()  # one JSON document, read whole
-        elif record.error is None:
-            _check_complete(record, decoder.finished, self.options.server.usage_required)
+        if record.error is None:
+            api.ended(self, record, decoder)
         if record.error is None and request.check is not None:
             _check_output(record, request.check)
         self.finished += 1
@@ -216,3 +208,19 @@ def _check_output(record: RequestRecord, check: Any) -> None:
 
 
 _encode = msgspec.json.Encoder().encode
+
+
+def stream_reader(client: OpenAIStreamClient, record: RequestRecord, request: Request
+                  ) -> StreamDecoder:
+    """A streamed generation's answer reader (client/request_apis.py)."""
+    return StreamDecoder(record, client.options.server.chunk_per_token)
+
+
+def stream_ended(client: OpenAIStreamClient, record: RequestRecord,
+                 decoder: StreamDecoder) -> None:
+    """A streamed generation's end: complete, with tokens and usage (_check_complete)."""
+    _check_complete(record, decoder.finished, client.options.server.usage_required)
+
+
+for _api in (COMPLETIONS, CHAT):
+    serves(_api, OpenAIStreamClient.generation_body, stream_reader, stream_ended)

@@ -24,7 +24,7 @@ from pytest_llmperf.engines.kinds import DEFAULT
 from pytest_llmperf.engines.kinds.base import thaw_pairs
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.model_files import is_hub_id
-from pytest_llmperf.records import API_PATHS, POOLING_APIS
+from pytest_llmperf.records import request_api
 
 __all__ = ["RunnerType", "check_api", "runner_type"]
 
@@ -66,10 +66,11 @@ def check_api(engine: Any, workload_name: str, api: str) -> None:
     if engine.kind != DEFAULT:
         return
     found = runner_type(engine.model, thaw_pairs(engine.extra_args))
-    if found is None or (found[0] == "pooling") == (api in POOLING_APIS):
+    sent = request_api(api)
+    if found is None or (found[0] == "pooling") == sent.pooling:
         return
     runner, why = found
-    where = (f"Workload {workload_name!r} sends {API_PATHS.get(api, api)}, but engine model "
+    where = (f"Workload {workload_name!r} sends {sent.path}, but engine model "
              f"{engine.model} is served as a {'pooling' if runner == 'pooling' else 'generating'}"
              f" model ({why})")
     if runner == "generate":

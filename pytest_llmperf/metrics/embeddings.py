@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_llmperf.metrics.breakdown import Breakdown, MeasuredRun
-from pytest_llmperf.records import POOLING_APIS
+from pytest_llmperf.records import EMBEDDINGS, request_api
 
 __all__ = ["Embeddings", "note", "of_run", "summary"]
 
@@ -26,14 +26,17 @@ def of_run(workload: Mapping[str, Any], metrics: Mapping[str, float]) -> dict[st
     """`summary` of a run of `workload` (its recorded identity: Workload.to_dict), with its
     source's `batch_size` (1 for a source without one); None for a run that is not an
     embeddings one."""
-    api = workload.get("api")
-    if api not in POOLING_APIS:
+    try:
+        api = request_api(workload.get("api", "completions"))
+    except ValueError:  # an API this process has not registered (a plugin's): not pooling here
+        return None
+    if not api.pooling:
         return None
     source = workload.get("source")
-    field = "documents" if api == "rerank" else "batch_size"
-    batch = source.get(field, 1) if isinstance(source, Mapping) else 1
+    batch = source.get(api.inputs, 1) if isinstance(source, Mapping) else 1
     found = summary(metrics, batch)
-    return {"api": api, **found} if api == "rerank" else found
+    # Embeddings, the first, wrote no `api`; every later pooling API names itself.
+    return found if api == EMBEDDINGS else {"api": api.name, **found}
 
 
 def summary(metrics: Mapping[str, float], batch_size: int) -> dict[str, Any]:

@@ -172,7 +172,7 @@ class AbMeasure(Measure):
             raise
         test.check_sides(record_a, record_b, judged=True)
         # An A/B improvement is in the summary's notes; there is no baseline to call stale.
-        test.settle(test.judge.judge_ab(record_a, record_b, test.options, slo), warn=False,
+        test.settle(test.judge.judge_ab(record_a, record_b, test.options, slo, plan), warn=False,
                     measured=(record_a.result, record_b.result))
         return record_b.result
 

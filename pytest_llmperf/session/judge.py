@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmperf.client import server_info
 from pytest_llmperf.ids import MeasurementId, user_nodeid
@@ -34,7 +34,7 @@ from pytest_llmperf.verdict import (
     shapes,
 )
 from pytest_llmperf.verdict.measurement_record import GateSettings, MeasurementRecord
-from pytest_llmperf.verdict.paired_ratios import DEFAULT_AB_PAIRS, DEFAULT_AB_TOLERANCE, ab_line
+from pytest_llmperf.verdict.paired_ratios import ab_line
 from pytest_llmperf.verdict.references import (
     NOT_REFERENCES,
     BaselineRef,
@@ -52,6 +52,9 @@ from pytest_llmperf.verdict.references import (
     updated_entries,
 )
 from pytest_llmperf.verdict.status import Status, decide, named_beside
+
+if TYPE_CHECKING:  # the A/B runner's plan; ab_run imports this module's neighbours at run time
+    from pytest_llmperf.session.ab_run import AbPlan
 
 __all__ = ["Judge", "JudgeConfig", "known_metric"]
 
@@ -79,8 +82,6 @@ class JudgeConfig:
     reference: str = BASELINES
     saved_run: str | None = None  # --llmperf-compare NAME (or a JSON path)
     require_baseline: bool = False
-    ab_tolerance: float = DEFAULT_AB_TOLERANCE
-    ab_pairs: int = DEFAULT_AB_PAIRS
     outputs_must_match: bool = False  # --llmperf-outputs must-match
 
     @classmethod
@@ -88,8 +89,8 @@ class JudgeConfig:
         reference = (UPDATE if settings.update_baselines else SIDE_A if settings.ab
                      else SAVED_RUN if settings.compare else BASELINES)
         return cls(settings.path(settings.baseline_dir), settings.rootdir, reference,
-                   settings.compare, settings.require_baseline, settings.ab_tolerance,
-                   settings.ab_pairs, settings.outputs == "must-match")
+                   settings.compare, settings.require_baseline,
+                   outputs_must_match=settings.outputs == "must-match")
 
     def path(self, value: Path) -> Path:
         """Relative paths are relative to pytest's rootdir (Settings.path)."""
@@ -147,14 +148,13 @@ class Judge:
                                     exact=bool(options.gate))
 
     def judge_ab(self, record_a: MeasurementRecord, record_b: MeasurementRecord, options,
-                 slo) -> Judgement:
+                 slo, plan: AbPlan) -> Judgement:
         """--llmperf-ab: side B's SLOs, then side B against side A on the paired B/A ratios of
-        the gated metrics (the test's `gate=` list, else gate.DEFAULT_GATED) under
-        --llmperf-ab-tolerance."""
+        the gated metrics (the test's `gate=` list, else gate.DEFAULT_GATED) under the plan's
+        tolerance (--llmperf-ab-tolerance: the plan that measured them holds it)."""
         result_a, result_b = record_a.result, record_b.result
-        side_a = SideA(tuple(run.flat() for run in result_a.runs),
-                              self.config.ab_tolerance, self.config.ab_pairs,
-                              work=result_a.work, work_rule=self.work_rule)
+        side_a = SideA(tuple(run.flat() for run in result_a.runs), plan.tolerance, plan.pairs,
+                       work=result_a.work, work_rule=self.work_rule)
         judgement = judge(Current.of(result_b.runs, work=result_b.work), side_a,
                                  gated=options.gate or gate.DEFAULT_GATED, slo=slo,
                                  known=known_metric(result_b.metrics))

@@ -18,7 +18,7 @@ from pytest_llmperf.client.agents import AgentSessions
 from pytest_llmperf.client.patterns import Concurrency, LoadPattern, Ramp, Rate, Trace
 from pytest_llmperf.client.sessions import Sessions
 from pytest_llmperf.errors import InputError
-from pytest_llmperf.records import Request
+from pytest_llmperf.records import Request, request_api
 from pytest_llmperf.workloads import (
     agents,
     conversation_files,
@@ -127,7 +127,7 @@ class Workload:
     seed: int = 0
     warmup_requests: int = 0
     duration_s: float | None = None
-    api: Literal["completions", "chat", "embeddings", "rerank"] = "completions"
+    api: str = "completions"  # a records.RequestApi's name
     # "cold": the engine's prefix cache is emptied after the warm-up, before each measured run
     # (client/cache_reset.py); "warm", the default: whatever earlier requests left in it.
     prefix_cache: Literal["warm", "cold"] = "warm"
@@ -139,8 +139,12 @@ class Workload:
         if self.prefix_cache not in ("warm", "cold"):
             raise ValueError(f"Workload {self.name!r}: prefix_cache must be 'warm' (the "
                              f"default) or 'cold', got {self.prefix_cache!r}")
-        if self.api == "chat" and self.source.prompt_format != "text":
-            raise ValueError(f"Workload {self.name!r}: api='chat' needs text prompts "
+        try:
+            api = request_api(self.api)
+        except ValueError as exc:
+            raise ValueError(f"Workload {self.name!r}: {exc}") from None
+        if api.chat and self.source.prompt_format != "text":
+            raise ValueError(f"Workload {self.name!r}: api={self.api!r} needs text prompts "
                              "(prompt_format='text' or a dataset)")
 
     # ------------------------------------------------------------------ constructors
@@ -463,7 +467,11 @@ def _message_format(prompt_format: PromptFormat | None, options: dict[str, Any])
     (exact lengths), unless `prompt_format` says."""
     if prompt_format is not None:
         return prompt_format
-    return "text" if options.get("api") == "chat" else "token_ids"
+    try:
+        chat = request_api(options.get("api", "completions")).chat
+    except ValueError:  # refused in one line when the Workload is made
+        chat = False
+    return "text" if chat else "token_ids"
 
 
 def load_pattern(*, concurrency: int | None = None, rate: float | None = None,

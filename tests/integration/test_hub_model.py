@@ -9,10 +9,10 @@ import pytest
 from tests.conftest import leftover_vllm_processes, requires_vllm
 from tests.hub_cache import tiny_llama_hub
 
-# What runs, not how fast: beside other tests (tests/integration/conftest.py). Nightly
-# (docs/testing.md): CI names its model by this Hub id in the upgrade gate's A/B
-# (test_upgrade_gate_real.py), one engine start fewer.
-pytestmark = [requires_vllm, pytest.mark.shares_machine, pytest.mark.nightly]
+# What runs, not how fast: beside other tests (tests/integration/conftest.py). CI's real-engine
+# test of a Hub id since 2026-11-29: the upgrade gate's early-stop A/B, which names its model by
+# the same id, is nightly (two engine starts against this one: docs/testing.md).
+pytestmark = [requires_vllm, pytest.mark.shares_machine]
 
 # suites/tiny.py's TINY_CPU settings, spelled out: only the model's name differs.
 SUITE = """

@@ -23,9 +23,12 @@ from pytest_llmperf.cli import main
 from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
 from tests.webhook_receiver import Receiver
 
-# It proves what is reported, not how fast, but alone (CI's second step): beside other tests the
-# night's row was DISTURBED (CI, 2026-11-28), which draws no failed run's dot.
-pytestmark = requires_vllm
+# It proves what is reported, not how fast, but alone: beside other tests the night's row was
+# DISTURBED (CI, 2026-11-28), which draws no failed run's dot. Nightly since 2026-11-29 (57-66 s
+# of CI's second step): the command, its store, webhook and page are
+# tests/plugin/test_nightly_command_plugin.py's against the mock server, and the deploy files'
+# nights tests/deploy/test_deploy_commands_verbatim.py's.
+pytestmark = [requires_vllm, pytest.mark.nightly]
 
 SLOWDOWN = REPO / "tests" / "integration" / "slowdown"
 SUITE = """

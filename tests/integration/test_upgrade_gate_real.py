@@ -8,7 +8,11 @@ of its own (tests/integration/test_hub_model.py, the README's first test so name
 nightly). The early-stop A/B also compares the two sides' greedy outputs request by request on
 the real engine (token ids streamed and hashed), and says on how many they differ.
 
-Nightly (docs/testing.md, "Where CI's time goes"): B in float32 against A in bfloat16 gives other
+Nightly, both (docs/testing.md, "Where CI's time goes"). The early-stop A/B since 2026-11-29
+(180-252 s of a CI worker, two engine starts): NOT COMPARABLE by the status precedence and the
+run file refused on another host are tests/plugin/test_upgrade_gate_plugin.py's with injected
+measurements, the Hub id on the real engine tests/integration/test_hub_model.py's (one start),
+and a real A/B's regression verdict tests/integration/test_ab_weaker_real.py's. B in float32 against A in bfloat16 gives other
 outputs, which fail under --llmperf-outputs must-match (two engine starts, about 170 s of a CI
 worker; the must-match line with injected measurements is tests/plugin/test_upgrade_gate_plugin.py's,
 and the outputs comparison on the real engine is the early-stop A/B's). B = A, INCONCLUSIVE on a
@@ -37,6 +41,7 @@ def suite(pytester: pytest.Pytester, monkeypatch):
     return prepared(pytester, monkeypatch)
 
 
+@pytest.mark.nightly  # 180-252 s of a CI worker (docs/testing.md); its lines: the plugin test's
 def test_a_side_b_that_stops_early_is_not_comparable_and_another_host_is_refused(suite):
     early = {"env": {"PYTHONPATH": os.pathsep.join([str(EARLY_STOP), str(REPO)]),
                      "LLMPERF_INDUCED_STOP_AFTER": "2"}}

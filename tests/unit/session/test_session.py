@@ -219,7 +219,8 @@ def run_ab(session, confirm_pairs, defer=False, workload=None):
 def judge_ab(session):
     """Side B against side A, as --llmperf-ab judges it (gating tpot_s.p50)."""
     record_a, record_b = session.ledger.measured
-    return session.judge.judge_ab(record_a, record_b, TestOptions(gate=("tpot_s.p50",)), None)
+    return session.judge.judge_ab(record_a, record_b, TestOptions(gate=("tpot_s.p50",)), None,
+                                  AbPlan(4))
 
 
 def test_a_regressed_b_measures_its_confirm_pairs_in_abba_order(monkeypatch):
