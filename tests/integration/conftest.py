@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from scripts.tiny_gguf import make_tiny_gguf
-from tests.conftest import LANE_ENV, shared_engine
+from tests.conftest import LANE_ENV, REPO, shared_engine
+from tests.integration.ab_suites import SUITE
 
 HERE = Path(__file__).resolve().parent
 
@@ -77,3 +78,11 @@ def tiny_gguf(request) -> Path:
     where = (Path(cache.mkdir("llmperf-llamacpp")) if cache is not None
              else Path(tempfile.gettempdir()) / "llmperf-tiny-gguf")
     return make_tiny_gguf(where / "tiny-llama-f32.gguf", where / "sdist")
+
+
+@pytest.fixture
+def ab_suite(pytester: pytest.Pytester, monkeypatch) -> pytest.Pytester:
+    """The real-engine A/B tests' suite (ab_suites.SUITE) written, the repository importable."""
+    pytester.makepyfile(test_ab_suite=SUITE)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    return pytester

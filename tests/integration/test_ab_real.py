@@ -10,26 +10,17 @@ import json
 import pytest
 
 from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
-from tests.integration.ab_suites import SUITE
 
 pytestmark = requires_vllm
 
 
-
-@pytest.fixture
-def suite(pytester: pytest.Pytester, monkeypatch):
-    pytester.makepyfile(test_ab_suite=SUITE)
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
-    return pytester
-
-
-def test_bad_overrides_fail_before_any_engine_starts(suite):
-    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "--llmperf-ab",
+def test_bad_overrides_fail_before_any_engine_starts(ab_suite):
+    result = ab_suite.runpytest_subprocess("-p", "no:cacheprovider", "--llmperf-ab",
                                         '{"max_seqs": 1}', timeout=60)
     assert result.ret != 0
     result.stderr.fnmatch_lines([
         "*--llmperf-ab*unknown Engine field 'max_seqs' (did you mean 'max_num_seqs'?); fields: *"])
-    assert not (suite.path / ".llmperf/logs").exists()
+    assert not (ab_suite.path / ".llmperf/logs").exists()
 
 
 # The one-test A/B as a new user first ran it on the 2-core CI VM, with every A/B default (4 pairs,

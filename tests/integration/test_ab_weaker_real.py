@@ -14,22 +14,14 @@ import json
 
 import pytest
 
-from tests.conftest import REPO, leftover_vllm_processes, requires_vllm
-from tests.integration.ab_suites import SUITE
+from tests.conftest import leftover_vllm_processes, requires_vllm
 
 pytestmark = [requires_vllm, pytest.mark.shares_machine]
 
 
-@pytest.fixture
-def suite(pytester: pytest.Pytester, monkeypatch):
-    pytester.makepyfile(test_ab_suite=SUITE)
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
-    return pytester
-
-
-def test_a_weaker_side_b_fails_on_its_paired_ratios(suite):
+def test_a_weaker_side_b_fails_on_its_paired_ratios(ab_suite):
     # One sequence at a time against eight concurrent requests: TTFT queues several-fold.
-    result = suite.runpytest_subprocess(
+    result = ab_suite.runpytest_subprocess(
         "-p", "no:cacheprovider", "-rfE", "--llmperf-summary", "full",
         "--llmperf-ab", json.dumps({"max_num_seqs": 1}), "--llmperf-ab-pairs", "2",
         "--llmperf-ab-confirm-pairs", "1",
@@ -58,7 +50,7 @@ def test_a_weaker_side_b_fails_on_its_paired_ratios(suite):
     # An A/B improvement is a note, not a stale-baseline warning: there is no baseline.
     assert "StaleBaselineWarning" not in result.stdout.str()
     # The run file keeps side B's paired ratios and verdicts, for `llmperf compare` and plots.
-    results = json.loads((suite.path / "run.json").read_text())["llmperf"]["results"]
+    results = json.loads((ab_suite.path / "run.json").read_text())["llmperf"]["results"]
     side_b = next(r for r in results if r["key"] == "test_concurrent (B)")
     ttft = side_b["ab"]["metrics"]["ttft_s.p50"]
     assert (side_b["ab"]["pairs"], side_b["ab"]["tolerance"]) == (3, 0.1)
@@ -66,4 +58,4 @@ def test_a_weaker_side_b_fails_on_its_paired_ratios(suite):
     assert ttft["interval"] == [min(ttft["ratios"]), max(ttft["ratios"])]
     assert "ab" not in next(r for r in results if r["key"] == "test_concurrent (A)")
     # Two engines started once each: ABBA switches sides inside a pair, not between pairs.
-    assert len(list((suite.path / ".llmperf/logs").glob("vllm-*.log"))) == 2
+    assert len(list((ab_suite.path / ".llmperf/logs").glob("vllm-*.log"))) == 2
