@@ -1,7 +1,6 @@
 """Paired A/B (--llmperf-ab) on the real CPU engine: overrides a side B cannot take fail before any
 engine starts; nightly, this machine's noise on B = A and a B 2 ms a step slower. A weaker B
-failing on its paired ratios, CI's real A/B, is test_ab_weaker_real.py's (it shares the machine
-in CI's first step)."""
+failing on its paired ratios is test_ab_weaker_real.py's (nightly too since 2026-11-29)."""
 
 from __future__ import annotations
 

@@ -2,10 +2,15 @@
 with overrides, both stay up, they run in ABBA order, and B fails the test on its paired ratios,
 confirmed by one more pair after the engine's other tests.
 
-Beside other tests in CI (step 1, tests/integration/conftest.py) since 2026-11-29, out of the
-second step that has the machine to itself: a scheduler one-eighth as wide queues TTFT several
-times over (test_ab_real.py's module had it alone), which no neighbour's noise turns around; its
-disturbance and client checks only warn there, and the verdict is the paired ratios'.
+Nightly since 2026-11-29 (docs/testing.md, "Where CI's time goes"): alone in CI's second step it
+took 112-126 s, and beside the other tests in the first step 353 s of a worker (its pairs measured
+against a neighbour), which put the test command over its budget either way. It stays beside the
+other tests (`shares_machine`): a scheduler one-eighth as wide queues TTFT several times over, B/A
+6.0-8.6 over its pairs there, which no neighbour's noise turns around; its disturbance and client
+checks only warn, and the verdict is the paired ratios'. CI holds the A/B's judgement, its confirm
+pairs after the engine's other tests and its rows with injected measurements
+(tests/plugin/test_confirm_later_plugin.py, test_ab_inconclusive_plugin.py, the session's unit
+tests); no A/B on a real engine runs in CI any more.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import pytest
 
 from tests.conftest import leftover_vllm_processes, requires_vllm
 
-pytestmark = [requires_vllm, pytest.mark.shares_machine]
+pytestmark = [requires_vllm, pytest.mark.shares_machine, pytest.mark.nightly]
 
 
 def test_a_weaker_side_b_fails_on_its_paired_ratios(ab_suite):

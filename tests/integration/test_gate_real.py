@@ -110,7 +110,7 @@ def test_unchanged_rerun_passes_and_slower_vllm_is_caught(suite, monkeypatch):
 
 
 # Nightly: the compare path it takes is the unchanged rerun's, and a weaker engine caught on
-# the real engine is test_ab_weaker_real.py's weaker side B, in CI (docs/testing.md).
+# the real engine is test_ab_weaker_real.py's weaker side B, nightly too (docs/testing.md).
 @pytest.mark.nightly
 def test_a_weaker_engine_is_caught_against_the_saved_run(suite, monkeypatch):
     monkeypatch.setenv("SEQS", "1")

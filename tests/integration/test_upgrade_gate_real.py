@@ -12,7 +12,7 @@ Nightly, both (docs/testing.md, "Where CI's time goes"). The early-stop A/B sinc
 (180-252 s of a CI worker, two engine starts): NOT COMPARABLE by the status precedence and the
 run file refused on another host are tests/plugin/test_upgrade_gate_plugin.py's with injected
 measurements, the Hub id on the real engine tests/integration/test_hub_model.py's (one start),
-and a real A/B's regression verdict tests/integration/test_ab_weaker_real.py's. B in float32 against A in bfloat16 gives other
+and a real A/B's regression verdict tests/integration/test_ab_weaker_real.py's (nightly too). B in float32 against A in bfloat16 gives other
 outputs, which fail under --llmperf-outputs must-match (two engine starts, about 170 s of a CI
 worker; the must-match line with injected measurements is tests/plugin/test_upgrade_gate_plugin.py's,
 and the outputs comparison on the real engine is the early-stop A/B's). B = A, INCONCLUSIVE on a
