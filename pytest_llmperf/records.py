@@ -170,6 +170,18 @@ class RequestRecord:
         return sum(self.chunk_tokens)
 
     @property
+    def thinking_tokens(self) -> int | None:
+        """A reasoning request's thinking tokens: the server's count (its usage) where it gave
+        one, else the chunks' that streamed thinking, which count a chunk that merged the last
+        thought with the end marker (the server falling behind) as thinking, marker included.
+        None for another request."""
+        if self.reasoning_tokens is None:
+            return None
+        if self.usage_reasoning_tokens is not None:
+            return self.usage_reasoning_tokens
+        return self.reasoning_tokens
+
+    @property
     def length_mismatch(self) -> bool:
         """True when the server generated a different number of tokens than was forced."""
         return self.ok and self.output_tokens != self.expected_output_tokens

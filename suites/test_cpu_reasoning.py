@@ -39,9 +39,16 @@ def test_thinking_tokens_and_time_to_first_output_are_exact(llmperf):
                                             num_requests=REQUESTS, concurrency=1,
                                             warmup_requests=2))
     assert result.completed == REQUESTS, result.failures_text()
-    assert {(r.reasoning_tokens, r.answer_tokens, r.usage_reasoning_tokens, r.output_tokens)
-            for r in result.records} == {(THINK_TOKENS, ANSWER_TOKENS, THINK_TOKENS,
-                                          OUTPUT_TOKENS)}
+    assert {(r.usage_reasoning_tokens, r.thinking_tokens, r.output_tokens)
+            for r in result.records} == {(THINK_TOKENS, THINK_TOKENS, OUTPUT_TOKENS)}
+    assert result.reasoning_tokens.p50 == THINK_TOKENS  # the metric takes the server's count
+    # The chunks' own count: a chunk that merged the last thought with `</think>` (the server
+    # fell behind) counts the marker as thinking, one that merged `</think>` with the answer's
+    # first token as answer (seen: 9 thinking tokens of 8, one request in 16).
+    assert all(THINK_TOKENS <= r.reasoning_tokens <= THINK_TOKENS + 1
+               and ANSWER_TOKENS <= r.answer_tokens <= ANSWER_TOKENS + 1
+               for r in result.records), [(r.reasoning_tokens, r.answer_tokens)
+                                          for r in result.records]
     # The answer's first chunk is the one that starts at token THINK_TOKENS + 2 (a slow client
     # or server may merge a few tokens into one chunk: count tokens, not chunks).
     assert all(r.first_output_s == r.chunk_times_s[answer_chunk(r)] for r in result.records)

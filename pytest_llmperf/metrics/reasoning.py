@@ -76,9 +76,10 @@ METRICS: tuple[Metric, ...] = (
     latency("ttfo_s", samples=_ttfo, compute=_summary_of(_ttfo), absent=ABSENT),
     latency("reasoning_s", samples=_reasoning_s, compute=_summary_of(_reasoning_s),
             absent=ABSENT),
+    # The server's count where it gives one (RequestRecord.thinking_tokens), as output tokens.
     Metric("reasoning_tokens", "tokens", LOWER, distribution=True,
-           samples=_counts("reasoning_tokens"),
-           compute=_summary_of(_counts("reasoning_tokens")), absent=ABSENT),
+           samples=_counts("thinking_tokens"),
+           compute=_summary_of(_counts("thinking_tokens")), absent=ABSENT),
     Metric("answer_tokens", "tokens", HIGHER, distribution=True,
            samples=_counts("answer_tokens"), compute=_summary_of(_counts("answer_tokens")),
            absent=ABSENT),

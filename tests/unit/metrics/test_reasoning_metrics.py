@@ -47,6 +47,22 @@ def test_a_request_whose_answer_never_started_counts_tokens_but_has_no_ttfo():
         "server_reasoning_tokens": 10}
 
 
+def test_the_thinking_count_is_the_servers_where_it_gives_one():
+    # The last thought and `</think>` merged into one chunk: the chunks count 9 thoughts of 8
+    # (seen on the CPU suite's thinking model when the server fell behind); the usage says 8.
+    merged = thinker(0, 8, 14)
+    merged.reasoning_tokens = 9
+    metrics = compute_metrics([merged, thinker(1, 8, 14)]).flat()
+    assert metrics["reasoning_tokens.max"] == 8.0
+    assert merged.thinking_tokens == 8
+    # Without a usage count, the chunks' count is all there is.
+    merged.usage_reasoning_tokens = None
+    assert merged.thinking_tokens == 9
+    assert thinker(2, 0, 3).thinking_tokens == 0
+    assert RequestRecord(index=3, expected_prompt_tokens=1, expected_output_tokens=1,
+                         scheduled_s=0.0).thinking_tokens is None
+
+
 def test_a_run_without_reasoning_requests_has_none_and_says_why():
     plain = thinker(0, 4, 2)
     plain.reasoning_tokens = plain.answer_tokens = plain.first_output_s = None
