@@ -92,31 +92,30 @@ def cluster_hardware(local: Hardware, resources: Mapping[str, float], address: s
                                source="ray")
 
 
-def cluster_resources(address: str, python: str | None = None) -> dict[str, float]:
-    """`ray.cluster_resources()` of the cluster at `address`, asked by a child process (the test
-    process never imports Ray); {} when it cannot be asked (the engine's start says why)."""
+def _ask_cluster(script: str, address: str, python: str | None) -> object:
+    """The last line `script` printed as JSON, run with `python -c` against `address` (the test
+    process never imports Ray); None when it could not be asked in ASK_TIMEOUT_S."""
     try:
-        done = subprocess.run([python or sys.executable, "-c", _ASK, address],
+        done = subprocess.run([python or sys.executable, "-c", script, address],
                               capture_output=True, text=True, timeout=ASK_TIMEOUT_S,
                               stdin=subprocess.DEVNULL)
         lines = done.stdout.strip().splitlines()
-        answer = json.loads(lines[-1]) if done.returncode == 0 and lines else {}
+        return json.loads(lines[-1]) if done.returncode == 0 and lines else None
     except (OSError, subprocess.SubprocessError, ValueError):
-        return {}
+        return None
+
+
+def cluster_resources(address: str, python: str | None = None) -> dict[str, float]:
+    """`ray.cluster_resources()` of the cluster at `address`, asked by a child process; {} when
+    it cannot be asked (the engine's start says why)."""
+    answer = _ask_cluster(_ASK, address, python)
     return {str(k): float(v) for k, v in answer.items()} if isinstance(answer, dict) else {}
 
 
 def alive_nodes(address: str, python: str | None = None) -> list[str]:
     """The addresses of the alive nodes of the cluster at `address`, asked by a child process;
-    [] when it cannot be asked in ASK_TIMEOUT_S."""
-    try:
-        done = subprocess.run([python or sys.executable, "-c", _ASK_NODES, address],
-                              capture_output=True, text=True, timeout=ASK_TIMEOUT_S,
-                              stdin=subprocess.DEVNULL)
-        lines = done.stdout.strip().splitlines()
-        answer = json.loads(lines[-1]) if done.returncode == 0 and lines else []
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return []
+    [] when it cannot be asked."""
+    answer = _ask_cluster(_ASK_NODES, address, python)
     return [str(node) for node in answer] if isinstance(answer, list) else []
 
 
