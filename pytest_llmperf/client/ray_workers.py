@@ -194,7 +194,7 @@ def measure_on_ray(endpoint: Endpoint, requests: list[Request], pattern: LoadPat
     """`measure.measure` with its workers on the cluster `on_ray` names (resolved: both set)."""
     if on_ray.address is None or not on_ray.workers:
         raise ValueError(f"{on_ray.label()}: the cluster and its worker count are named when the "
-                         "session starts (session/ray_clients.py); none was")
+                         "session starts (session/client_cluster.py); none was")
     return measure_in_workers(endpoint, requests, pattern, seed=seed, warmup=list(warmup),
                               duration_s=duration_s, workers=on_ray.workers,
                               stall_timeout_s=stall_timeout_s, interrupt=interrupt,

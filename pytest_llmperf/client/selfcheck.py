@@ -40,8 +40,9 @@ def _lag_p90(stats: ClientStats) -> float:
 
 
 def _busiest(parts: tuple[ClientStats, ...]) -> str | None:
-    """The named worker nearest a limit: the one whose loop lagged most at p90, or whose CPU was
-    busiest where the lags tie (each limit's own share of it, so neither unit outweighs)."""
+    """The named worker nearest a limit: each worker's loop-lag p90 and CPU share taken as
+    shares of their limits (the lag's floor, CPU_LIMIT), so neither unit outweighs the other,
+    and the worker whose larger share is largest."""
     named = [part for part in parts if part.name]
     if len(named) < 2:
         return None
