@@ -28,6 +28,7 @@ from pytest_llmperf.client.loadgen import Send, run_load
 from pytest_llmperf.errors import InputError
 from pytest_llmperf.numbers import is_real, is_whole
 from pytest_llmperf.records import Request, RequestRecord
+from pytest_llmperf.registry import Registry
 
 __all__ = [
     "Concurrency",
@@ -37,6 +38,7 @@ __all__ = [
     "Trace",
     "Share",
     "counts_slot_waits",
+    "PATTERNS",
     "pattern_type",
     "share",
 ]
@@ -45,13 +47,14 @@ __all__ = [
 # open loop the arrivals it sends (None: a closed loop's shared counter hands them out).
 Share = tuple["LoadPattern", tuple[int, ...] | None]
 
-_TYPES: dict[str, type[LoadPattern]] = {}
+# Every load pattern class by name, as a run file's "type" names it; a subclass joins on definition.
+PATTERNS: Registry[type[LoadPattern]] = Registry("load pattern", lambda cls: cls.__name__)
 
 
 def pattern_type(name: str) -> type[LoadPattern] | None:
     """The pattern class a run file's `"type"` names ("Rate"), None for one this process does
     not know."""
-    return _TYPES.get(name)
+    return PATTERNS.get(name)
 
 
 def share(total: int, index: int, parts: int) -> int:
@@ -94,7 +97,7 @@ class LoadPattern(ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _TYPES[cls.__name__] = cls
+        PATTERNS.register(cls)
 
     def arrival_offsets(self, n: int, seed: int) -> np.ndarray:
         """n non-decreasing send offsets in seconds from the start; the first is 0."""

@@ -4,11 +4,11 @@ grammars, tool calls, agent sessions, reasoning, embeddings).
 
 One class per breakdown, subclassing `Breakdown`, does all of it: it computes itself from a
 measured Result (`of`), says its `-v` lines (`notes`), and round-trips the run file under its
-`name` (`to_plain`, `from_plain`). Subclassing registers it, as an output registers on
-subclassing Output; the runner, the measurement record and the run file reader take every
-registered breakdown and name none. A new built-in breakdown is its module and its line in
-BUILT_IN (the registry imports them); a plugin of the plugin registers one by importing its
-module (a conftest, or its own plugin module).
+`name` (`to_plain`, `from_plain`). Subclassing registers it in KINDS (pytest_llmperf/registry.py,
+as an output registers on subclassing Output); the runner, the measurement record and the run
+file reader take every registered breakdown and name none. A new built-in breakdown is its
+module and its line in BUILT_IN (the registry imports them); a plugin of the plugin registers
+one by importing its module (a conftest, or its own plugin module).
 
 A breakdown holds the JSON form the run file keeps (`Plain`) as recorded facts do
 (metrics/facts.py: a read-only copy, equal to the plain dict), so that a test's
@@ -17,16 +17,16 @@ A breakdown holds the JSON form the run file keeps (`Plain`) as recorded facts d
 
 from __future__ import annotations
 
-import importlib
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeAlias, Union
 
 from pytest_llmperf.metrics.facts import Facts
 from pytest_llmperf.records import RequestRecord
+from pytest_llmperf.registry import Registry
 
-__all__ = ["BUILT_IN", "Breakdown", "MeasuredRun", "Plain", "PlainValue", "kinds", "of_result",
-           "read"]
+__all__ = ["BUILT_IN", "KINDS", "Breakdown", "MeasuredRun", "Plain", "PlainValue", "kinds",
+           "of_result", "read"]
 
 # What a run file holds: JSON's values.
 PlainValue: TypeAlias = Union[None, bool, int, float, str, Sequence["PlainValue"],
@@ -39,8 +39,8 @@ BUILT_IN = ("pytest_llmperf.metrics.turns", "pytest_llmperf.metrics.lora",
             "pytest_llmperf.metrics.agents", "pytest_llmperf.metrics.reasoning",
             "pytest_llmperf.metrics.embeddings")
 
-_KINDS: dict[str, type[Breakdown]] = {}  # as they registered
-_ORDERED: dict[str, type[Breakdown]] = {}  # kinds()' answer; emptied when one registers
+# Every breakdown by name, the built-in ones first in BUILT_IN's order.
+KINDS: Registry[type[Breakdown]] = Registry("breakdown", lambda cls: cls.name, modules=BUILT_IN)
 
 
 class MeasuredRun(Protocol):
@@ -60,16 +60,8 @@ class Breakdown(Facts):
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
-        name = cls.__dict__.get("name")
-        if name is None:
-            return  # an abstract middle class
-        taken = _KINDS.get(name)
-        if taken is not None and (taken.__module__, taken.__qualname__) != (cls.__module__,
-                                                                            cls.__qualname__):
-            raise TypeError(f"breakdown {name!r} is {taken.__name__} already; give "
-                            f"{cls.__name__} a name of its own")
-        _KINDS[name] = cls  # a module imported again (a test's reload) replaces its own class
-        _ORDERED.clear()  # kinds() orders them again
+        if "name" in cls.__dict__:  # not an abstract middle class
+            KINDS.register(cls)
 
     @classmethod
     @abstractmethod
@@ -93,15 +85,7 @@ class Breakdown(Facts):
 def kinds() -> dict[str, type[Breakdown]]:
     """Every registered breakdown by name, the built-in ones first in BUILT_IN's order, then
     the others in the order they registered."""
-    if not _ORDERED:
-        for module in BUILT_IN:  # each registers its own on import (once)
-            importlib.import_module(module)
-        _ORDERED.update(sorted(_KINDS.items(), key=lambda item: _place(item[1])))
-    return dict(_ORDERED)
-
-
-def _place(kind: type[Breakdown]) -> int:
-    return BUILT_IN.index(kind.__module__) if kind.__module__ in BUILT_IN else len(BUILT_IN)
+    return KINDS.all()
 
 
 def of_result(result: MeasuredRun) -> dict[str, Breakdown]:

@@ -123,7 +123,13 @@ def open_history(settings: Settings, fingerprint: Fingerprint, *, worker: bool
         store = HistoryStore.open(where, check_write=not worker)
     return SessionHistory(where, store, fingerprint, trend=settings.trend,
                           window=settings.trend_window, from_history=settings.from_history,
-                          rootdir=settings.rootdir, save_as=settings.save)
+                          rootdir=settings.rootdir, save_as=_saved_as(settings))
+
+
+def _saved_as(settings: Settings) -> str | None:
+    """The NAME of --llmperf-save (or --llmperf-output save=NAME): the store keeps a copy."""
+    saved = settings.formats().get("save")
+    return None if saved is None else saved.value
 
 
 def fetch_saved(history: SessionHistory | None, name: str | None, runs_dir: Path) -> None:

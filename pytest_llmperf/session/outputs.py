@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from pytest_llmperf.engines.pool import MAX_DEATHS, EnginePool
+from pytest_llmperf.errors import InputError
 from pytest_llmperf.machine.hardware import Fingerprint
 from pytest_llmperf.metrics import cost
 from pytest_llmperf.metrics.derived import derive_all
@@ -22,10 +24,16 @@ from pytest_llmperf.reports import markdown, model, runfile, terminal
 from pytest_llmperf.reports.files import merge_documents
 from pytest_llmperf.reports.headline import budget_headline, headline
 from pytest_llmperf.reports.notes import Note, fold
-from pytest_llmperf.reports.outputs.base import Output, OutputFile, SessionOutput, writers
+from pytest_llmperf.reports.outputs.base import (
+    Output,
+    OutputFile,
+    SessionOutput,
+    named,
+    writers,
+)
 from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.provenance import git_commit
-from pytest_llmperf.session.settings import Settings
+from pytest_llmperf.session.settings import Asked, Settings
 from pytest_llmperf.verdict.stored_run import StoredRun
 
 
@@ -72,16 +80,38 @@ def _cost_notes(ledger: Ledger, settings: Settings) -> list[Note]:
 
 
 def files(settings: Settings, environ: Mapping[str, str] = os.environ,
-            *, reads_report: bool | None = None) -> list[tuple[Output, OutputFile]]:
+          *, reads_report: bool | None = None) -> list[tuple[Output, OutputFile]]:
     """Every file the session's output formats (reports/outputs/) will write, each with its
-    writer; `reads_report` picks the writers that do (True) or do not (False)."""
+    writer; `reads_report` picks the writers that do (True) or do not (False). InputError (one
+    line) for a format asked for that no module or conftest registered, or without the NAME it
+    needs."""
+    asked = asked_formats(settings)
     found = []
     for writer in writers():
         if reads_report is not None and writer.reads_report != reads_report:
             continue
-        value = getattr(settings, writer.option) if writer.option else None
-        found += [(writer(), file) for file in writer.files(value, settings, environ)]
+        how = asked.get(writer.name) if writer.name else None
+        found += [(writer(), file if file.option or how is None else
+                   replace(file, option=how.option, given=how.given))
+                  for file in writer.files(how and how.value, settings, environ)]
     return found
+
+
+def asked_formats(settings: Settings) -> dict[str, Asked]:
+    """The formats the options ask for, each with its path (its own where none was given)."""
+    known = named()
+    asked = {}
+    for name, how in settings.formats().items():
+        writer = known.get(name)
+        if writer is None:
+            raise InputError(f"{how.option} {how.given}: no output format {name!r} (formats: "
+                             f"{', '.join(sorted(known))}; a conftest adds one by subclassing "
+                             "reports.outputs.base.Output: docs/reports.md)")
+        if how.value is None and writer.default is None:
+            raise InputError(f"{how.option} {how.given}: the {name} format needs a name: "
+                             f"--llmperf-output {name}=NAME")
+        asked[name] = how if how.value is not None else replace(how, value=writer.default)
+    return asked
 
 
 def run_of(payloads: list[dict[str, Any]]) -> StoredRun | None:

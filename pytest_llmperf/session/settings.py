@@ -115,6 +115,24 @@ parse_summary = one_of(*SUMMARY_MODES,
                        rule="short (fits 120 columns) or full (every column and note)")
 
 
+def parse_output(text: str) -> tuple[tuple[str, str | None], ...]:
+    """FORMAT or FORMAT=PATH (ini and env: one or more, a line or a comma apart): each as
+    (format, path or None). Whether the format exists is the session's to check, once every
+    conftest has registered its own (session/outputs.py)."""
+    found = []
+    for part in (p.strip() for p in text.replace("\n", ",").split(",")):
+        if not part:
+            continue
+        name, eq, path = part.partition("=")
+        name = name.strip().lower()
+        if not name or (eq and not path.strip()):
+            raise ValueError("expected FORMAT or FORMAT=PATH, e.g. html or json=results.json")
+        found.append((name, path.strip() if eq else None))
+    if not found:
+        raise ValueError("expected FORMAT or FORMAT=PATH, e.g. html or json=results.json")
+    return tuple(found)
+
+
 def parse_pairs(text: str) -> int:
     try:
         pairs = int(text)
@@ -283,6 +301,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("summary", "the terminal summary: short fits 120 columns (the most telling columns, "
            "repeated notes folded); full shows every column and note, as -v does", "short",
            parse_summary, metavar="short|full"),
+    Option("output", "write the results in an output format, named: json (the run file), "
+           "markdown, html (the report), save=NAME (for a later --llmperf-compare), or one a "
+           "conftest registers (docs/reports.md); without =PATH the format's own file name "
+           "(llmperf-results.json, llmperf-report.md, llmperf-report.html); repeatable; "
+           "--llmperf-json, --llmperf-markdown, --llmperf-html and --llmperf-save are its "
+           "aliases", None, parse_output, metavar="FORMAT[=PATH]", many=True),
     Option("markdown", "write the report as Markdown to this file (also appended to "
            "$GITHUB_STEP_SUMMARY when that is set)", None, _optional_path, metavar="PATH"),
     Option("html", "write the report as one self-contained HTML page, plots included (they "
@@ -329,6 +353,21 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 
+# The flags older than --llmperf-output: each asks for the output format of its own name.
+OUTPUT_ALIASES = ("json", "save", "markdown", "html")
+
+
+@dataclass(frozen=True)
+class Asked:
+    """One output format asked for: the option and its value as given ("--llmperf-output",
+    "json=r.json"), the format's name, and its path (None: the format's own)."""
+
+    option: str
+    given: Any
+    name: str
+    value: Any
+
+
 # Saved runs (--llmperf-save, --llmperf-compare), under pytest's rootdir.
 RUNS_DIR = Path(".llmperf/runs")
 
@@ -367,6 +406,7 @@ class Settings:
     outputs: str
     expect: tuple[Expectation, ...] | None
     summary: str
+    output: tuple[tuple[str, str | None], ...] | None
     markdown: Path | None
     html: Path | None
     cost_per_hour: CostSetting | None
@@ -389,6 +429,22 @@ class Settings:
     def runs_dir(self) -> Path:
         """Where --llmperf-save NAME writes and --llmperf-compare NAME reads saved runs."""
         return self.path(RUNS_DIR)
+
+    def formats(self) -> dict[str, Asked]:
+        """Each output format asked for, by name, in the order given: by --llmperf-output, then
+        by the older flag of the same name (OUTPUT_ALIASES). ValueError for one asked twice."""
+        given = [Asked("--llmperf-output", f"{name}={path}" if path else name, name, path)
+                 for name, path in self.output or ()]
+        given += [Asked(_flag(name), value, name, value) for name in OUTPUT_ALIASES
+                  if (value := getattr(self, name))]
+        asked: dict[str, Asked] = {}
+        for one in given:
+            if one.name in asked:
+                twice = asked[one.name]
+                raise ValueError(f"{one.option} {one.given}: the {one.name} format is asked for "
+                                 f"twice (also {twice.option} {twice.given}); give it once")
+            asked[one.name] = one
+        return asked
 
     @property
     def measurer(self) -> str:

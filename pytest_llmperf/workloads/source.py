@@ -22,21 +22,24 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from pytest_llmperf.records import Request
+from pytest_llmperf.registry import Registry
 from pytest_llmperf.workloads.prompts import Tokenizer
 
-__all__ = ["NameFile", "PromptFormat", "Source", "TextOf", "source_type"]
+__all__ = ["SOURCES", "NameFile", "PromptFormat", "Source", "TextOf", "source_type"]
 
 PromptFormat = Literal["token_ids", "text"]
 # How an identity names a file a source reads (identity.file_identity); as written by default.
 NameFile = Callable[[str], str]
 
-_TYPES: dict[str, type[Source]] = {}
+# Every dataset source class by name, as a run file's "type" names it; a subclass joins on
+# definition.
+SOURCES: Registry[type[Source]] = Registry("dataset source", lambda cls: cls.__name__)
 
 
 def source_type(name: str) -> type[Source] | None:
     """The source class a run file's `"type"` names ("DatasetSource"), None for one this process
     does not know."""
-    return _TYPES.get(name)
+    return SOURCES.get(name)
 
 
 def _as_written(path: str) -> str:
@@ -58,7 +61,7 @@ class Source(ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _TYPES[cls.__name__] = cls
+        SOURCES.register(cls)
 
     @abstractmethod
     def requests(self, n: int, tokenizer: Tokenizer, rng: np.random.Generator) -> list[Request]:

@@ -1,7 +1,8 @@
-"""A new output format is one module and its option: a writer registered (here from a
-conftest) that reads the run file gets one from the session though session/outputs.py names no
-option of it (Output.reads_run), and writes it; one that reads the report alone does not make
-the session build a run file. Measurements injected (gate_suite.py)."""
+"""A new output format is one subclass: a writer registered (here from a conftest) is asked for by
+its name with `--llmperf-output NAME[=PATH]`, needing no option of its own, and one that reads
+the run file gets one from the session though session/outputs.py names nothing of it
+(Output.reads_run). A name no format has is a usage error before anything is measured.
+Measurements injected (gate_suite.py)."""
 
 from __future__ import annotations
 
@@ -9,23 +10,15 @@ import pytest
 
 from tests.plugin.gate_suite import CONFTEST, SUITE
 
-# A toy CSV writer on the Markdown option (an option needs a Settings field: the second file a
-# real format adds), asked for by --llmperf-markdown, reading the run file, not the report.
+# A toy CSV writer, reading the run file, not the report.
 CSV = '''
-from pytest_llmperf.reports.outputs.base import Output, OutputFile
+from pytest_llmperf.reports.outputs.base import Output
 
 class CsvRows(Output):
-    option = "markdown"
-
-    @classmethod
-    def files(cls, value, paths, environ):
-        return [OutputFile("--llmperf-markdown", value, paths.path(value).with_suffix(".csv"))] \\
-            if value else []
+    name = "csv"
+    default = "llmperf-results.csv"
 
     def write(self, file, session):
-        if session.run is None:
-            file.path.write_text("no run file\\n")
-            return "CSV: no run file"
         rows = [f"{r.test_id},{r.metrics['ttft_s.p50'].value:.3f}" for r in session.run.results]
         file.path.write_text("\\n".join(["test,ttft_s.p50", *rows]) + "\\n")
         return f"CSV written to {file.path.name}"
@@ -39,13 +32,29 @@ def suite(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def test_a_registered_format_that_reads_the_run_file_gets_one(suite):
-    # In a process of its own: the writer registers itself in Output.registry for good.
-    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "--llmperf-markdown",
-                                        "run.md", "--llmperf-history", "off")
+def test_a_registered_format_is_asked_for_by_its_name(suite):
+    # In a process of its own: the writer registers itself in FORMATS for good.
+    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "--llmperf-output",
+                                        "csv=run.csv", "--llmperf-output", "markdown",
+                                        "--llmperf-history", "off")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["*CSV written to run.csv*"])
     assert (suite.path / "run.csv").read_text().splitlines() == [
         "test,ttft_s.p50", "test_suite.py::test_a,0.100", "test_suite.py::test_b,0.100",
         "test_suite.py::test_slo,0.100"]
-    assert (suite.path / "run.md").is_file()  # the Markdown report, beside it
+    assert (suite.path / "llmperf-report.md").is_file()  # the Markdown report, its own name
+
+
+def test_its_own_file_name_and_an_unknown_name(suite):
+    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "--llmperf-output", "csv",
+                                        "--llmperf-history", "off")
+    result.assert_outcomes(passed=3)
+    assert (suite.path / "llmperf-results.csv").is_file()
+    refused = suite.runpytest_subprocess("-p", "no:cacheprovider", "--llmperf-output", "tsv",
+                                         "--llmperf-history", "off")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines([
+        "ERROR: pytest-llmperf: --llmperf-output tsv: no output format 'tsv' (formats: csv, "
+        "html, json, markdown, save; a conftest adds one by subclassing "
+        "reports.outputs.base.Output: docs/reports.md)"])
+    assert "CSV written" not in refused.stdout.str()

@@ -9,41 +9,22 @@ and whether it has an offline mode. engines/server.py, process.py, health.py,
 arg_check.py and interpreter.py ask it; nothing here starts anything or imports a server's
 package outside `arg_parser` (which runs in the checking child, engines/arg_check_worker.py).
 
-Adding a kind: one module here with a class like llamacpp.LlamaCppKind and a module-level `KIND`
-(found by `_discovered` below), and its tests; or, from another package, an entry point in the
-group `pytest_llmperf.engine_kinds` naming such an object (docs/engines.md, "Adding a kind").
+Adding a kind: one module here with a class like llamacpp.LlamaCppKind whose instance joins
+`KINDS` (base.py: `LLAMACPP = KINDS.register(LlamaCppKind())`), and its tests; or, from another
+package, an entry point in the group `pytest_llmperf.engine_kinds` naming such an object
+(docs/engines.md, "Adding a kind"). The registry is pytest_llmperf/registry.py's, the one every
+kind of thing joins.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.metadata
-import pkgutil
-
-from pytest_llmperf.engines.kinds.base import EngineKind
+from pytest_llmperf.engines.kinds.base import ENTRY_POINTS, KINDS, EngineKind
 from pytest_llmperf.engines.kinds.vllm import VLLM
 
 __all__ = ["DEFAULT", "ENTRY_POINTS", "KINDS", "EngineKind", "kind_named"]
 
-ENTRY_POINTS = "pytest_llmperf.engine_kinds"
-
-
-def _discovered() -> dict[str, EngineKind]:
-    """vLLM first (the default), then every module of this package that has a `KIND`, then the
-    kinds other packages name in ENTRY_POINTS (a name taken already is not replaced)."""
-    found: dict[str, EngineKind] = {VLLM.name: VLLM}
-    for module in sorted(info.name for info in pkgutil.iter_modules(__path__)):
-        kind = getattr(importlib.import_module(f"{__name__}.{module}"), "KIND", None)
-        if kind is not None:
-            found.setdefault(kind.name, kind)
-    for entry in importlib.metadata.entry_points(group=ENTRY_POINTS):
-        kind = entry.load()
-        found.setdefault(kind.name, kind)
-    return found
-
-
-KINDS: dict[str, EngineKind] = _discovered()
 DEFAULT = VLLM.name
+KINDS.all()  # every kind found now, at import, as field_rules' error names them all
 
 
 def kind_named(name: str) -> EngineKind:

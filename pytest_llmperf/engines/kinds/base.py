@@ -13,13 +13,17 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pytest_llmperf.engines.kinds.parsing import Refusal
+from pytest_llmperf.registry import Registry
 
-__all__ = ["COMMON_FIELDS", "EngineKind", "FlagStyle", "SpecFields", "extra_flags",
-           "field_problem_for", "is_pairs", "thaw_pairs", "value_flags"]
+__all__ = ["COMMON_FIELDS", "ENTRY_POINTS", "KINDS", "EngineKind", "FlagStyle", "SpecFields",
+           "extra_flags", "field_problem_for", "is_pairs", "thaw_pairs", "value_flags"]
 
 # Fields every kind takes: what to serve, the interpreter and environment to start it with, the
 # server's own flags as given, and the kind itself.
 COMMON_FIELDS = ("kind", "model", "extra_args", "env", "python")
+
+# Where another package names a kind of its own (docs/engines.md, "Adding a kind").
+ENTRY_POINTS = "pytest_llmperf.engine_kinds"
 
 
 class SpecFields(Protocol):
@@ -145,3 +149,11 @@ def is_pairs(value: Any) -> bool:
 def thaw_pairs(pairs: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
     """A frozen dict (sorted pairs, as the spec stores it) as a dict again."""
     return {k: (thaw_pairs(v) if is_pairs(v) else v) for k, v in pairs}
+
+
+# Every kind by name: this package's modules register theirs (`KINDS.register(TheKind())`),
+# vLLM first (the default); another package's come through ENTRY_POINTS, and a name taken
+# already stays ours.
+KINDS: Registry[EngineKind] = Registry(
+    "engine kind", lambda kind: kind.name, modules=(f"{__name__.rpartition('.')[0]}.vllm",),
+    package=__name__.rpartition(".")[0], entry_points=ENTRY_POINTS)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_llmperf.engines.kinds.base import (
+    KINDS,
     FlagStyle,
     SpecFields,
     extra_flags,
@@ -29,7 +30,7 @@ from pytest_llmperf.engines.kinds.base import (
 )
 from pytest_llmperf.engines.kinds.parsing import Refusal, RefusingParser, refusal_of
 
-__all__ = ["KIND", "LLAMACPP", "LlamaCppKind"]
+__all__ = ["LLAMACPP", "LlamaCppKind"]
 
 SERVER_MODULE = "llama_cpp.server"
 STYLE = FlagStyle(separator="_", booleans="value")
@@ -100,5 +101,4 @@ class LlamaCppKind:
 
 
 
-LLAMACPP = LlamaCppKind()
-KIND = LLAMACPP  # what engines/kinds/__init__.py finds
+LLAMACPP = KINDS.register(LlamaCppKind())

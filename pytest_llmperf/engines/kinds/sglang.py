@@ -20,6 +20,7 @@ import re
 from typing import Any
 
 from pytest_llmperf.engines.kinds.base import (
+    KINDS,
     FlagStyle,
     SpecFields,
     extra_flags,
@@ -28,7 +29,7 @@ from pytest_llmperf.engines.kinds.base import (
 )
 from pytest_llmperf.engines.kinds.parsing import Refusal, RefusingParser, refusal_of
 
-__all__ = ["KIND", "SGLANG", "SglangKind"]
+__all__ = ["SGLANG", "SglangKind"]
 
 SERVER_MODULE = "sglang.launch_server"
 STYLE = FlagStyle(separator="-", booleans="switch")
@@ -103,5 +104,4 @@ class SglangKind:
 
 
 
-SGLANG = SglangKind()
-KIND = SGLANG  # what engines/kinds/__init__.py finds
+SGLANG = KINDS.register(SglangKind())

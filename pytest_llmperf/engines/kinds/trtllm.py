@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_llmperf.engines.kinds.base import (
+    KINDS,
     FlagStyle,
     SpecFields,
     extra_flags,
@@ -28,7 +29,7 @@ from pytest_llmperf.engines.kinds.base import (
 )
 from pytest_llmperf.engines.kinds.parsing import Refusal
 
-__all__ = ["KIND", "TRTLLM", "TrtLlmKind"]
+__all__ = ["TRTLLM", "TrtLlmKind"]
 
 SERVER_MODULE = "tensorrt_llm.commands.serve"
 STYLE = FlagStyle(separator="_", booleans="switch")
@@ -98,5 +99,4 @@ class TrtLlmKind:
 
 
 
-TRTLLM = TrtLlmKind()
-KIND = TRTLLM  # what engines/kinds/__init__.py finds
+TRTLLM = KINDS.register(TrtLlmKind())

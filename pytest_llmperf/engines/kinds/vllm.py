@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from pytest_llmperf.engines.kinds.base import (
+    KINDS,
     FlagStyle,
     SpecFields,
     extra_flags,
@@ -25,7 +26,7 @@ from pytest_llmperf.engines.kinds.base import (
 )
 from pytest_llmperf.engines.kinds.parsing import Refusal, Refused, first_line
 
-__all__ = ["KIND", "SERVER_MODULE", "VLLM", "VllmKind", "refusal"]
+__all__ = ["SERVER_MODULE", "VLLM", "VllmKind", "refusal"]
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # The server module run as __main__ by a `python -c` program. vLLM starts its engine core and
@@ -159,8 +160,7 @@ def _json_flag(name: str, value: Any) -> list[str]:
     return [flag, value if isinstance(value, str) else json.dumps(thaw_pairs(value))]
 
 
-VLLM = VllmKind()
-KIND = VLLM  # what engines/kinds/__init__.py finds
+VLLM = KINDS.register(VllmKind())
 
 
 def refusal(parser: Any, validate: Any, quantization_methods: tuple[str, ...],

@@ -1,12 +1,14 @@
 """An output format: a registered writer of the run file's model (verdict/stored_run.py) and the
-session's report (markdown.Report), so a new format is one module in this package and its tests,
-plus the option that asks for it (session/settings.py). GuideLLM's outputs work the same way:
+session's report (markdown.Report), so a new format is one module in this package and its tests:
+`--llmperf-output NAME[=PATH]` asks for it by its `name`. From a conftest or a plugin of the
+plugin, the same subclass is the whole change. GuideLLM's outputs work the same way:
 each format a registered consumer of one report object (src/guidellm/benchmark/outputs/output.py
 and outputs/csv.py in https://github.com/vllm-project/guidellm).
 
-A writer names the Settings field that asks for it (`option`, its flag --llmperf-<option>), says
-where it writes (`files`: checked writable before anything is measured) and writes one file
-(`write`), returning the summary's line: where it went, or why not. Writers that read the report
+A writer has a `name` (what --llmperf-output calls it; the older flags --llmperf-json,
+--llmperf-markdown, --llmperf-html and --llmperf-save are its aliases), says where it writes
+(`files`: checked writable before anything is measured) and writes one file (`write`), returning
+the summary's line: where it went, or why not. Writers that read the report
 write after the run file's writers, whose lines the report then lists. A writer that reads the
 run file (`reads_run`, the default) is what makes the session build one: session/outputs.py asks
 the registry, so a new format needs no line there.
@@ -14,18 +16,17 @@ the registry, so a new format needs no line there.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from pytest_llmperf.registry import Registry
 from pytest_llmperf.reports.markdown import Report
 from pytest_llmperf.verdict.stored_run import StoredRun
 
-__all__ = ["Output", "SessionOutput", "OutputFile", "writers"]
+__all__ = ["FORMATS", "Output", "OutputFile", "SessionOutput", "named", "writers"]
 
 
 class Paths(Protocol):
@@ -40,7 +41,7 @@ class Paths(Protocol):
 class OutputFile:
     """One file a writer writes: the option as the user gave it, its value, and the path."""
 
-    option: str  # "--llmperf-json", or "$GITHUB_STEP_SUMMARY"
+    option: str  # "--llmperf-json", or "$GITHUB_STEP_SUMMARY"; "": how the session asked
     given: Any
     path: Path
     append: bool = False
@@ -57,10 +58,10 @@ class SessionOutput:
 
 
 class Output(ABC):
-    """One output format; a concrete subclass is registered as it is defined."""
+    """One output format; a concrete subclass registers in FORMATS as it is defined."""
 
-    registry: ClassVar[dict[str, type[Output]]] = {}
-    option: ClassVar[str] = ""  # the Settings field that asks for it
+    name: ClassVar[str] = ""  # --llmperf-output NAME asks for it ("": asked otherwise)
+    default: ClassVar[str | None] = None  # its PATH where --llmperf-output names it alone
     reads_report: ClassVar[bool] = False
     reads_run: ClassVar[bool] = True  # SessionOutput.run: built only where a writer reads it
     what: ClassVar[str] = ""  # "Markdown report": the summary's line names it
@@ -68,24 +69,32 @@ class Output(ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if not getattr(cls, "__abstractmethods__", None):
-            Output.registry[cls.__name__] = cls
+            FORMATS.register(cls)
 
     @classmethod
     def files(cls, value: Any, paths: Paths, environ: Mapping[str, str]) -> list[OutputFile]:
-        """Where it writes for the option's `value` (None: not asked); by default the path the
-        option names, relative to the rootdir."""
+        """Where it writes for the value it was asked with (None: not asked); by default the
+        path that names, relative to the rootdir (the session names the option it came by)."""
         if not value:
             return []
-        return [OutputFile("--llmperf-" + cls.option.replace("_", "-"), value, paths.path(value))]
+        return [OutputFile("", value, paths.path(Path(value)))]
 
     @abstractmethod
     def write(self, file: OutputFile, session: SessionOutput) -> str:
         """Write `file`; the summary's line."""
 
 
+# Every format, this package's found in its modules; a format asked for by name under its
+# `name`, one asked otherwise (the step summary: by the environment) under its class's.
+FORMATS: Registry[type[Output]] = Registry(
+    "output format", lambda cls: cls.name or cls.__name__, package=__name__.rpartition(".")[0])
+
+
 def writers() -> list[type[Output]]:
-    """Every format of this package, the run file's writers first."""
-    package = __name__.rpartition(".")[0]
-    for module in pkgutil.iter_modules(importlib.import_module(package).__path__):
-        importlib.import_module(f"{package}.{module.name}")  # registers its writers
-    return sorted(Output.registry.values(), key=lambda cls: (cls.reads_report, cls.__name__))
+    """Every format, the run file's writers first."""
+    return sorted(FORMATS.all().values(), key=lambda cls: (cls.reads_report, cls.__name__))
+
+
+def named() -> dict[str, type[Output]]:
+    """The formats --llmperf-output can name, by name."""
+    return {cls.name: cls for cls in FORMATS.all().values() if cls.name}

@@ -1,4 +1,5 @@
-"""The report as one self-contained HTML page, plots included: --llmperf-html PATH."""
+"""The report as one self-contained HTML page, plots included: --llmperf-output
+html[=PATH] (--llmperf-html PATH)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from pytest_llmperf.reports.outputs.base import Output, OutputFile, SessionOutpu
 
 
 class HtmlFile(Output):
-    option = "html"
+    name = "html"
+    default = "llmperf-report.html"
     reads_report = True
 
     def write(self, file: OutputFile, session: SessionOutput) -> str:

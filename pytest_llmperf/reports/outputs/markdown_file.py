@@ -1,4 +1,5 @@
-"""The report as Markdown: --llmperf-markdown PATH, and a GitHub Actions job's step summary."""
+"""The report as Markdown: --llmperf-output markdown[=PATH] (--llmperf-markdown PATH), and a
+GitHub Actions job's step summary."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ STEP_SUMMARY_LIMIT = 1024 * 1024
 
 
 class MarkdownFile(Output):
-    option = "markdown"
+    name = "markdown"
+    default = "llmperf-report.md"
     reads_report = True
     reads_run = False  # the report alone
 

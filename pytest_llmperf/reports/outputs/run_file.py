@@ -1,4 +1,5 @@
-"""The run file (reports/runfile.py's layout): --llmperf-json PATH and --llmperf-save NAME."""
+"""The run file (reports/runfile.py's layout): --llmperf-output json[=PATH] (--llmperf-json PATH)
+and --llmperf-output save=NAME (--llmperf-save NAME)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pytest_llmperf.reports.runfile import write_run
 
 
 class RunFileOutput(Output):
-    option = "json"
+    name = "json"
+    default = "llmperf-results.json"
 
     def write(self, file: OutputFile, session: SessionOutput) -> str:
         """The summary's line says where it went or, if the disk refused it (full, gone
@@ -30,10 +32,11 @@ class RunFileOutput(Output):
 class SavedRunOutput(RunFileOutput):
     """--llmperf-save NAME: the run file under the saved runs' folder, for --llmperf-compare."""
 
-    option = "save"
+    name = "save"
+    default = None  # a saved run needs a NAME
 
     @classmethod
     def files(cls, value: Any, paths: Paths, environ: Mapping[str, str]) -> list[OutputFile]:
         if not value:
             return []
-        return [OutputFile("--llmperf-save", value, paths.runs_dir() / Path(f"{value}.json"))]
+        return [OutputFile("", value, paths.runs_dir() / Path(f"{value}.json"))]

@@ -214,16 +214,20 @@ def test_a_kind_from_another_package_is_found_by_its_entry_point(monkeypatch):
 
     from pytest_llmperf.engines import kinds
 
-    found = [importlib.metadata.EntryPoint("mine", "pytest_llmperf.engines.kinds.llamacpp:KIND",
+    found = [importlib.metadata.EntryPoint("mine",
+                                           "pytest_llmperf.engines.kinds.llamacpp:LLAMACPP",
                                            kinds.ENTRY_POINTS),
              importlib.metadata.EntryPoint("other", "tests.unit.engines.test_engine_kinds:OTHER_KIND",
                                            kinds.ENTRY_POINTS)]
     monkeypatch.setattr(importlib.metadata, "entry_points",
                         lambda group: [entry for entry in found if entry.group == group])
-    discovered = kinds._discovered()
+    # The registry as a new process finds it: the package's kinds, then the entry points'.
+    monkeypatch.setattr(kinds.KINDS, "_things", dict(kinds.KINDS._things))
+    monkeypatch.setattr(kinds.KINDS, "_loaded", False)
+    discovered = kinds.KINDS.all()
     assert list(discovered) == ["vllm", "llamacpp", "sglang", "trtllm", "other"]
     assert discovered["other"] is OTHER_KIND
-    assert discovered["llamacpp"] is kinds.KINDS["llamacpp"]
+    assert discovered["llamacpp"] is kinds.kind_named("llamacpp")
 
 
 class _OtherKind:

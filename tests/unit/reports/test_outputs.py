@@ -7,14 +7,16 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+
 from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports.markdown import Report
-from pytest_llmperf.reports.outputs.base import Output, OutputFile, SessionOutput, writers
+from pytest_llmperf.reports.outputs.base import FORMATS, Output, OutputFile, SessionOutput, writers
 from pytest_llmperf.reports.runfile import run_document
 from pytest_llmperf.session import outputs
-from pytest_llmperf.session.settings import resolve
+from pytest_llmperf.session.settings import parse_output, resolve
 from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from pytest_llmperf.verdict.stored_run import StoredRun
 from tests.unit.fingerprints import CPU
@@ -22,7 +24,8 @@ from tests.unit.fingerprints import CPU
 
 def settings(tmp_path: Path, **cli):
     """As the command line gives them: a path option's value already a Path."""
-    cli = {name: value if name == "save" else Path(value) for name, value in cli.items()}
+    cli = {name: value if name == "save" else [(pair,) for pair in value]  # a flag each
+           if name == "output" else Path(value) for name, value in cli.items()}
     return resolve(lambda name: cli.get(name), lambda key: None, {}, rootdir=tmp_path)
 
 
@@ -57,6 +60,41 @@ def test_each_format_says_where_it_writes(tmp_path):
         ("StepSummary", OutputFile("$GITHUB_STEP_SUMMARY", "/gh/summary.md",
                                Path("/gh/summary.md"), append=True, checked=False))]
     assert outputs.files(settings(tmp_path), {}) == []
+
+
+def test_one_option_asks_for_any_format_by_name(tmp_path):
+    asked = settings(tmp_path, output=(("json", "out/run.json"), ("html", None),
+                                       ("save", "nightly")), markdown="r.md")
+    found = [(type(writer).__name__, file) for writer, file in outputs.files(asked, {})]
+    assert found == [
+        ("RunFileOutput", OutputFile("--llmperf-output", "json=out/run.json",
+                                     tmp_path / "out/run.json")),
+        ("SavedRunOutput", OutputFile("--llmperf-output", "save=nightly",
+                                      tmp_path / ".llmperf/runs/nightly.json")),
+        ("HtmlFile", OutputFile("--llmperf-output", "html", tmp_path / "llmperf-report.html")),
+        ("MarkdownFile", OutputFile("--llmperf-markdown", Path("r.md"), tmp_path / "r.md"))]
+
+
+def test_a_format_asked_wrongly_is_one_line(tmp_path):
+    def refused(**cli) -> str:
+        with pytest.raises(ValueError) as raised:
+            outputs.files(settings(tmp_path, **cli), {})
+        return str(raised.value)
+
+    assert refused(output=(("csv", "r.csv"),)) == (
+        "--llmperf-output csv=r.csv: no output format 'csv' (formats: html, json, markdown, "
+        "save; a conftest adds one by subclassing reports.outputs.base.Output: docs/reports.md)")
+    assert refused(output=(("json", "a.json"),), json="b.json") == (
+        "--llmperf-json b.json: the json format is asked for twice (also --llmperf-output "
+        "json=a.json); give it once")
+    assert refused(output=(("save", None),)) == (
+        "--llmperf-output save: the save format needs a name: --llmperf-output save=NAME")
+    assert parse_output("json=r.json, html\nmarkdown") == (
+        ("json", "r.json"), ("html", None), ("markdown", None))
+    for bad in ("", "json=", "=r.json"):
+        with pytest.raises(ValueError, match="^expected FORMAT or FORMAT=PATH, e.g. html or "
+                                             "json=results.json$"):
+            parse_output(bad)
 
 
 def test_the_run_files_are_written_from_the_merged_model(tmp_path):
@@ -100,10 +138,10 @@ def test_a_new_format_is_a_subclass(tmp_path):
             return f"keys written to {file.path}"
 
     try:
-        assert Output.registry["Keys"] is Keys
+        assert FORMATS.get("Keys") is Keys
         run = StoredRun.from_plain(payload()["document"])
         line = Keys().write(OutputFile("--llmperf-json", "k", tmp_path / "k.txt"), SessionOutput(run))
         assert line == f"keys written to {tmp_path / 'k.txt'}"
         assert (tmp_path / "k.txt").read_text() == "test_a"
     finally:
-        del Output.registry["Keys"]
+        FORMATS.forget("Keys")
