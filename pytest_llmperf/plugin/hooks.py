@@ -193,8 +193,16 @@ def _register_modes(config: pytest.Config, settings: settings_mod.Settings
     if settings.deadline is not None:
         config.pluginmanager.register(deadline.DeadlinePlugin(settings.deadline),
                                       deadline.PLUGIN_NAME)
-    return measurers.choose_measurer(settings, check=check_baselines.plugin_of(config),
-                                     later=later)
+    return config.hook.pytest_llmperf_make_measurer(
+        config=config, measuring=measurers.measuring_of(settings, later))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_llmperf_make_measurer(config: pytest.Config, measuring: measurers.Measure
+                                 ) -> measurers.Measurer:
+    """The built-in modes, after any a conftest or a plugin of the plugin answers with."""
+    return measurers.choose_measurer(config.stash[SETTINGS_KEY], measuring,
+                                     check=check_baselines.plugin_of(config))
 
 
 def _check_expected(settings: settings_mod.Settings,

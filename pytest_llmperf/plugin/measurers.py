@@ -1,10 +1,13 @@
-"""What the `llmperf` fixture's five calls do in this session, chosen once (`choose_measurer`):
-measure (`Measure`), measure `run` as a paired A/B (`AbMeasure`, --llmperf-ab), or end each test
-at its first call having checked its engines' arguments (`CheckArgs`, --llmperf-check-args) or
-its committed baseline tables (`CheckBaselines`, --llmperf-check-baselines). The fixture
-(plugin/fixture.py) hands each call to the measurer and never asks which one it is, as
-pytest-xdist's session hands its tests to the one scheduler `pytest_xdist_make_scheduler` picks
-(https://github.com/pytest-dev/pytest-xdist/blob/master/src/xdist/dsession.py).
+"""What the `llmperf` fixture's five calls do in this session, chosen once by the hook
+`pytest_llmperf_make_measurer` (plugin/hookspecs.py), whose built-in answer is
+`choose_measurer`: measure (`Measure`), measure `run` as a paired A/B (`AbMeasure`,
+--llmperf-ab), or end each test at its first call having checked its engines' arguments
+(`CheckArgs`, --llmperf-check-args) or its committed baseline tables (`CheckBaselines`,
+--llmperf-check-baselines). The fixture (plugin/fixture.py) hands each call to the measurer and
+never asks which one it is, as pytest-xdist's session hands its tests to the one scheduler
+`pytest_xdist_make_scheduler` picks
+(https://github.com/pytest-dev/pytest-xdist/blob/master/src/xdist/dsession.py); a plugin of the
+plugin adds a mode by answering that hook first (tests/plugin/test_mode_plugin.py).
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from pytest_llmperf.verdict.paired_ratios import PairedRun, ab_entry
 from pytest_llmperf.workloads import sweeps
 from pytest_llmperf.workloads.workload import Workload
 
-__all__ = ["AbMeasure", "CheckArgs", "CheckBaselines", "Measure", "Measurer",
-           "choose_measurer"]
+__all__ = ["MODES", "AbMeasure", "CheckArgs", "CheckBaselines", "Measure", "Measurer",
+           "choose_measurer", "measuring_of"]
 
 Sides = tuple[tuple[str, Engine], ...]  # (what a line calls the engine, the engine)
 
@@ -275,17 +278,33 @@ class CheckBaselines:
         self.check.end_test(test.item, test.next_key(), *identities, call=call)
 
 
-def choose_measurer(settings: Settings, *,
-                    check: check_baselines.CheckBaselinesPlugin | None = None,
-                    later: confirm_later.ConfirmLaterPlugin | None = None) -> Measurer:
-    """The session's one measurer, as settings.Settings.measurer names it: `check`, the
-    registered --llmperf-check-baselines plugin; `later`, the confirm-later one, where A/B
-    confirm pairs wait for the engine's other tests."""
-    measuring = AbMeasure(settings, later) if settings.ab else Measure()
-    chosen = settings.measurer
-    if chosen == "check-baselines":
-        assert check is not None, "registered with --llmperf-check-baselines (plugin/hooks.py)"
-        return CheckBaselines(check)
-    if chosen == "check-args":
-        return CheckArgs(measuring)  # what `run` would start: one engine, or both A/B sides
+def measuring_of(settings: Settings,
+                 later: confirm_later.ConfirmLaterPlugin | None = None) -> Measure:
+    """What measuring is this session: a paired A/B under --llmperf-ab (`later`: the
+    confirm-later plugin, where its confirm pairs wait for the engine's other tests)."""
+    return AbMeasure(settings, later) if settings.ab else Measure()
+
+
+def choose_measurer(settings: Settings, measuring: Measure | None = None, *,
+                    check: check_baselines.CheckBaselinesPlugin | None = None) -> Measurer:
+    """The built-in answer to `pytest_llmperf_make_measurer`: the first mode of MODES whose
+    flag is given (settings.py's EXCLUSIVE refuses two at once), else `measuring`. `check`: the
+    registered --llmperf-check-baselines plugin."""
+    measuring = measuring or measuring_of(settings)
+    for flag, make in MODES:
+        if getattr(settings, flag):
+            return make(measuring, check)
     return measuring
+
+
+def _check_baselines(measuring: Measure, check: check_baselines.CheckBaselinesPlugin | None
+                     ) -> CheckBaselines:
+    assert check is not None, "registered with --llmperf-check-baselines (plugin/hooks.py)"
+    return CheckBaselines(check)
+
+
+# The built-in modes that measure nothing, by the flag that asks for each, in precedence order:
+# each made from what measuring would be (CheckArgs checks what `run` would start: one engine,
+# or both A/B sides) and the --llmperf-check-baselines plugin.
+MODES = (("check_baselines", _check_baselines),
+         ("check_args", lambda measuring, check: CheckArgs(measuring)))

@@ -446,12 +446,6 @@ class Settings:
             asked[one.name] = one
         return asked
 
-    @property
-    def measurer(self) -> str:
-        """What the fixture's calls do this session (MEASURERS): the one choice the flags make,
-        which _validate checked."""
-        return next((mode for name, mode in MEASURERS if getattr(self, name)), "measure")
-
 
 assert [f.name for f in fields(Settings)][:-1] == [o.name for o in OPTIONS], "keep in step"
 
@@ -512,11 +506,6 @@ NEEDS: tuple[tuple[str, str, str], ...] = (
     ("ab_a", "ab", "makes side A of a paired A/B run; give side B's fields with --llmperf-ab "
      "too"),
 )
-# What the fixture's calls do (plugin/measurers.py), by the first of these flags given; none:
-# they measure.
-MEASURERS = (("check_baselines", "check-baselines"), ("check_args", "check-args"), ("ab", "ab"))
-
-
 def _given(settings: Settings, name: str) -> bool:
     value = getattr(settings, name)
     return value != AUTO if name == "server_kind" else bool(value)

@@ -404,15 +404,3 @@ def test_flags_that_exclude_each_other_are_refused_in_one_line(cli, message):
     with pytest.raises(ValueError) as excinfo:
         settings(cli=cli)
     assert str(excinfo.value) == message
-
-
-@pytest.mark.parametrize(("cli", "measurer"), [
-    ({}, "measure"),
-    ({"ab": {"max_num_seqs": 8}}, "ab"),
-    ({"check_args": True}, "check-args"),
-    ({"check_args": True, "ab": {"max_num_seqs": 8}}, "check-args"),  # of both A/B sides
-    ({"check_baselines": True, "ab": {"max_num_seqs": 8}}, "check-baselines"),
-    ({"endpoint": "http://127.0.0.1:9"}, "measure"),
-])
-def test_the_flags_make_one_measurer(cli, measurer):
-    assert settings(cli=cli).measurer == measurer
