@@ -30,6 +30,7 @@ from pytest_llmperf.machine.neighbours import session_root
 from pytest_llmperf.plugin import (
     bisect_option,
     check_baselines,
+    configs,
     confirm_later,
     deadline,
     hookspecs,
@@ -44,7 +45,6 @@ from pytest_llmperf.plugin.running import FixtureConfig, RunningTest
 from pytest_llmperf.reports import saved_runs
 from pytest_llmperf.session import history_run, outputs
 from pytest_llmperf.session import settings as settings_mod
-from pytest_llmperf.session.client_cluster import with_client_cluster
 from pytest_llmperf.session.deployment import Deployment
 from pytest_llmperf.session.session import LlmperfSession
 from pytest_llmperf.session.target import ServingTarget
@@ -75,14 +75,14 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("llmperf", "LLM inference performance (pytest-llmperf)")
-    for option in settings_mod.OPTIONS:
+    for option in settings_mod.OPTIONS:  # each flag's dest is its ini key: llmperf_<name>
         where = f"env ${option.env}" if option.flag_only else f"ini {option.ini}, env ${option.env}"
         if option.parse is settings_mod.parse_bool:
-            group.addoption(option.flag, action="store_true", default=None, dest=_dest(option),
+            group.addoption(option.flag, action="store_true", default=None, dest=option.ini,
                             help=f"{option.help}; {where} (default: off)")
         else:
             default = "not set" if option.default is None else option.default
-            group.addoption(option.flag, default=None, dest=_dest(option),
+            group.addoption(option.flag, default=None, dest=option.ini,
                             action="append" if option.many else "store",
                             type=_argparse_type(option.parse),
                             metavar=option.metavar, help=f"{option.help}; {where} "
@@ -104,30 +104,27 @@ def _argparse_type(parse):
     return convert
 
 
-def _dest(option: settings_mod.Option) -> str:
-    return "llmperf_" + option.name
-
-
 def pytest_configure(config: pytest.Config) -> None:
     for doc in (*markers.MARKER_DOCS.values(), ENGINE_MARKER, NIGHTLY_MARKER, LLMPERF_MARKER):
         config.addinivalue_line("markers", doc)
     try:
         settings = _settings_of(config)
-        deployment = Deployment.from_settings(settings, os.environ)
+        deployment = Deployment.of(configs.endpoint_config(settings), os.environ)
         hardware = config.hook.pytest_llmperf_detect_hardware(config=config)
         # The Ray cluster Ray engines join (RAY_ADDRESS's, or a local head the pool stops), and
         # client workers too, where they run on it.
         config.stash[RAY_KEY] = RayCluster(settings.path(settings.log_dir))
         if not xdist.is_controller(config):
-            config.stash[SETTINGS_KEY] = settings = with_client_cluster(settings,
-                                                                        config.stash[RAY_KEY])
+            config.stash[SETTINGS_KEY] = settings = configs.on_cluster(settings,
+                                                                       config.stash[RAY_KEY])
+        session_config = configs.session_config(settings)  # ValueError: a format asked twice
     except ValueError as exc:
         raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
     config.stash[HARDWARE_KEY] = hardware
     fingerprint = hardware_mod.current_fingerprint(hardware)
     _check_expected(settings, fingerprint)
     try:  # a store this session cannot use is refused before anything is measured
-        history = history_run.open_history(settings, fingerprint,
+        history = history_run.open_history(configs.history_config(settings), fingerprint,
                                            worker=xdist.is_worker(config))
         # A "before" run kept in the store, where this runner has no file of it.
         history_run.fetch_saved(history, settings.compare, settings.runs_dir())
@@ -136,7 +133,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _check_same_node(settings, fingerprint)
     gpus = visible_gpus(hardware.device_count) if hardware.is_gpu else []
     config.stash[SESSION_KEY] = LlmperfSession.start(
-        settings, _engine_pool(config, settings, hardware, gpus), fingerprint=fingerprint,
+        session_config, _engine_pool(config, settings, hardware, gpus), fingerprint=fingerprint,
         gpu_count=len(gpus), process_root=session_root(xdist.is_worker(config)),
         deployment=deployment, history=history)
     config.stash[STARTED_KEY] = datetime.now(timezone.utc)
@@ -351,14 +348,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if llmperf is None:
         return
     llmperf.runner.pool.stop_all()
-    mine = outputs.payload(llmperf.ledger, llmperf.settings, llmperf.runner.pool,
+    mine = outputs.payload(llmperf.ledger, llmperf.config.outputs, llmperf.runner.pool,
                            config.stash[STARTED_KEY], recorded=llmperf.history is not None)
     if xdist.is_worker(config):
         xdist.hand_over(config, mine)
         return
     llmperf.payloads.append(mine)
     outputs.add_notes(llmperf.payloads,
-                      outputs.write_documents(llmperf.settings, llmperf.payloads))
+                      outputs.write_documents(llmperf.config.outputs, llmperf.payloads))
     outputs.add_notes(llmperf.payloads,
                       history_run.record_run(llmperf.history, llmperf.payloads))
 

@@ -36,7 +36,7 @@ class ReportHooks:
         """Every file the session will write, checked before anything is measured: a path that
         cannot be written is a usage error now, not a report lost after hours of benchmarks."""
         try:
-            for _, file in outputs.files(self.session.settings):
+            for _, file in outputs.files(self.session.config.outputs):
                 if file.checked:
                     check_writable(file.option, file.given, file.path)
         except ValueError as exc:
@@ -52,8 +52,8 @@ class ReportHooks:
             ledger = llmperf.ledger
             item.user_properties += junit.properties(
                 user_nodeid(item), ledger.records,
-                outputs.usd_per_hour(llmperf.settings, ledger.hardware_class),
-                root=llmperf.settings.rootdir)
+                outputs.usd_per_hour(llmperf.config.outputs, ledger.hardware_class),
+                root=llmperf.config.outputs.rootdir)
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -69,11 +69,11 @@ class ReportHooks:
         started = self.config.stash[self.started_key]
         provenance = {
             "started": started.isoformat(timespec="seconds"),
-            "commit": git_commit(llmperf.settings.rootdir),
+            "commit": git_commit(llmperf.config.outputs.rootdir),
             "command": " ".join(["pytest", *self.config.invocation_params.args]),
         }
         data = outputs.markdown_report(llmperf.payloads, failures=self.failures,
                                        fingerprint=llmperf.ledger.fingerprint,
                                        provenance=provenance)
         outputs.add_notes(llmperf.payloads,
-                          outputs.write_reports(llmperf.settings, llmperf.payloads, data))
+                          outputs.write_reports(llmperf.config.outputs, llmperf.payloads, data))

@@ -5,27 +5,25 @@ line, here, not a failure of every test later."""
 
 from __future__ import annotations
 
-import dataclasses
 import socket
 
 from pytest_llmperf.client.ray_workers import OnRay
 from pytest_llmperf.engines.errors import EngineStartError
 from pytest_llmperf.engines.ray import RAY_ADDRESS, RayCluster, alive_nodes
-from pytest_llmperf.session.settings import Settings
 
-__all__ = ["resolve_on_ray", "with_client_cluster"]
+__all__ = ["on_client_cluster", "resolve_on_ray"]
 
 CONNECT_TIMEOUT_S = 3.0
 
 
-def with_client_cluster(settings: Settings, cluster: RayCluster) -> Settings:
-    """`settings` with their `ray[:N]` client workers resolved (unchanged for any other choice);
+def on_client_cluster(client_workers: str | int | OnRay, cluster: RayCluster
+                      ) -> str | int | OnRay:
+    """--llmperf-client-workers' value with `ray[:N]` resolved (unchanged for any other choice);
     ValueError (one line, the local head stopped) where the cluster cannot be reached."""
-    if not isinstance(settings.client_workers, OnRay):
-        return settings
+    if not isinstance(client_workers, OnRay):
+        return client_workers
     try:
-        return dataclasses.replace(settings, client_workers=resolve_on_ray(
-            settings.client_workers, cluster))
+        return resolve_on_ray(client_workers, cluster)
     except ValueError:
         cluster.close()
         raise

@@ -27,9 +27,8 @@ from pytest_llmperf.client.measurement import Endpoint
 from pytest_llmperf.client.openai import ClientOptions
 from pytest_llmperf.engines.spec import Engine
 from pytest_llmperf.errors import InputError
-from pytest_llmperf.session.settings import Settings
 
-__all__ = ["LOCKS_DIR", "MODELS_PATH", "Deployment"]
+__all__ = ["LOCKS_DIR", "MODELS_PATH", "Deployment", "EndpointConfig"]
 
 # What `vllm bench serve` sends as its Bearer key (vllm/benchmarks/lib/endpoint_request_func.py,
 # _get_headers); read when neither --llmperf-api-key nor its env or ini is set.
@@ -51,6 +50,20 @@ OPENAI_SERVER = ("give the base URL of an OpenAI-compatible server (http://host:
                  "without /v1)")
 
 
+@dataclass(frozen=True)
+class EndpointConfig:
+    """What the options say of --llmperf-endpoint's server (session/settings.py; the plugin
+    makes it: plugin/configs.py): the URL, how to reach it, the model name and its kind."""
+
+    endpoint: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    header: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    ca_bundle: Path | None = None  # resolved against the rootdir
+    insecure: bool = False
+    model: str | None = None
+    server_kind: str = kinds.AUTO
+
+
 @dataclass
 class Deployment:
     url: str  # the base URL requests go under: no user:password@, no /v1; what lines show
@@ -64,22 +77,22 @@ class Deployment:
     _lock: FileLock | None = field(default=None, repr=False)
 
     @classmethod
-    def from_settings(cls, settings: Settings, environ: Mapping[str, str]) -> Deployment | None:
+    def of(cls, config: EndpointConfig, environ: Mapping[str, str]) -> Deployment | None:
         """The deployment --llmperf-endpoint names, or None without one; ValueError (one line)
-        for settings that cannot reach it."""
-        if not settings.endpoint:
+        for options that cannot reach it."""
+        if not config.endpoint:
             return None
-        url, credentials = access_mod.split_url(settings.endpoint)
-        _check_tls(settings, url)
-        headers = list(settings.header or ())
-        auth = _auth_header(settings, credentials, headers, environ)
+        url, credentials = access_mod.split_url(config.endpoint)
+        _check_tls(config, url)
+        headers = list(config.header)
+        auth = _auth_header(config, credentials, headers, environ)
         if auth is not None and auth[1] is not None:
             headers.insert(0, ("Authorization", auth[1]))
-        ca_bundle = settings.path(settings.ca_bundle) if settings.ca_bundle else None
-        if ca_bundle is not None:
-            _check_ca_bundle(ca_bundle)
-        return cls(url, Access(tuple(headers), ca_bundle and str(ca_bundle), settings.insecure),
-                   settings.model, auth and auth[0], settings.server_kind)
+        if config.ca_bundle is not None:
+            _check_ca_bundle(config.ca_bundle)
+        ca_bundle = config.ca_bundle and str(config.ca_bundle)
+        return cls(url, Access(tuple(headers), ca_bundle, config.insecure), config.model,
+                   auth and auth[0], config.server_kind)
 
     def model_name(self, engine: Engine) -> str:
         """The name requests carry: --llmperf-model, else the spec's served name or model."""
@@ -195,12 +208,12 @@ class Deployment:
         return self._lock
 
 
-def _check_tls(settings: Settings, url: str) -> None:
-    if settings.insecure and settings.ca_bundle:
+def _check_tls(config: EndpointConfig, url: str) -> None:
+    if config.insecure and config.ca_bundle:
         raise ValueError("--llmperf-insecure turns the certificate check off and "
                          "--llmperf-ca-bundle says whom it trusts: give one of them")
-    if (settings.insecure or settings.ca_bundle) and not url.startswith("https:"):
-        flag = "--llmperf-insecure" if settings.insecure else "--llmperf-ca-bundle"
+    if (config.insecure or config.ca_bundle) and not url.startswith("https:"):
+        flag = "--llmperf-insecure" if config.insecure else "--llmperf-ca-bundle"
         raise ValueError(f"{flag} is for https:// endpoints and --llmperf-endpoint {url} is "
                          f"plain http: drop {flag} or give the https:// URL")
 
@@ -216,15 +229,15 @@ def _check_ca_bundle(path: Path) -> None:
                          "the PEM file of the CA that signed the server's certificate") from None
 
 
-def _auth_header(settings: Settings, credentials: tuple[str, str] | None,
+def _auth_header(config: EndpointConfig, credentials: tuple[str, str] | None,
                  headers: list[tuple[str, str]], environ: Mapping[str, str]
                  ) -> tuple[str, str | None] | None:
     """(AUTH_SOURCES key, the Authorization value to add: None when --llmperf-header has it)
     from the one place that gives it; None if none. Two places would be two Authorization
     headers, which no server reads the same way."""
     given = []
-    if settings.api_key:
-        given.append(("api_key", f"Bearer {settings.api_key}"))
+    if config.api_key:
+        given.append(("api_key", f"Bearer {config.api_key}"))
     if credentials is not None:
         given.append(("url", access_mod.basic_auth(*credentials)))
     if any(name.lower() == "authorization" for name, _ in headers):

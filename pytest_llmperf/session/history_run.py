@@ -26,12 +26,11 @@ from pytest_llmperf.machine.hardware import Fingerprint, host_name
 from pytest_llmperf.reports.files import check_writable, merge_documents
 from pytest_llmperf.reports.runfile import run_text
 from pytest_llmperf.session.provenance import git_commit
-from pytest_llmperf.session.settings import Settings
 from pytest_llmperf.verdict import gate, references
 from pytest_llmperf.verdict.atomic_file import atomic_write
 from pytest_llmperf.verdict.stored_run import StoredRun
 
-__all__ = ["SessionHistory", "fetch_saved", "open_history", "record_run"]
+__all__ = ["HistoryConfig", "SessionHistory", "fetch_saved", "open_history", "record_run"]
 
 # How many stored runs of a series the trend gate and baselines from history read: the last
 # change point before them is all that matters, and a level is well known after this many.
@@ -100,36 +99,44 @@ class SessionHistory:
         return references.Current(estimates, current.runs), note
 
 
-def open_history(settings: Settings, fingerprint: Fingerprint, *, worker: bool
+@dataclass(frozen=True)
+class HistoryConfig:
+    """What the options say of the results store (session/settings.py; the plugin makes it:
+    plugin/configs.py)."""
+
+    history: str = location.DEFAULT  # a path, a URL, or location.OFF
+    rootdir: Path = Path(".")
+    trend: bool = False
+    trend_window: int = 3
+    from_history: int | None = None
+    update_baselines: bool = False
+    save_as: str | None = None  # --llmperf-save NAME (--llmperf-output save=NAME)
+
+
+def open_history(config: HistoryConfig, fingerprint: Fingerprint, *, worker: bool
                  ) -> SessionHistory | None:
     """The session's store, checked now (ValueError: one line naming the store and the fix)."""
-    if settings.from_history and not settings.update_baselines:
+    if config.from_history and not config.update_baselines:
         raise ValueError("--llmperf-from-history N says where updated baselines come from; use "
                          "it with --llmperf-update-baselines")
-    if settings.history == location.OFF:
-        if settings.trend or settings.from_history:
-            flag = "--llmperf-trend" if settings.trend else "--llmperf-from-history"
+    if config.history == location.OFF:
+        if config.trend or config.from_history:
+            flag = "--llmperf-trend" if config.trend else "--llmperf-from-history"
             raise ValueError(f"{flag} reads the results store, which is off "
                              "(--llmperf-history off); give it a store with --llmperf-history "
                              "PATH|URL")
         return None
-    where = location.resolve(settings.history, settings.rootdir)
-    reads = bool(settings.trend or settings.from_history)
+    where = location.resolve(config.history, config.rootdir)
+    reads = bool(config.trend or config.from_history)
     store = None
     if where.is_sqlite and not where.path.exists():
         if not worker:
             check_writable("--llmperf-history", Path(where.shown), where.path)
     elif reads or not worker:
         store = HistoryStore.open(where, check_write=not worker)
-    return SessionHistory(where, store, fingerprint, trend=settings.trend,
-                          window=settings.trend_window, from_history=settings.from_history,
-                          rootdir=settings.rootdir, save_as=_saved_as(settings))
-
-
-def _saved_as(settings: Settings) -> str | None:
-    """The NAME of --llmperf-save (or --llmperf-output save=NAME): the store keeps a copy."""
-    saved = settings.formats().get("save")
-    return None if saved is None else saved.value
+    return SessionHistory(where, store, fingerprint, trend=config.trend,
+                          window=config.trend_window, from_history=config.from_history,
+                          rootdir=config.rootdir, save_as=config.save_as)
 
 
 def fetch_saved(history: SessionHistory | None, name: str | None, runs_dir: Path) -> None:

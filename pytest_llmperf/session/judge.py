@@ -21,7 +21,7 @@ from pytest_llmperf.reports import saved_runs
 from pytest_llmperf.session.history_run import SessionHistory
 from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.provenance import git_commit
-from pytest_llmperf.session.settings import RUNS_DIR, Settings
+from pytest_llmperf.session.settings import RUNS_DIR
 from pytest_llmperf.session.updates import BaselineUpdates, PendingUpdate
 from pytest_llmperf.verdict import (
     baselines,
@@ -74,8 +74,8 @@ UPDATE = "update"  # --llmperf-update-baselines: nothing; a passing test writes 
 
 @dataclass(frozen=True)
 class JudgeConfig:
-    """What the judge reads of the session's settings (session/settings.py): built once by
-    `of`, so the judge never holds the whole Settings."""
+    """What the judge reads of the session's settings (session/settings.py): made once by the
+    plugin (plugin/configs.py), so the judge never holds the whole Settings."""
 
     baseline_dir: Path = Path("baselines")  # absolute, or under the working directory
     rootdir: Path = Path(".")
@@ -83,14 +83,6 @@ class JudgeConfig:
     saved_run: str | None = None  # --llmperf-compare NAME (or a JSON path)
     require_baseline: bool = False
     outputs_must_match: bool = False  # --llmperf-outputs must-match
-
-    @classmethod
-    def of(cls, settings: Settings) -> JudgeConfig:
-        reference = (UPDATE if settings.update_baselines else SIDE_A if settings.ab
-                     else SAVED_RUN if settings.compare else BASELINES)
-        return cls(settings.path(settings.baseline_dir), settings.rootdir, reference,
-                   settings.compare, settings.require_baseline,
-                   outputs_must_match=settings.outputs == "must-match")
 
     def path(self, value: Path) -> Path:
         """Relative paths are relative to pytest's rootdir (Settings.path)."""

@@ -37,7 +37,7 @@ from pytest_llmperf.metrics.result import Result
 from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.probe_record import load_metrics_records, record_probes
 from pytest_llmperf.session.provenance import engine_identity
-from pytest_llmperf.session.settings import Settings, usable_cores
+from pytest_llmperf.session.settings import usable_cores
 from pytest_llmperf.session.target import OurEngines, ServingTarget
 from pytest_llmperf.verdict.measurement_record import MeasurementRecord
 from pytest_llmperf.verdict.status import Status, decide
@@ -58,18 +58,13 @@ MAX_AUTO_WORKERS = 8
 
 @dataclass(frozen=True)
 class RunnerConfig:
-    """What the runner reads of the session's settings (session/settings.py): built once by
-    `of`, so the runner never holds the whole Settings."""
+    """What the runner reads of the session's settings (session/settings.py): made once by the
+    plugin (plugin/configs.py), so the runner never holds the whole Settings."""
 
     rootdir: Path = Path(".")  # what the identities' file paths are relative to
     log_dir: Path = Path(".llmperf/logs")  # an offline run's logs; absolute, or under rootdir
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S
     client_workers: str | int | OnRay = "auto"  # --llmperf-client-workers
-
-    @classmethod
-    def of(cls, settings: Settings) -> RunnerConfig:
-        return cls(settings.rootdir, settings.path(settings.log_dir), settings.stall_timeout,
-                   settings.client_workers)
 
 
 @dataclass

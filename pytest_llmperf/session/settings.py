@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, get_type_hints
 
 from pytest_llmperf.client.access import parse_api_key, parse_headers
 from pytest_llmperf.client.ray_workers import OnRay
@@ -19,8 +19,8 @@ from pytest_llmperf.client.watchdog import DEFAULT_STALL_TIMEOUT_S
 from pytest_llmperf.engines.overrides import parse_overrides
 from pytest_llmperf.history.location import DEFAULT as HISTORY_DEFAULT
 from pytest_llmperf.history.location import parse_history
-from pytest_llmperf.machine.expect import Expectation, parse_expectations
-from pytest_llmperf.metrics.cost import CostSetting, parse_cost_per_hour
+from pytest_llmperf.machine.expect import parse_expectations
+from pytest_llmperf.metrics.cost import parse_cost_per_hour
 from pytest_llmperf.secrets import parse_names
 from pytest_llmperf.verdict.paired_ratios import (
     DEFAULT_AB_CONFIRM_PAIRS,
@@ -372,55 +372,10 @@ class Asked:
 RUNS_DIR = Path(".llmperf/runs")
 
 
-@dataclass(frozen=True)
-class Settings:
-    log_dir: Path
-    startup_timeout: float
-    stall_timeout: float
-    keep_engines: int
-    engine_nice: str | int
-    hardware: str | None
-    endpoint: str | None
-    server_kind: str
-    api_key: str | None = field(repr=False)
-    header: tuple[tuple[str, str], ...] | None = field(repr=False)
-    ca_bundle: Path | None
-    insecure: bool
-    model: str | None
-    client_workers: str | int | OnRay
-    client_check: str
-    disturbance: str
-    baseline_dir: Path
-    repeat: int
-    json: Path | None
-    require_baseline: bool
-    update_baselines: bool
-    save: str | None
-    compare: str | None
-    ab: dict[str, Any] | None
-    ab_a: dict[str, Any] | None
-    ab_pairs: int
-    ab_tolerance: float
-    ab_confirm_pairs: int
-    inconclusive: str
-    outputs: str
-    expect: tuple[Expectation, ...] | None
-    summary: str
-    output: tuple[tuple[str, str | None], ...] | None
-    markdown: Path | None
-    html: Path | None
-    cost_per_hour: CostSetting | None
-    history: str  # a path, a URL, or history.location.OFF
-    trend: bool
-    trend_window: int
-    from_history: int | None
-    secret_names: tuple[str, ...] | None
-    check_args: bool = False
-    check_baselines: bool = False
-    bisect: str | None = None
-    nightly: bool = False
-    deadline: float | None = None
-    rootdir: Path = Path(".")
+class _SettingsMethods:
+    """What Settings answers besides its values (the values are its fields, one per option)."""
+
+    rootdir: Path
 
     def path(self, value: Path) -> Path:
         """Relative paths are relative to pytest's rootdir, not to wherever pytest was run."""
@@ -447,7 +402,26 @@ class Settings:
         return asked
 
 
-assert [f.name for f in fields(Settings)][:-1] == [o.name for o in OPTIONS], "keep in step"
+
+def _value_type(option: Option) -> Any:
+    """The type an option's value has: its parser's return annotation, or the parser itself
+    where it is a type (str, Path)."""
+    if isinstance(option.parse, type):
+        return option.parse
+    return get_type_hints(option.parse).get("return", Any)
+
+
+# One field per option, in OPTIONS' order, with the option's default (a secret's value kept
+# out of the repr), and the rootdir relative paths resolve against: made from the declarations,
+# not kept in step with them by hand.
+Settings = make_dataclass(
+    "Settings",
+    [(o.name, _value_type(o), field(default=o.default, repr=not o.secret)) for o in OPTIONS]
+    + [("rootdir", Path, field(default=Path(".")))],
+    bases=(_SettingsMethods,), frozen=True)
+Settings.__module__ = __name__  # where pickle and a traceback look for it
+Settings.__doc__ = ("The session's settings: one value per option of OPTIONS (command line > "
+                    "environment > ini > default), and the rootdir.")
 
 
 def resolve(get_cli: Callable[[str], Any], get_ini: Callable[[str], Any],

@@ -15,12 +15,12 @@ import os
 
 import pytest
 
-from pytest_llmperf.plugin.hooks import SESSION_KEY
+from pytest_llmperf.plugin.hooks import SETTINGS_KEY
 
 @pytest.mark.cpu
 def test_one(pytestconfig):
     # The plugin's store is the one the environment named.
-    assert pytestconfig.stash[SESSION_KEY].settings.history == os.environ["LLMPERF_HISTORY"]
+    assert pytestconfig.stash[SETTINGS_KEY].history == os.environ["LLMPERF_HISTORY"]
 """
 PASSWORD = "s3cret-pw"
 

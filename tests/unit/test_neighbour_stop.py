@@ -17,6 +17,7 @@ from pytest_llmperf.errors import Disturbed
 from pytest_llmperf.ids import MeasurementId
 from pytest_llmperf.machine import neighbour_watch
 from pytest_llmperf.machine.neighbours import session_root
+from pytest_llmperf.plugin import configs
 from pytest_llmperf.session.session import LlmperfSession
 from pytest_llmperf.session.settings import resolve
 from pytest_llmperf.verdict.status import Status
@@ -57,7 +58,7 @@ def session_of(pool, **environ) -> LlmperfSession:
     too) are the session's, not neighbours."""
     settings = resolve(lambda name: None, lambda ini: None, environ=environ)
     return LlmperfSession.start(
-        settings, pool, fingerprint=fingerprint_of({"hardware_class": "cpu", "device_count": 0}),
+        configs.session_config(settings), pool, fingerprint=fingerprint_of({"hardware_class": "cpu", "device_count": 0}),
         process_root=session_root("PYTEST_XDIST_WORKER" in os.environ))
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from pytest_llmperf.client.access import Access, parse_headers, split_url
 from pytest_llmperf.client.http1 import ConnectionPool
+from pytest_llmperf.plugin import configs
 from pytest_llmperf.secrets import MARKER
 from pytest_llmperf.session.deployment import Deployment
 from pytest_llmperf.session.settings import resolve
@@ -98,7 +99,7 @@ def settings(cli=None, ini=None, env=None, rootdir=Path(".")):
 
 
 def deployment(cli=None, ini=None, env=None, rootdir=Path(".")) -> Deployment:
-    return Deployment.from_settings(settings(cli, ini, env, rootdir), env or {})
+    return Deployment.of(configs.endpoint_config(settings(cli, ini, env, rootdir)), env or {})
 
 
 def authorization(found: Deployment) -> str | None:

@@ -11,6 +11,7 @@ import pytest
 
 from pytest_llmperf.metrics.compute import compute_metrics
 from pytest_llmperf.metrics.result import Result
+from pytest_llmperf.plugin import configs
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.reports.markdown import Report
 from pytest_llmperf.reports.outputs.base import FORMATS, Output, OutputFile, SessionOutput, writers
@@ -26,7 +27,8 @@ def settings(tmp_path: Path, **cli):
     """As the command line gives them: a path option's value already a Path."""
     cli = {name: value if name == "save" else [(pair,) for pair in value]  # a flag each
            if name == "output" else Path(value) for name, value in cli.items()}
-    return resolve(lambda name: cli.get(name), lambda key: None, {}, rootdir=tmp_path)
+    return configs.outputs_config(resolve(lambda name: cli.get(name), lambda key: None, {},
+                                          rootdir=tmp_path))
 
 
 def payload() -> dict:

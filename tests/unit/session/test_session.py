@@ -16,12 +16,14 @@ import pytest
 from pytest_llmperf import Engine, Workload
 from pytest_llmperf.client.measure import Measurement
 from pytest_llmperf.ids import MeasurementId
+from pytest_llmperf.plugin import configs
 from pytest_llmperf.plugin.confirm_later import ConfirmLater
 from pytest_llmperf.plugin.fixture import TestOptions
 from pytest_llmperf.records import RequestRecord
 from pytest_llmperf.session import ab_run
 from pytest_llmperf.session import runner as runner_mod
 from pytest_llmperf.session.ab_run import AbPlan
+from pytest_llmperf.session.deployment import Deployment
 from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.session import LlmperfSession
 from pytest_llmperf.session.settings import resolve
@@ -79,7 +81,9 @@ def session_sending_late(monkeypatch, lag_s: float) -> LlmperfSession:
 def started(pool, environ=None, hardware_class: str = "cpu") -> LlmperfSession:
     settings = resolve(lambda name: None, lambda ini: None, environ=environ or {})
     machine = {"hardware_class": hardware_class, "device_count": 0 if hardware_class == "cpu" else 4}
-    return LlmperfSession.start(settings, pool, fingerprint=fingerprint_of(machine))
+    deployment = Deployment.of(configs.endpoint_config(settings), environ or {})
+    return LlmperfSession.start(configs.session_config(settings), pool,
+                                fingerprint=fingerprint_of(machine), deployment=deployment)
 
 
 def fixed(**load) -> Workload:
