@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from pytest_llmperf.client import progress
 from pytest_llmperf.client.measurement import (
     WARMUP_CONCURRENCY,
     Endpoint,
+    LoadPlan,
     Measurement,
     finished,
     prepare_checks,
@@ -16,16 +15,13 @@ from pytest_llmperf.client.measurement import (
     warm_up,
 )
 from pytest_llmperf.client.openai import OpenAIStreamClient
-from pytest_llmperf.client.patterns import LoadPattern
 from pytest_llmperf.client.server_metrics import ServerMetricsSampler
 from pytest_llmperf.client.watchdog import Interrupt, Watchdog, abort_reason
-from pytest_llmperf.records import Request
 
 
-async def measure_locally(endpoint: Endpoint, requests: Sequence[Request], pattern: LoadPattern,
-                          seed: int, warmup: Sequence[Request], duration_s: float | None,
-                          stall_timeout_s: float, interrupt: Interrupt | None = None
-                          ) -> Measurement:
+async def measure_locally(endpoint: Endpoint, plan: LoadPlan, stall_timeout_s: float,
+                          interrupt: Interrupt | None = None) -> Measurement:
+    requests = plan.requests
     prepare_checks(requests)
     async with OpenAIStreamClient(endpoint.base_url, endpoint.model, endpoint.options,
                                   access=endpoint.access) as client:
@@ -34,7 +30,7 @@ async def measure_locally(endpoint: Endpoint, requests: Sequence[Request], patte
             lambda stall: client.stop(abort_reason(stall_timeout_s, interrupted=stall is None)),
             interrupt=interrupt)
         async with watchdog.running():
-            await warm_up(client, warmup, WARMUP_CONCURRENCY, stopped=watchdog.stopped)
+            await warm_up(client, plan.warmup, WARMUP_CONCURRENCY, stopped=watchdog.stopped)
             if watchdog.stopped():  # in the warm-up: nothing was measured
                 return Measurement([], stall=watchdog.stall and str(watchdog.stall),
                                    interrupted=watchdog.interrupted)
@@ -42,7 +38,8 @@ async def measure_locally(endpoint: Endpoint, requests: Sequence[Request], patte
                 async with ServerMetricsSampler(endpoint.base_url,
                                                 access=endpoint.access,
                                                 names=endpoint.options.server.metrics) as sampler:
-                    records, stats = await run_measured(client, requests, pattern, seed=seed,
-                                                        duration_s=duration_s,
+                    records, stats = await run_measured(client, requests, plan.pattern,
+                                                        seed=plan.seed,
+                                                        duration_s=plan.duration_s,
                                                         stopped=watchdog.stopped)
     return finished(records, sampler, stats, watchdog)

@@ -46,6 +46,19 @@ class Endpoint:
     access: Access = Access()
 
 
+@dataclass(frozen=True)
+class LoadPlan:
+    """One measurement's load, one value down the measuring chain (measure.py, workers.py,
+    ray_workers.py, local.py): the requests, how they arrive (`pattern`, its draws seeded by
+    `seed`), the warm-up requests before them, and at most how long they are sent for."""
+
+    requests: Sequence[Request]
+    pattern: LoadPattern
+    seed: int = 0
+    warmup: Sequence[Request] = ()
+    duration_s: float | None = None
+
+
 @dataclass
 class Measurement:
     records: list[RequestRecord]

@@ -30,14 +30,12 @@ import itertools
 import signal
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import Any
 
 from pytest_llmperf.client import progress
-from pytest_llmperf.client.measurement import Endpoint, Measurement, run_async
-from pytest_llmperf.client.patterns import LoadPattern
+from pytest_llmperf.client.measurement import Endpoint, LoadPlan, Measurement, run_async
 from pytest_llmperf.client.watchdog import DEFAULT_STALL_TIMEOUT_S, Interrupt
 from pytest_llmperf.client.workers import (
     PUBLISH_S,
@@ -46,7 +44,7 @@ from pytest_llmperf.client.workers import (
     measure_in_workers,
     run_worker,
 )
-from pytest_llmperf.records import ClientStats, Request, RequestRecord, moved_in_time
+from pytest_llmperf.records import ClientStats, RequestRecord, moved_in_time
 
 __all__ = ["ClientActor", "OnRay", "measure_on_ray", "wall_minus_perf"]
 
@@ -187,15 +185,13 @@ def _moved(snapshot: progress.Snapshot, by_s: float) -> progress.Snapshot:
     return replace(snapshot, last_progress_s=snapshot.last_progress_s + by_s)
 
 
-def measure_on_ray(endpoint: Endpoint, requests: list[Request], pattern: LoadPattern, *,
-                   seed: int, warmup: Sequence[Request], duration_s: float | None,
-                   on_ray: OnRay, stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+def measure_on_ray(endpoint: Endpoint, plan: LoadPlan, *, on_ray: OnRay,
+                   stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
                    interrupt: Interrupt | None = None) -> Measurement:
     """`measure.measure` with its workers on the cluster `on_ray` names (resolved: both set)."""
     if on_ray.address is None or not on_ray.workers:
         raise ValueError(f"{on_ray.label()}: the cluster and its worker count are named when the "
                          "session starts (session/client_cluster.py); none was")
-    return measure_in_workers(endpoint, requests, pattern, seed=seed, warmup=list(warmup),
-                              duration_s=duration_s, workers=on_ray.workers,
+    return measure_in_workers(endpoint, plan, workers=on_ray.workers,
                               stall_timeout_s=stall_timeout_s, interrupt=interrupt,
                               main=proxy_main, ray_address=on_ray.address)

@@ -38,6 +38,7 @@ from pytest_llmperf.client import progress
 from pytest_llmperf.client.measurement import (
     WARMUP_CONCURRENCY,
     Endpoint,
+    LoadPlan,
     Measurement,
     finished,
     prepare_checks,
@@ -213,24 +214,23 @@ def _collect(pending: dict[int, tuple[Any, Connection]], timeout_s: float | None
     return got, failed
 
 
-def measure_in_workers(endpoint: Endpoint, requests: list[Request],
-                       pattern: LoadPattern, *, seed: int, warmup: list[Request],
-                       duration_s: float | None, workers: int, on_started=None,
+def measure_in_workers(endpoint: Endpoint, plan: LoadPlan, *, workers: int, on_started=None,
                        stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
                        interrupt: Interrupt | None = None, main: Callable[..., None] | None = None,
                        ray_address: str | None = None) -> Measurement:
     """`measure.measure` over `workers` processes; `on_started(pids)` lets a benchmark watch
     them. `main(job, counter, board, conn)` is what each process runs: by default the worker
     itself; client/ray_workers.py passes one that runs it in a Ray actor on `ray_address`."""
-    plans = plan_workers(pattern, len(requests), len(warmup), workers)
+    requests, warmup = list(plan.requests), list(plan.warmup)
+    plans = plan_workers(plan.pattern, len(requests), len(warmup), workers)
     counter = _CONTEXT.Value("q", 0)
     board = progress.Board(_CONTEXT, len(plans))
     pending: dict[int, tuple[Any, Connection]] = {}
     try:
-        for k, plan in enumerate(plans):
+        for k, share in enumerate(plans):
             parent, child = _CONTEXT.Pipe()
-            job = WorkerJob(k, endpoint, requests, warmup, plan, len(plans), seed, duration_s,
-                            stall_timeout_s, ray_address)
+            job = WorkerJob(k, endpoint, requests, warmup, share, len(plans), plan.seed,
+                            plan.duration_s, stall_timeout_s, ray_address)
             process = _CONTEXT.Process(target=main or _worker_main,
                                        args=(job, counter, board, child),
                                        name=f"llmperf-client-{k}", daemon=True)

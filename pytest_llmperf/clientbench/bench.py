@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_llmperf.client.measure import Endpoint
+from pytest_llmperf.client.measure import Endpoint, LoadPlan
 from pytest_llmperf.client.patterns import Concurrency, LoadPattern, Rate
 from pytest_llmperf.client.readers import reader_kind
 from pytest_llmperf.client.selfcheck import check_client
@@ -163,9 +163,8 @@ def run_ours(server: MockProcess, load: Load, output_tokens: int, workers: int,
     endpoint = Endpoint(server.url, "mock", ClientOptions(api=api))
     server.reset()
     with CpuWatch(server) as watch:
-        measured = measure_in_workers(endpoint, requests, load.pattern, seed=0, warmup=[],
-                                      duration_s=None, workers=workers,
-                                      on_started=watch.pids.extend)
+        measured = measure_in_workers(endpoint, LoadPlan(requests, load.pattern),
+                                      workers=workers, on_started=watch.pids.extend)
     metrics = compute_metrics(measured.records)
     truth = server.truth()
     check = check_client(metrics, measured.client, load.pattern)

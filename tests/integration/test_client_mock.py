@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from pytest_llmperf.client.measure import Endpoint, measure
+from pytest_llmperf.client.measure import Endpoint, LoadPlan, measure
 from pytest_llmperf.client.openai import ClientOptions
 from pytest_llmperf.client.patterns import Concurrency, Rate
 from pytest_llmperf.client.selfcheck import check_client
@@ -62,8 +62,9 @@ def test_one_process_measures_the_true_tpot(mock, api):
                                      Rate(requests_per_s=40.0, max_concurrency=3)],
                          ids=["closed", "open", "capped"])
 def test_two_workers_send_every_request_once_on_one_time_line(mock, pattern):
-    measured = measure_in_workers(Endpoint(mock.url, "mock"), requests(12), pattern, seed=3,
-                                  warmup=requests(2), duration_s=None, workers=2)
+    measured = measure_in_workers(Endpoint(mock.url, "mock"),
+                                  LoadPlan(requests(12), pattern, seed=3, warmup=requests(2)),
+                                  workers=2)
     assert measured.client_error is None
     assert [r.index for r in measured.records] == list(range(12))
     assert all(r.ok for r in measured.records)
@@ -111,8 +112,8 @@ def test_a_full_collection_mid_run_scans_only_what_the_run_made(mock):
 
 def test_open_loop_in_workers_keeps_the_schedule(mock):
     pattern = Rate(requests_per_s=20.0)
-    measured = measure_in_workers(Endpoint(mock.url, "mock"), requests(10, 5), pattern, seed=1,
-                                  warmup=[], duration_s=None, workers=2)
+    measured = measure_in_workers(Endpoint(mock.url, "mock"),
+                                  LoadPlan(requests(10, 5), pattern, seed=1), workers=2)
     # On time by the client self-check's rule (p90 within max(10 ms, 10% of TTFT p50)), not a
     # bound set on one CPU; a worker off the common schedule would be late by an inter-arrival
     # gap (~50 ms) on half the sends, far past it.
@@ -133,9 +134,9 @@ def test_a_worker_killed_mid_run_costs_only_its_records(mock):
         threading.Timer(1.0, os.kill, (started[1], signal.SIGKILL)).start()
 
     start = time.monotonic()
-    measured = measure_in_workers(Endpoint(mock.url, "mock"), requests(4, 300),
-                                  Concurrency(max_concurrency=4), seed=0, warmup=[],
-                                  duration_s=None, workers=2, on_started=kill_second_soon)
+    measured = measure_in_workers(Endpoint(mock.url, "mock"),
+                                  LoadPlan(requests(4, 300), Concurrency(max_concurrency=4)),
+                                  workers=2, on_started=kill_second_soon)
     assert measured.client_error == (
         f"client worker 1 (pid {pids[1]}) died: killed by SIGKILL; the records of the other 1 "
         "worker(s) are kept")

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from pytest_llmperf.client.measurement import LoadPlan
 from pytest_llmperf.client.patterns import Rate
 from pytest_llmperf.client.ray_workers import ClientActor, OnRay, measure_on_ray, wall_minus_perf
 from pytest_llmperf.client.selfcheck import check_client
@@ -98,8 +99,7 @@ def test_the_self_check_names_the_worker_that_lagged():
 
 def test_an_unresolved_choice_is_refused_before_any_worker_starts():
     with pytest.raises(ValueError, match=r"^ray:2: the cluster and its worker count are named "):
-        measure_on_ray(None, [], Rate(requests_per_s=1.0), seed=0, warmup=(), duration_s=None,
-                       on_ray=OnRay(2))
+        measure_on_ray(None, LoadPlan([], Rate(requests_per_s=1.0)), on_ray=OnRay(2))
 
 
 @pytest.fixture
