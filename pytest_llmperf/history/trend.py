@@ -116,7 +116,10 @@ class TrendCheck:
         the acknowledgement, or the phases that grew and an expired acknowledgement."""
         clock = self.clock or datetime.now(timezone.utc)
         at = series.at(change).started_at
-        if at is not None and self.baseline_at is not None and at <= self.baseline_at:
+        # A table's date is kept to the second (verdict/baseline_provenance.py): a change whose
+        # first run began in the second the table was written, or before, came before it.
+        if at is not None and self.baseline_at is not None \
+                and at.replace(microsecond=0) <= self.baseline_at:
             return True, (f"{line}; accepted: the committed baseline was updated since "
                           f"({self.baseline_at.date().isoformat()})")
         ack = covering(self.acks, series.metric, at, clock, self.now.family or None)

@@ -27,6 +27,7 @@ from pytest_llmperf.reports.files import merge_documents
 from pytest_llmperf.reports.headline import budget_headline, headline
 from pytest_llmperf.reports.notes import Note, fold
 from pytest_llmperf.reports.outputs.base import (
+    Asked,
     Output,
     OutputFile,
     SessionOutput,
@@ -35,7 +36,7 @@ from pytest_llmperf.reports.outputs.base import (
 )
 from pytest_llmperf.session.ledger import Ledger
 from pytest_llmperf.session.provenance import git_commit
-from pytest_llmperf.session.settings import RUNS_DIR, Asked
+from pytest_llmperf.session.settings import RUNS_DIR
 from pytest_llmperf.verdict.stored_run import StoredRun
 
 

@@ -21,6 +21,7 @@ from pytest_llmperf.history.location import DEFAULT as HISTORY_DEFAULT
 from pytest_llmperf.history.location import parse_history
 from pytest_llmperf.machine.expect import parse_expectations
 from pytest_llmperf.metrics.cost import parse_cost_per_hour
+from pytest_llmperf.reports.outputs.base import Asked
 from pytest_llmperf.secrets import parse_names
 from pytest_llmperf.verdict.paired_ratios import (
     DEFAULT_AB_CONFIRM_PAIRS,
@@ -355,17 +356,6 @@ OPTIONS: tuple[Option, ...] = (
 
 # The flags older than --llmperf-output: each asks for the output format of its own name.
 OUTPUT_ALIASES = ("json", "save", "markdown", "html")
-
-
-@dataclass(frozen=True)
-class Asked:
-    """One output format asked for: the option and its value as given ("--llmperf-output",
-    "json=r.json"), the format's name, and its path (None: the format's own)."""
-
-    option: str
-    given: Any
-    name: str
-    value: Any
 
 
 # Saved runs (--llmperf-save, --llmperf-compare), under pytest's rootdir.

@@ -13,6 +13,9 @@ endpoint mode (`--llmperf-endpoint`), so a night costs one pytest session, not a
 - PostgreSQL (a real server, tests/history_db.py): the same from night 5 of 10.
 - Episodes: `llmperf nightly` eight nights (slowed 4-6), each change posted opened once and
   resolved once, a summary line a night, and a runner shape that stopped posted stale once.
+- Accepted: 4 ms a step slower from night 4, red once caught; `llmperf accept` makes it the
+  new normal (the series' level moves: the next slowed night is green, saying the level
+  accepted), and 4 ms a step more (8 ms in all) is red again within 3 nights.
 
 Nightly (docs/testing.md): about 40 pytest sessions, ~7 minutes. The same gate logic runs in CI
 with injected measurements (tests/plugin/test_acks_plugin.py).
@@ -80,6 +83,12 @@ def slowed_server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def further_slowed_server(tmp_path_factory):
+    """8 ms a step slower: the release after the accepted one, 4 ms a step worse again."""
+    yield from _slowed(tmp_path_factory, 2 * STEP_DELAY_S)
+
+
+@pytest.fixture(scope="module")
 def much_slower_server(tmp_path_factory):
     """12 ms a step slower (TPOT about twice the unchanged): a change two nights on either side
     of it tell apart on this machine (see the episodes test)."""
@@ -94,10 +103,10 @@ class Nights:
         (where / "test_nights.py").write_text(SUITE)
         self.outcomes: list[str] = []
 
-    def night(self, server: VllmServer, host: str | None = None) -> str:
+    def night(self, server: VllmServer, host: str | None = None, *more: str) -> str:
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
                    "-rfE", "--llmperf-endpoint", server.base_url, "--llmperf-hardware", "cpu",
-                   "--llmperf-history", self.store, "--llmperf-trend"]
+                   "--llmperf-history", self.store, "--llmperf-trend", *more]
         if host:  # a real host name: this night's own UTS namespace
             command = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', host,
                        *command]
@@ -173,6 +182,42 @@ def test_twenty_unchanged_nights_pass_and_a_4ms_step_on_another_host_stays_red(
 def test_a_slowdown_from_night_5_stays_red_in_postgresql(tmp_path, tiny_server, slowed_server,
                                                          postgres_db, capsys):
     slowdown_then_ack(Nights(tmp_path, postgres_db), tiny_server, slowed_server, 4, capsys)
+
+
+def test_an_accepted_slowdown_is_the_new_normal_and_a_further_one_still_fails(
+        tmp_path, tiny_server, slowed_server, further_slowed_server, capsys):
+    """`llmperf accept` on a real store: three unchanged nights, then 4 ms a step slower until
+    the trend gate is red and one night more; each metric it names accepted; the next slowed
+    night is green against the level accepted, and 8 ms a step (4 more) is red again."""
+    nights = Nights(tmp_path, str(tmp_path / "nights.sqlite"))
+    for server in [tiny_server] * 3:
+        nights.night(server)
+    assert nights.red_nights() == [], nights.said(nights.red_nights())
+    while len(nights.outcomes) < 3 + CAUGHT_WITHIN and not nights.red_nights():
+        nights.night(slowed_server)
+    red = nights.red_nights()
+    assert red, f"a 4 ms step not caught in {CAUGHT_WITHIN} nights: {nights.outcomes}"
+    nights.night(slowed_server)  # one night more at the new level before it is accepted
+    red_output = "\n".join((nights.where / f"night-{n}.txt").read_text()
+                           for n in nights.red_nights())
+    metrics = sorted({m.group(1) for m in WORSE.finditer(red_output)})
+    assert set(metrics) & DECODE_SPEED, red_output[-3000:]
+    capsys.readouterr()
+    for metric in metrics:
+        assert cli.main(["accept", TEST, "--metric", metric, "--reason", "the new release's "
+                         "scheduler, measured and agreed", "--history", nights.store]) == 0
+        said = capsys.readouterr().out
+        assert f"{TEST} {metric}: accepted as the new level by " in said, said
+    accepted = nights.night(slowed_server, None, "-v")
+    assert nights.outcomes[-1] == "green", accepted[-3000:]
+    assert "accepted as the new level by " in accepted, accepted[-3000:]
+    settled = len(nights.outcomes)
+    while len(nights.outcomes) < settled + CAUGHT_WITHIN and nights.outcomes[-1] == "green":
+        nights.night(further_slowed_server)
+    assert nights.outcomes[-1] == "red", (
+        f"4 ms a step more, after the accepted level, not caught in {CAUGHT_WITHIN} nights: "
+        f"{nights.outcomes}")
+    print(f"accept nights: {nights.outcomes}\n" + nights.said([len(nights.outcomes)]))
 
 
 # The medians and throughput gated, as the CPU suite gates them (suites/tiny.py's CPU_GATED):

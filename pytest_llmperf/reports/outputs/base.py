@@ -26,7 +26,7 @@ from pytest_llmperf.registry import Registry
 from pytest_llmperf.reports.markdown import Report
 from pytest_llmperf.verdict.stored_run import StoredRun
 
-__all__ = ["FORMATS", "Output", "OutputFile", "SessionOutput", "named", "writers"]
+__all__ = ["FORMATS", "Asked", "Output", "OutputFile", "SessionOutput", "named", "writers"]
 
 
 class Paths(Protocol):
@@ -46,6 +46,17 @@ class OutputFile:
     path: Path
     append: bool = False
     checked: bool = True  # checked writable before the session measures anything
+
+
+@dataclass(frozen=True)
+class Asked:
+    """One output format asked for: the option and its value as given ("--llmperf-output",
+    "json=r.json"), the format's name, and its path (None: the format's own)."""
+
+    option: str
+    given: Any
+    name: str
+    value: Any
 
 
 @dataclass(frozen=True)

@@ -174,3 +174,19 @@ def test_a_change_before_the_committed_baseline_was_updated_is_accepted():
     after = judged(datetime(2026, 11, 10, tzinfo=timezone.utc))
     assert after.status == Status.PASS and after.notes[0].endswith(
         "; accepted: the committed baseline was updated since (2026-11-10)")
+
+
+def test_a_table_written_in_the_second_the_change_began_came_after_it():
+    """The table's date is kept to the second; the runs' to the microsecond. Nights a tenth of
+    a second apart (tests/plugin/test_acks_plugin.py's) put the change's first run and the
+    update in one second: the update came after it, and accepts it."""
+    start = datetime(2026, 11, 1, 12, 0, 0, 100_000, tzinfo=timezone.utc)
+    values = [0.010 * f for f in NOISE[:8]] + [0.0125, 0.0126, 0.0124]
+    points = [replace(point(i + 1, v), started_at=start + timedelta(milliseconds=50 * i))
+              for i, v in enumerate(values)]
+    written = datetime(2026, 11, 1, 12, 0, 0, tzinfo=timezone.utc)  # as the table keeps it
+    trend = TrendCheck(points, point(None, None), "h.sqlite", "s.py::test_a", window=3,
+                       baseline_at=written)
+    judged = references.judge(references.Current({"tpot_s.p50": Estimate(0.0125, 0.0, 1)}),
+                              None, gated=("tpot_s.p50",), tolerance=0.1, also=(trend,))
+    assert judged.status == Status.PASS, judged
