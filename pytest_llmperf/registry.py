@@ -37,6 +37,7 @@ class Registry(Generic[T]):
         self.what, self.key = what, key
         self.modules, self.package, self.entry_points = modules, package, entry_points
         self._things: dict[str, T] = {}
+        self._ordered: dict[str, T] | None = None  # all()'s answer, until one registers
         self._loaded = False
 
     def register(self, thing: T) -> T:
@@ -49,15 +50,18 @@ class Registry(Generic[T]):
             raise TypeError(f"{self.what} {name!r} is {_class(taken).__name__} already; give "
                             f"{_class(thing).__name__} a name of its own")
         self._things[name] = thing
+        self._ordered = None
         return thing
 
     def all(self) -> dict[str, T]:
         """Every registered thing by name: `modules`' in their order, then the rest."""
         self._load()
-        place = {module: index for index, module in enumerate(self.modules)}
-        ordered = sorted(self._things.items(),
-                         key=lambda item: place.get(_origin(item[1])[0], len(place)))
-        return dict(ordered)
+        if self._ordered is None:
+            place = {module: index for index, module in enumerate(self.modules)}
+            self._ordered = dict(sorted(self._things.items(),
+                                        key=lambda item: place.get(_origin(item[1])[0],
+                                                                   len(place))))
+        return dict(self._ordered)
 
     def get(self, name: str) -> T | None:
         self._load()
@@ -78,6 +82,7 @@ class Registry(Generic[T]):
     def forget(self, name: str) -> None:
         """Drop `name` (a test's own registration, undone)."""
         self._things.pop(name, None)
+        self._ordered = None
 
     def _load(self) -> None:
         if self._loaded:
